@@ -1,0 +1,24 @@
+"""Charter: a governed tool-execution runtime for AI agents."""
+
+from charter.errors import (
+    ApprovalRequired,
+    BuildError,
+    CharterError,
+    ContractError,
+    ErrorCode,
+    Failure,
+    UserError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "ApprovalRequired",
+    "BuildError",
+    "CharterError",
+    "ContractError",
+    "ErrorCode",
+    "Failure",
+    "UserError",
+    "__version__",
+]

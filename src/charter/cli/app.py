@@ -1,0 +1,23 @@
+"""The root Typer application; each command group lives in its own module."""
+
+from __future__ import annotations
+
+import typer
+
+from charter.cli import project_cmds, runs
+
+app = typer.Typer(
+    name="charter",
+    help=(
+        "Charter — a governed tool-execution runtime for AI agents.\n\n"
+        "Build a project into an immutable, content-addressed Build; run tool calls through "
+        "the governed kernel; inspect and verify the tamper-evident run ledger."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    context_settings={"help_option_names": ["-h", "--help"]},
+)
+
+project_cmds.register(app)
+app.add_typer(runs.app, name="runs")

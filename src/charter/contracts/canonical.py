@@ -1,0 +1,126 @@
+"""RFC 8785 canonical JSON, content digests and keyed argument fingerprints.
+
+``canonical_bytes`` is the one serialization used for everything that is hashed: contract and
+Build digests, ledger events, argument fingerprints. The reference implementation is the
+``rfc8785`` package. For the common case — strings, booleans, ``None``, integers within the
+IEEE-754 safe range, lists and dicts whose keys are in the Basic Multilingual Plane, no
+non-integral floats — the standard library's C encoder with sorted keys and no whitespace
+produces exactly the same bytes (a property test in ``tests/`` holds the two against each
+other), and is several times faster; every other value goes through ``rfc8785``.
+
+Integral floats are canonicalized like the integers they equal (``1.0`` → ``1``), as RFC 8785
+requires, so ``{"a": 1}`` and ``{"a": 1.0}`` hash the same.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import rfc8785
+
+from charter.errors import ConfigError, InvalidInput
+
+_SAFE_INT = 2**53 - 1
+_encode_fast = json.JSONEncoder(
+    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
+).encode
+_KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def _simple(value: Any) -> bool:
+    """True when the fast encoder gives RFC 8785 bytes for ``value``."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-_SAFE_INT <= value <= _SAFE_INT)
+    if kind is dict:
+        for key, item in value.items():
+            if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
+                return False
+            if not _simple(item):
+                return False
+        return True
+    if kind is list or kind is tuple:
+        return all(_simple(item) for item in value)
+    return False
+
+
+def _normalize(value: Any) -> Any:
+    """Turn integral floats into ints and tuples into lists, recursively (slow path only)."""
+    kind = type(value)
+    if kind is float:
+        if value != value or value in (float("inf"), float("-inf")):
+            raise InvalidInput(
+                "NaN and Infinity cannot be canonicalized", reason="ARGS_NON_FINITE_NUMBER"
+            )
+        if value.is_integer() and abs(value) <= _SAFE_INT:
+            return int(value)
+        return value
+    if kind is dict:
+        return {k: _normalize(v) for k, v in value.items()}
+    if kind is list or kind is tuple:
+        return [_normalize(v) for v in value]
+    return value
+
+
+def canonical_bytes(value: Any) -> bytes:
+    """The RFC 8785 canonical UTF-8 encoding of a JSON-compatible value."""
+    try:
+        if _simple(value):
+            return _encode_fast(value).encode("utf-8")
+        return bytes(rfc8785.dumps(_normalize(value)))
+    except UnicodeEncodeError:
+        raise InvalidInput(
+            "a string contains a lone surrogate", reason="ARGS_LONE_SURROGATE"
+        ) from None
+    except rfc8785.CanonicalizationError as exc:
+        raise InvalidInput(
+            f"value cannot be canonicalized as JSON: {type(exc).__name__}",
+            reason="CANONICALIZATION_FAILED",
+        ) from None
+
+
+def canonical_text(value: Any) -> str:
+    return canonical_bytes(value).decode("utf-8")
+
+
+def sha256_digest(value: Any) -> str:
+    """``sha256:<hex>`` over the canonical JSON of ``value``."""
+    return "sha256:" + hashlib.sha256(canonical_bytes(value)).hexdigest()
+
+
+def sha256_bytes(data: bytes) -> str:
+    return "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class Fingerprinter:
+    """Keyed fingerprints of JSON values: ``hmac-sha256:<key-id>:<hex>``.
+
+    The key is a retention secret supplied at run time (deployment configuration); it is never
+    stored beside the data, so a fingerprint cannot be reversed by guessing arguments unless
+    the key is known. Rotating the key changes every fingerprint; the key id says which key
+    made one.
+    """
+
+    key_id: str
+    key: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not _KEY_ID.match(self.key_id):
+            raise ConfigError(f"fingerprint key id {self.key_id!r} must match {_KEY_ID.pattern}")
+        if len(self.key) < 16:
+            raise ConfigError("a fingerprint key must be at least 16 bytes long")
+
+    def fingerprint(self, value: Any) -> str:
+        mac = hmac.new(self.key, canonical_bytes(value), hashlib.sha256).hexdigest()
+        return f"hmac-sha256:{self.key_id}:{mac}"
+
+    def matches(self, value: Any, fingerprint: str) -> bool:
+        return hmac.compare_digest(self.fingerprint(value), fingerprint)

@@ -1,0 +1,23 @@
+"""The public surface is a promise: ``charter.__all__`` changes only on purpose."""
+
+import charter
+
+EXPECTED = {
+    "ApprovalRequired",
+    "BuildError",
+    "CharterError",
+    "ContractError",
+    "ErrorCode",
+    "Failure",
+    "UserError",
+    "__version__",
+}
+
+
+def test_all_is_locked() -> None:
+    assert set(charter.__all__) == EXPECTED
+
+
+def test_all_names_resolve() -> None:
+    for name in charter.__all__:
+        assert getattr(charter, name) is not None
