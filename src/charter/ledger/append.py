@@ -1,0 +1,162 @@
+"""The append path, as pure functions shared by every backend.
+
+A backend appends inside one transaction: it reads the head row, fetches the projection rows
+:func:`rows_needed` names, calls :func:`plan_append`, then writes the event rows, the projection
+rows and the new head. Nothing here scans or counts a run: the next ``seq`` comes from the head.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from charter.errors import InvalidInput, StoreConflict
+from charter.ledger import lifecycle
+from charter.ledger.chain import Head, LedgerKey, chain_hash
+from charter.ledger.events import (
+    EVENT_TYPES,
+    GENESIS_HASH,
+    SCHEMA_VERSION,
+    Event,
+    NewEvent,
+    StoredEvent,
+    event_id,
+    payload_bytes,
+    stored_bytes,
+)
+from charter.ledger.ids import check_identifier
+from charter.ledger.projections import HANDLERS, STATUS_EVENTS, Row, RowKey, Writes, reads_for
+
+_AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AppendPlan:
+    """What one append writes: event rows, projection rows and the new head."""
+
+    run_id: str
+    rows: tuple[StoredEvent, ...]
+    events: tuple[Event, ...]
+    writes: Writes
+    head: Head
+    new_run: bool
+
+
+def rows_needed(run_id: str, entries: Sequence[NewEvent]) -> tuple[RowKey, ...]:
+    seen: dict[RowKey, None] = {}
+    for entry in entries:
+        for key in reads_for(run_id, entry.type, entry.payload):
+            seen[key] = None
+    return tuple(seen)
+
+
+async def check_in_flight(
+    guard: lifecycle.InFlightCalls, run_id: str, entries: Sequence[NewEvent]
+) -> None:
+    """Refuse run or task status changes while one of their domain calls is in flight."""
+    for entry in entries:
+        scoped = STATUS_EVENTS.get(entry.type)
+        if scoped is None:
+            continue
+        task_id = entry.payload.get("task_id") if scoped else None
+        task = task_id if isinstance(task_id, str) else None
+        calls = await guard.in_flight(run_id=run_id, task_id=task)
+        lifecycle.ensure_nothing_in_flight(calls, run_id=run_id, task_id=task)
+
+
+def plan_append(
+    *,
+    run_id: str,
+    head: Head | None,
+    entries: Sequence[NewEvent],
+    rows: Mapping[RowKey, Row | None],
+    now: str,
+    key: LedgerKey,
+    expected_seq: int | None = None,
+) -> AppendPlan:
+    """Seal ``entries`` onto the run whose current head is ``head``; raise if they may not go."""
+    check_identifier(run_id, what="run_id")
+    if not entries:
+        raise InvalidInput("nothing to append", reason="EMPTY_APPEND", run_id=run_id)
+    if head is None and entries[0].type != "run_created":
+        raise InvalidInput(
+            "the run does not exist; its first event must be run_created",
+            reason="RUN_NOT_FOUND",
+            run_id=run_id,
+        )
+    seq = head.seq if head else 0
+    if expected_seq is not None and expected_seq != seq + 1:
+        raise StoreConflict(
+            f"sequence {expected_seq} is not the run's next one ({seq + 1})",
+            reason="LEDGER_SEQ_CONFLICT",
+            run_id=run_id,
+            details={"expected_seq": expected_seq, "next_seq": seq + 1},
+        )
+    prev = head.hash if head else GENESIS_HASH
+    view: dict[RowKey, Row | None] = dict(rows)
+    writes: Writes = {}
+    stored: list[StoredEvent] = []
+    events: list[Event] = []
+    for entry in entries:
+        if entry.type not in EVENT_TYPES:
+            raise InvalidInput("unknown event type", reason="UNKNOWN_EVENT_TYPE", run_id=run_id)
+        if entry.type == "run_created" and seq != 0:
+            raise StoreConflict("the run already exists", reason="RUN_EXISTS", run_id=run_id)
+        at = entry.at or now
+        if not _AT.fullmatch(at):
+            raise InvalidInput("event time must be RFC 3339 UTC", reason="INVALID_TIMESTAMP")
+        if not isinstance(entry.payload, Mapping):
+            raise InvalidInput("event payload must be an object", reason="EVENT_PAYLOAD_INVALID")
+        seq += 1
+        data = stored_bytes(
+            run_id=run_id,
+            seq=seq,
+            type=entry.type,
+            at=at,
+            payload_bytes=payload_bytes(entry.payload),
+            prev_hash=prev,
+        )
+        digest = chain_hash(prev, data)
+        event = Event(
+            schema_version=SCHEMA_VERSION,
+            run_id=run_id,
+            seq=seq,
+            event_id=event_id(seq),
+            type=entry.type,
+            at=at,
+            payload=entry.payload,
+            prev_hash=prev,
+            hash=digest,
+        )
+        handler = HANDLERS.get(entry.type)
+        if handler is not None:
+            try:
+                out = handler.apply(event, view.get)
+            except InvalidInput as exc:
+                exc.run_id = run_id
+                raise
+            view.update(out)
+            writes.update(out)
+        stored.append(
+            StoredEvent(
+                run_id=run_id,
+                seq=seq,
+                type=entry.type,
+                at=at,
+                prev_hash=prev,
+                hash=digest,
+                data=data,
+            )
+        )
+        events.append(event)
+        prev = digest
+    new_head = Head(run_id=run_id, seq=seq, hash=prev, mac=key.mac(run_id, seq, prev))
+    return AppendPlan(
+        run_id=run_id,
+        rows=tuple(stored),
+        events=tuple(events),
+        writes=writes,
+        head=new_head,
+        new_run=head is None,
+    )

@@ -1,0 +1,65 @@
+"""The hash chain and the keyed MAC over a run's head.
+
+``hash(n) = "sha256:" + sha256(prev_hash(n) ‖ stored_bytes(n))`` links each event to the one
+before it. The head ``(seq, hash)`` is kept apart from the events (the ``run_heads`` table, or
+``manifest.json`` in an export) with ``mac = HMAC-SHA256(ledger_key, run_id | seq | hash)``.
+Deleting, reordering or rewriting events breaks the chain; cutting the tail disagrees with the
+head; recomputing the whole chain after an edit cannot produce a valid MAC without the key,
+which comes from configuration and is never stored in the database.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+from dataclasses import dataclass, field
+
+from charter.errors import ConfigError
+
+_KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
+
+
+def chain_hash(prev_hash: str, data: bytes) -> str:
+    digest = hashlib.sha256(prev_hash.encode("ascii"))
+    digest.update(data)
+    return "sha256:" + digest.hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerKey:
+    """The secret that MACs run heads. ``key_id`` names it (stored beside the MAC)."""
+
+    key_id: str
+    secret: bytes = field(repr=False)
+
+    def __post_init__(self) -> None:
+        if not _KEY_ID.fullmatch(self.key_id):
+            raise ConfigError(f"ledger key id must match {_KEY_ID.pattern}")
+        if len(self.secret) < 16:
+            raise ConfigError("a ledger key must be at least 16 bytes long")
+
+    @classmethod
+    def derive_id(cls, secret: bytes) -> LedgerKey:
+        """A key whose id is a short digest of the secret (so a wrong key is named as such)."""
+        return cls(
+            "k-" + hashlib.sha256(b"charter-ledger-key-id\x00" + secret).hexdigest()[:12], secret
+        )
+
+    def mac(self, run_id: str, seq: int, head_hash: str) -> str:
+        message = f"{run_id}|{seq}|{head_hash}".encode()
+        digest = hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+        return f"hmac-sha256:{self.key_id}:{digest}"
+
+    def mac_matches(self, run_id: str, seq: int, head_hash: str, mac: str) -> bool:
+        return hmac.compare_digest(self.mac(run_id, seq, head_hash), mac)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Head:
+    """A run's head: its last sequence number and hash, and the MAC that binds them."""
+
+    run_id: str
+    seq: int
+    hash: str
+    mac: str

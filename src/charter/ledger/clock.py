@@ -1,0 +1,12 @@
+"""Where event times come from: a callable returning an aware ``datetime``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+Clock = Callable[[], datetime]
+
+
+def system_clock() -> datetime:
+    return datetime.now(UTC)

@@ -1,0 +1,228 @@
+"""Ledger events: the record, the known types, and the stored byte form.
+
+An event is stored as the RFC 8785 canonical JSON of every field except ``hash``::
+
+    {"at":…,"event_id":"00000001","payload":{…},"prev_hash":…,"run_id":…,
+     "schema_version":1,"seq":1,"type":…}
+
+and ``hash = "sha256:" + sha256(prev_hash_utf8 ‖ stored_bytes)``. Verification hashes the
+stored bytes as they are and then checks that they agree with the indexed columns; nothing is
+re-serialized to verify.
+
+The registry of known event types lives here, in one place: later issues add their types (and
+projection handlers in :mod:`charter.ledger.projections`) by editing these tables.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from charter.contracts.canonical import canonical_bytes
+
+SCHEMA_VERSION = 1
+GENESIS_HASH = "sha256:" + "0" * 64
+"""The ``prev_hash`` of every run's first event."""
+
+OBSERVATIONAL_TYPES: frozenset[str] = frozenset(
+    {"tool_progress", "tool_call_recorded", "task_progress"}
+)
+"""Events that record what happened but never rewrite a snapshot (run, task, artifact rows)."""
+
+TOOL_PROGRESS_STAGES: frozenset[str] = frozenset(
+    {
+        "started",
+        "retrying",
+        "result_accepted",
+        "cache_hit",
+        "completed",
+        "failed",
+        "cancelled",
+        "unknown",
+        "abandoned",
+    }
+)
+
+EVENT_TYPES: frozenset[str] = frozenset(
+    {
+        "run_created",
+        "run_status_changed",
+        "task_created",
+        "task_status_changed",
+        "handoff_recorded",
+        "artifact_registered",
+        "context_resolved",
+        *OBSERVATIONAL_TYPES,
+        # approval_* (the approvals issue adds their projection handlers)
+        "approval_requested",
+        "approval_approved",
+        "approval_rejected",
+        "approval_expired",
+        "approval_consumed",
+        # proposal_*
+        "proposal_created",
+        "proposal_validated",
+        "proposal_blocked",
+        "proposal_approved",
+        "proposal_rejected",
+        "proposal_applied",
+        "proposal_expired",
+        # chat_*
+        "chat_turn_started",
+        "chat_message",
+        "chat_tool_call",
+        "chat_turn_completed",
+        "chat_turn_failed",
+    }
+)
+"""Every event type this code knows. A ledger holding any other type fails verification."""
+
+
+def event_id(seq: int) -> str:
+    return f"{seq:08d}"
+
+
+def format_at(moment: datetime) -> str:
+    """RFC 3339 UTC with microseconds: ``2025-01-02T03:04:05.000006Z``."""
+    if moment.tzinfo is None:
+        raise ValueError("event timestamps must be timezone-aware")
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewEvent:
+    """What a caller asks to append; the store assigns ``seq``, hashes and (by default) ``at``."""
+
+    type: str
+    payload: Mapping[str, Any] = field(default_factory=dict)
+    at: str | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Event:
+    """One ledger event, as read back (after its stored bytes were checked)."""
+
+    schema_version: int
+    run_id: str
+    seq: int
+    event_id: str
+    type: str
+    at: str
+    payload: Mapping[str, Any]
+    prev_hash: str
+    hash: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "schema_version": self.schema_version,
+            "run_id": self.run_id,
+            "seq": self.seq,
+            "event_id": self.event_id,
+            "type": self.type,
+            "at": self.at,
+            "payload": dict(self.payload),
+            "prev_hash": self.prev_hash,
+            "hash": self.hash,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredEvent:
+    """One event row exactly as a store holds it: the indexed columns and the stored bytes."""
+
+    run_id: str
+    seq: int
+    type: str
+    at: str
+    prev_hash: str
+    hash: str
+    data: bytes = field(repr=False)
+
+
+def _json_str(value: str) -> bytes:
+    # Ids, types, timestamps and hashes are ASCII without quotes or escapes (checked by callers),
+    # so their canonical form is the string in quotes. json.dumps keeps this honest for the rest.
+    return json.dumps(value, ensure_ascii=False).encode("utf-8")
+
+
+def stored_bytes(
+    *, run_id: str, seq: int, type: str, at: str, payload_bytes: bytes, prev_hash: str
+) -> bytes:
+    """Canonical JSON of the event without ``hash``, assembled around canonical payload bytes.
+
+    Keys appear in RFC 8785 order (at, event_id, payload, prev_hash, run_id, schema_version,
+    seq, type); a property test holds this equal to ``canonical_bytes`` of the whole dict.
+    """
+    return b"".join(
+        (
+            b'{"at":',
+            _json_str(at),
+            b',"event_id":"',
+            event_id(seq).encode("ascii"),
+            b'","payload":',
+            payload_bytes,
+            b',"prev_hash":',
+            _json_str(prev_hash),
+            b',"run_id":',
+            _json_str(run_id),
+            b',"schema_version":',
+            str(SCHEMA_VERSION).encode("ascii"),
+            b',"seq":',
+            str(seq).encode("ascii"),
+            b',"type":',
+            _json_str(type),
+            b"}",
+        )
+    )
+
+
+def payload_bytes(payload: Mapping[str, Any]) -> bytes:
+    return canonical_bytes(dict(payload))
+
+
+def expected_frame(row: StoredEvent) -> tuple[bytes, bytes]:
+    """The exact prefix and suffix the stored bytes of ``row`` must have around the payload."""
+    prefix = b"".join(
+        (
+            b'{"at":',
+            _json_str(row.at),
+            b',"event_id":"',
+            event_id(row.seq).encode(),
+            b'","payload":',
+        )
+    )
+    suffix = b"".join(
+        (
+            b',"prev_hash":',
+            _json_str(row.prev_hash),
+            b',"run_id":',
+            _json_str(row.run_id),
+            b',"schema_version":',
+            str(SCHEMA_VERSION).encode("ascii"),
+            b',"seq":',
+            str(row.seq).encode("ascii"),
+            b',"type":',
+            _json_str(row.type),
+            b"}",
+        )
+    )
+    return prefix, suffix
+
+
+def decode(row: StoredEvent) -> Event:
+    """Parse stored bytes into an :class:`Event` (no checks beyond JSON; see verify)."""
+    doc = json.loads(row.data)
+    return Event(
+        schema_version=doc["schema_version"],
+        run_id=doc["run_id"],
+        seq=doc["seq"],
+        event_id=doc["event_id"],
+        type=doc["type"],
+        at=doc["at"],
+        payload=doc["payload"],
+        prev_hash=doc["prev_hash"],
+        hash=row.hash,
+    )

@@ -1,0 +1,79 @@
+"""The store ports: what the ledger needs from a backend, and nothing more.
+
+Three small interfaces, implemented by :mod:`charter.stores.memory`, ``sqlite`` and
+``postgres`` and held to the same behaviour by :mod:`charter.testing.conformance`:
+
+* :class:`EventLog` — append events (sealed, chained, projected in one transaction), read the
+  stored rows after a sequence number, read the head, wait for appends (subscriptions);
+* :class:`ProjectionReader` — the projection rows (runs, tasks, artifacts) and one consistent
+  snapshot of a run (head + rows from one read transaction) for verification;
+* :class:`Store` — both, plus ``aclose``.
+
+Every backend raises only Charter errors: duplicate keys and stale sequence numbers are
+:class:`~charter.errors.StoreConflict`, driver failures :class:`~charter.errors.StoreError`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from charter.ledger.chain import Head
+from charter.ledger.events import Event, NewEvent, StoredEvent
+from charter.ledger.projections import Row, RowKey
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSnapshot:
+    """A run's head and projection rows, read in one transaction (so they agree)."""
+
+    head: Head
+    run: Row | None
+    tables: dict[str, list[Row]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunSummary:
+    run: Row
+    event_count: int
+
+
+class EventLog(Protocol):
+    async def append(
+        self, run_id: str, entries: Sequence[NewEvent], *, expected_seq: int | None = None
+    ) -> Sequence[Event]:
+        """Seal and append ``entries`` to the run atomically (all or none); return them.
+
+        ``expected_seq`` (optimistic concurrency) is the seq the first entry must receive;
+        otherwise :class:`~charter.errors.StoreConflict` (``LEDGER_SEQ_CONFLICT``).
+        """
+        ...
+
+    async def head(self, run_id: str) -> Head | None: ...
+
+    async def read_stored(
+        self, run_id: str, *, after: int = 0, limit: int = 1000
+    ) -> Sequence[StoredEvent]:
+        """Event rows with ``seq > after`` in seq order, exactly as stored (unchecked)."""
+        ...
+
+    async def wait_for_events(self, run_id: str, *, after: int, timeout: float) -> bool:
+        """Return once the run's head is past ``after`` (True) or ``timeout`` passes (False)."""
+        ...
+
+
+class ProjectionReader(Protocol):
+    async def get_row(self, key: RowKey) -> Row | None: ...
+
+    async def list_rows(self, table: str, run_id: str) -> Sequence[Row]: ...
+
+    async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
+        """Most recently created runs first."""
+        ...
+
+    async def snapshot(self, run_id: str) -> RunSnapshot | None: ...
+
+
+class Store(EventLog, ProjectionReader, Protocol):
+    async def aclose(self) -> None: ...

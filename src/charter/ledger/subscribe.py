@@ -1,0 +1,67 @@
+"""Incremental reads: follow a run's events after a sequence number, checking continuity.
+
+A subscriber remembers the last ``(seq, hash)`` it saw; every new event must carry the next
+sequence number, link to that hash, and hash correctly, or the subscription fails with a
+:class:`~charter.errors.LedgerIntegrityError` naming the reason and sequence number.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from charter.errors import LedgerIntegrityError
+from charter.ledger.events import GENESIS_HASH, Event, decode
+from charter.ledger.ports import EventLog
+from charter.ledger.verify import LedgerProblem, check_row
+
+
+async def read_events(
+    log: EventLog, run_id: str, *, after: int = 0, after_hash: str | None = None, limit: int = 1000
+) -> list[Event]:
+    """Up to ``limit`` checked events after ``after`` (continuity checked from ``after_hash``)."""
+    out: list[Event] = []
+    async for event in subscribe(log, run_id, after=after, after_hash=after_hash, follow=False):
+        out.append(event)
+        if len(out) >= limit:
+            break
+    return out
+
+
+async def subscribe(
+    log: EventLog,
+    run_id: str,
+    *,
+    after: int = 0,
+    after_hash: str | None = None,
+    follow: bool = True,
+    poll_s: float = 1.0,
+) -> AsyncIterator[Event]:
+    """Yield the run's events with ``seq > after``; with ``follow``, wait for new ones."""
+    last_seq = after
+    last_hash = after_hash
+    if last_hash is None:
+        if after == 0:
+            last_hash = GENESIS_HASH
+        else:
+            known = await log.read_stored(run_id, after=after - 1, limit=1)
+            if not known or known[0].seq != after:
+                raise LedgerIntegrityError(
+                    f"event {after} is missing", reason="LEDGER_GAP", seq=after, run_id=run_id
+                )
+            last_hash = known[0].hash
+    while True:
+        rows = await log.read_stored(run_id, after=last_seq, limit=500)
+        for row in rows:
+            try:
+                check_row(row, last_seq=last_seq, last_hash=last_hash)
+            except LedgerProblem as problem:
+                raise LedgerIntegrityError(
+                    problem.message, reason=problem.reason, seq=problem.seq, run_id=run_id
+                ) from None
+            last_seq, last_hash = row.seq, row.hash
+            yield decode(row)
+        if rows:
+            continue
+        if not follow:
+            return
+        await log.wait_for_events(run_id, after=last_seq, timeout=poll_s)

@@ -1,0 +1,244 @@
+"""Verification: replay the chain and the state machines, rebuild projections, compare.
+
+:class:`ChainChecker` is fed stored rows in order — from a database or an exported directory —
+and reports the first problem with its own reason and sequence number:
+
+==========================  =============================================================
+``LEDGER_GAP``              a sequence number is missing
+``LEDGER_DUPLICATE_SEQ``    an event repeats an earlier sequence number
+``LEDGER_SEQ_ORDER``        an event sits at another event's position (reordered)
+``LEDGER_HASH_MISMATCH``    stored bytes do not hash to the recorded hash, the chain link is
+                            broken, or the bytes disagree with the indexed columns
+``LEDGER_UNKNOWN_EVENT_TYPE``  an event type this code does not know
+``LEDGER_BAD_TRANSITION``   replaying the lifecycles refuses an event
+``LEDGER_HEAD_MISMATCH``    the events end before or after, or elsewhere than, the head
+``LEDGER_MAC_INVALID``      the head's MAC does not verify with the configured key
+``SNAPSHOT_DIVERGENCE``     a stored projection disagrees with the one rebuilt from events
+``LEDGER_TORN_TAIL``        an exported event file ends mid-line (see :mod:`.export`)
+==========================  =============================================================
+
+Stored bytes are hashed as they are and never re-serialized. Their agreement with the indexed
+columns is checked byte for byte against the frame those columns imply (prefix and suffix
+around the payload); the payload is parsed where a projection handler needs it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from charter.contracts.canonical import canonical_bytes
+from charter.errors import InvalidInput, LedgerIntegrityError
+from charter.ledger.chain import Head, LedgerKey, chain_hash
+from charter.ledger.events import EVENT_TYPES, GENESIS_HASH, StoredEvent, decode, expected_frame
+from charter.ledger.ports import Store
+from charter.ledger.projections import HANDLERS, RUN_TABLES, Rebuild, Row
+
+_BATCH = 5000
+
+
+class LedgerProblem(Exception):
+    """Internal: the first problem found; turned into a report or a LedgerIntegrityError."""
+
+    def __init__(self, reason: str, seq: int | None, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.seq = seq
+        self.message = message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifyReport:
+    run_id: str
+    ok: bool
+    events: int
+    head_seq: int | None
+    reason: str | None = None
+    seq: int | None = None
+    message: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "ok": self.ok,
+            "events": self.events,
+            "head_seq": self.head_seq,
+            "reason": self.reason,
+            "seq": self.seq,
+            "message": self.message,
+        }
+
+    def raise_for_problem(self) -> None:
+        if not self.ok:
+            raise LedgerIntegrityError(
+                self.message or "the ledger failed verification",
+                reason=self.reason or "LEDGER_INTEGRITY",
+                seq=self.seq,
+                run_id=self.run_id,
+            )
+
+
+def check_row(row: StoredEvent, *, last_seq: int, last_hash: str) -> None:
+    """Check one stored row against its predecessor; raise :class:`LedgerProblem`."""
+    if row.seq <= last_seq:
+        raise LedgerProblem("LEDGER_DUPLICATE_SEQ", row.seq, f"sequence {row.seq} repeats")
+    if row.seq != last_seq + 1:
+        raise LedgerProblem("LEDGER_GAP", last_seq + 1, f"event {last_seq + 1} is missing")
+    prefix, suffix = expected_frame(row)
+    data = row.data
+    if not (data.startswith(prefix) and data.endswith(suffix)):
+        _explain_frame(row, last_seq)
+    if row.prev_hash != last_hash:
+        raise LedgerProblem(
+            "LEDGER_HASH_MISMATCH", row.seq, f"event {row.seq} does not link to event {last_seq}"
+        )
+    if chain_hash(row.prev_hash, data) != row.hash:
+        raise LedgerProblem(
+            "LEDGER_HASH_MISMATCH", row.seq, f"event {row.seq}'s bytes do not match its hash"
+        )
+    if row.type not in EVENT_TYPES:
+        raise LedgerProblem(
+            "LEDGER_UNKNOWN_EVENT_TYPE", row.seq, f"event {row.seq} has an unknown type"
+        )
+
+
+def _explain_frame(row: StoredEvent, last_seq: int) -> None:
+    """The bytes disagree with the columns: say whether it is a sequence problem."""
+    try:
+        doc = json.loads(row.data)
+        inner = doc["seq"]
+    except (ValueError, KeyError, TypeError):
+        inner = None
+    if isinstance(inner, int) and inner != row.seq:
+        if inner <= last_seq:
+            raise LedgerProblem(
+                "LEDGER_DUPLICATE_SEQ", row.seq, f"position {row.seq} repeats event {inner}"
+            )
+        raise LedgerProblem(
+            "LEDGER_SEQ_ORDER", row.seq, f"position {row.seq} holds event {inner} (reordered)"
+        )
+    raise LedgerProblem(
+        "LEDGER_HASH_MISMATCH", row.seq, f"event {row.seq}'s bytes disagree with its columns"
+    )
+
+
+class ChainChecker:
+    """Feed rows in order; then :meth:`finish` with the head and, optionally, stored rows."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.last_seq = 0
+        self.last_hash = GENESIS_HASH
+        self.rebuild = Rebuild()
+
+    def feed(self, row: StoredEvent) -> None:
+        if row.run_id != self.run_id:
+            raise LedgerProblem(
+                "LEDGER_HASH_MISMATCH", row.seq, f"event {row.seq} belongs to another run"
+            )
+        check_row(row, last_seq=self.last_seq, last_hash=self.last_hash)
+        if row.seq == 1 and row.type != "run_created":
+            raise LedgerProblem("LEDGER_BAD_TRANSITION", 1, "the first event is not run_created")
+        if row.type in HANDLERS:
+            try:
+                self.rebuild.apply(decode(row))
+            except InvalidInput as exc:
+                raise LedgerProblem(
+                    "LEDGER_BAD_TRANSITION", row.seq, f"event {row.seq}: {exc.message}"
+                ) from None
+            except (ValueError, KeyError, TypeError):
+                raise LedgerProblem(
+                    "LEDGER_HASH_MISMATCH", row.seq, f"event {row.seq} is not valid JSON"
+                ) from None
+        self.last_seq = row.seq
+        self.last_hash = row.hash
+
+    def check_head(self, head: Head | None, key: LedgerKey) -> None:
+        if head is None:
+            raise LedgerProblem("LEDGER_HEAD_MISMATCH", None, "the run has no head record")
+        if head.seq > self.last_seq:
+            raise LedgerProblem(
+                "LEDGER_HEAD_MISMATCH",
+                self.last_seq + 1,
+                f"the head is at {head.seq} but the events end at {self.last_seq}",
+            )
+        if head.seq < self.last_seq:
+            raise LedgerProblem(
+                "LEDGER_HEAD_MISMATCH",
+                head.seq + 1,
+                f"events continue past the head ({head.seq})",
+            )
+        if head.hash != self.last_hash:
+            raise LedgerProblem(
+                "LEDGER_HEAD_MISMATCH", head.seq, "the head hash is not the last event's hash"
+            )
+        if not key.mac_matches(self.run_id, head.seq, head.hash, head.mac):
+            raise LedgerProblem(
+                "LEDGER_MAC_INVALID",
+                head.seq,
+                f"the head MAC does not verify with ledger key {key.key_id}",
+            )
+
+    def compare(self, name: str, stored: Any, rebuilt: Any) -> None:
+        if _canon(stored) != _canon(rebuilt):
+            run = self.rebuild.run(self.run_id)
+            seq = run["snapshot_seq"] if run else None
+            raise LedgerProblem(
+                "SNAPSHOT_DIVERGENCE", seq, f"the stored {name} disagrees with the events"
+            )
+
+    def compare_tables(self, run: Row | None, tables: Mapping[str, Sequence[Row]]) -> None:
+        self.compare("run row", run, self.rebuild.run(self.run_id))
+        for table in RUN_TABLES:
+            self.compare(
+                f"{table} rows",
+                list(tables.get(table, ())),
+                self.rebuild.listed(table, self.run_id),
+            )
+
+
+def _canon(value: Any) -> bytes:
+    return canonical_bytes(value)
+
+
+async def verify_run(store: Store, run_id: str, key: LedgerKey) -> VerifyReport:
+    """Verify one run in ``store``: chain, lifecycles, head and MAC, projections."""
+    snap = await store.snapshot(run_id)
+    if snap is None:
+        raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
+    checker = ChainChecker(run_id)
+    count = 0
+    try:
+        after = 0
+        while after < snap.head.seq:
+            rows = await store.read_stored(run_id, after=after, limit=_BATCH)
+            rows = [r for r in rows if r.seq <= snap.head.seq]
+            if not rows:
+                break
+            for row in rows:
+                checker.feed(row)
+                count += 1
+            after = rows[-1].seq
+        head = snap.head
+        beyond = await store.read_stored(run_id, after=snap.head.seq, limit=1)
+        if beyond:  # maybe a concurrent append: look at the head again
+            fresh = await store.head(run_id)
+            if fresh is None or fresh.seq < beyond[0].seq:
+                raise LedgerProblem(
+                    "LEDGER_HEAD_MISMATCH", beyond[0].seq, "events continue past the head"
+                )
+        checker.check_head(head, key)
+        checker.compare_tables(snap.run, snap.tables)
+    except LedgerProblem as problem:
+        return VerifyReport(
+            run_id=run_id,
+            ok=False,
+            events=count,
+            head_seq=snap.head.seq,
+            reason=problem.reason,
+            seq=problem.seq,
+            message=problem.message,
+        )
+    return VerifyReport(run_id=run_id, ok=True, events=count, head_seq=snap.head.seq)

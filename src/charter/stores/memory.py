@@ -1,0 +1,134 @@
+"""The in-memory store: for unit tests, with exactly the invariants of the SQL backends.
+
+Rows are kept as canonical JSON bytes, so what a caller reads back is a copy, as from a
+database; a second event with the same ``(run_id, seq)`` raises the same
+:class:`~charter.errors.StoreConflict` a primary key raises in SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Sequence
+
+from charter.contracts.canonical import canonical_bytes
+from charter.errors import StoreConflict
+from charter.ledger.append import check_in_flight, plan_append, rows_needed
+from charter.ledger.chain import Head, LedgerKey
+from charter.ledger.clock import Clock, system_clock
+from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
+from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
+from charter.ledger.ports import RunSnapshot, RunSummary
+from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        *,
+        key: LedgerKey,
+        clock: Clock = system_clock,
+        in_flight: InFlightCalls = NOTHING_IN_FLIGHT,
+    ) -> None:
+        self.key = key
+        self._clock = clock
+        self._in_flight = in_flight
+        self.events: dict[tuple[str, int], StoredEvent] = {}
+        self.seqs: dict[str, list[int]] = {}
+        self.heads: dict[str, Head] = {}
+        self.rows: dict[RowKey, bytes] = {}
+        self._tick = asyncio.Event()
+
+    # -- EventLog -----------------------------------------------------------------------
+
+    async def append(
+        self, run_id: str, entries: Sequence[NewEvent], *, expected_seq: int | None = None
+    ) -> Sequence[Event]:
+        await check_in_flight(self._in_flight, run_id, entries)
+        # No await from here to the end: the append is atomic on the event loop.
+        head = self.heads.get(run_id)
+        needed = {k: self._row(k) for k in rows_needed(run_id, entries)}
+        plan = plan_append(
+            run_id=run_id,
+            head=head,
+            entries=entries,
+            rows=needed,
+            now=format_at(self._clock()),
+            key=self.key,
+            expected_seq=expected_seq,
+        )
+        for row in plan.rows:
+            if (run_id, row.seq) in self.events:
+                raise StoreConflict(
+                    "duplicate (run_id, seq)", reason="LEDGER_DUPLICATE_KEY", run_id=run_id
+                )
+        for row in plan.rows:
+            self.events[(run_id, row.seq)] = row
+            self.seqs.setdefault(run_id, []).append(row.seq)
+        for key, value in plan.writes.items():
+            self.rows[key] = canonical_bytes(value)
+        self.heads[run_id] = plan.head
+        self._tick.set()
+        self._tick = asyncio.Event()
+        return plan.events
+
+    async def head(self, run_id: str) -> Head | None:
+        return self.heads.get(run_id)
+
+    async def read_stored(
+        self, run_id: str, *, after: int = 0, limit: int = 1000
+    ) -> Sequence[StoredEvent]:
+        seqs = sorted(s for s in self.seqs.get(run_id, ()) if s > after)[:limit]
+        return [self.events[(run_id, s)] for s in seqs if (run_id, s) in self.events]
+
+    async def wait_for_events(self, run_id: str, *, after: int, timeout: float) -> bool:
+        tick = self._tick
+        head = self.heads.get(run_id)
+        if head is not None and head.seq > after:
+            return True
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(tick.wait(), timeout)
+        head = self.heads.get(run_id)
+        return head is not None and head.seq > after
+
+    # -- ProjectionReader ---------------------------------------------------------------
+
+    def _row(self, key: RowKey) -> Row | None:
+        data = self.rows.get(key)
+        return None if data is None else dict(json.loads(data))
+
+    async def get_row(self, key: RowKey) -> Row | None:
+        return self._row(key)
+
+    async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
+        spec = TABLES[table]
+        rows = [
+            json.loads(data)
+            for key, data in self.rows.items()
+            if key.table == table and key.key[0] == run_id
+        ]
+        return sorted(rows, key=lambda r: r[spec.order_by])
+
+    async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
+        runs = [json.loads(d) for k, d in self.rows.items() if k.table == "runs"]
+        runs.sort(key=lambda r: (r["created_at"], r["run_id"]), reverse=True)
+        return [
+            RunSummary(
+                run=r, event_count=self.heads[r["run_id"]].seq if r["run_id"] in self.heads else 0
+            )
+            for r in runs[:limit]
+        ]
+
+    async def snapshot(self, run_id: str) -> RunSnapshot | None:
+        head = self.heads.get(run_id)
+        if head is None:
+            return None
+        return RunSnapshot(
+            head=head,
+            run=self._row(run_key(run_id)),
+            tables={t: list(await self.list_rows(t, run_id)) for t in RUN_TABLES},
+        )
+
+    async def aclose(self) -> None:
+        return None
