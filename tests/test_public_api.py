@@ -6,11 +6,13 @@ EXPECTED = {
     "ApprovalRequired",
     "BuildError",
     "CharterError",
+    "Context",
     "ContractError",
     "ErrorCode",
     "Failure",
     "UserError",
     "__version__",
+    "tool",
 }
 
 

@@ -1,5 +1,7 @@
 """Charter: a governed tool-execution runtime for AI agents."""
 
+from charter.contracts.decorator import tool
+from charter.contracts.tool_context import Context
 from charter.errors import (
     ApprovalRequired,
     BuildError,
@@ -16,9 +18,11 @@ __all__ = [
     "ApprovalRequired",
     "BuildError",
     "CharterError",
+    "Context",
     "ContractError",
     "ErrorCode",
     "Failure",
     "UserError",
     "__version__",
+    "tool",
 ]
