@@ -1,0 +1,68 @@
+"""Schema migrations: one ordered list per dialect; position + 1 is the version.
+
+Each database records the versions applied in ``charter_schema``. Opening a database applies
+the missing migrations in order; a database whose version is higher than this code knows was
+written by a newer Charter and is refused with a clear message (never downgraded or guessed).
+Migrations are append-only: never edit one that has shipped, add the next.
+"""
+
+from __future__ import annotations
+
+from charter.errors import MigrationError
+
+SCHEMA_TABLE = "charter_schema"
+
+SQLITE: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE events (
+            run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, at TEXT NOT NULL,
+            prev_hash TEXT NOT NULL, hash TEXT NOT NULL, data BLOB NOT NULL,
+            PRIMARY KEY (run_id, seq)) WITHOUT ROWID""",
+        """CREATE TABLE run_heads (
+            run_id TEXT PRIMARY KEY, seq INTEGER NOT NULL, hash TEXT NOT NULL,
+            mac TEXT NOT NULL)""",
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY, status TEXT NOT NULL, workflow_slug TEXT NOT NULL,
+            session_id TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+            data TEXT NOT NULL)""",
+        "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
+        """CREATE TABLE tasks (
+            run_id TEXT NOT NULL, task_id TEXT NOT NULL, status TEXT NOT NULL,
+            seq INTEGER NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, task_id))""",
+        """CREATE TABLE artifacts (
+            run_id TEXT NOT NULL, artifact_id TEXT NOT NULL, seq INTEGER NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, artifact_id))""",
+    ),
+)
+
+POSTGRES: tuple[tuple[str, ...], ...] = (
+    (
+        """CREATE TABLE events (
+            run_id TEXT NOT NULL, seq BIGINT NOT NULL, type TEXT NOT NULL, at TEXT NOT NULL,
+            prev_hash TEXT NOT NULL, hash TEXT NOT NULL, data BYTEA NOT NULL,
+            PRIMARY KEY (run_id, seq))""",
+        """CREATE TABLE run_heads (
+            run_id TEXT PRIMARY KEY, seq BIGINT NOT NULL, hash TEXT NOT NULL, mac TEXT NOT NULL)""",
+        """CREATE TABLE runs (
+            run_id TEXT PRIMARY KEY, status TEXT NOT NULL, workflow_slug TEXT NOT NULL,
+            session_id TEXT NOT NULL, created_at TEXT NOT NULL, updated_at TEXT NOT NULL,
+            data TEXT NOT NULL)""",
+        "CREATE INDEX runs_by_created ON runs (created_at, run_id)",
+        """CREATE TABLE tasks (
+            run_id TEXT NOT NULL, task_id TEXT NOT NULL, status TEXT NOT NULL,
+            seq BIGINT NOT NULL, data TEXT NOT NULL, PRIMARY KEY (run_id, task_id))""",
+        """CREATE TABLE artifacts (
+            run_id TEXT NOT NULL, artifact_id TEXT NOT NULL, seq BIGINT NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, artifact_id))""",
+    ),
+)
+
+
+def check_not_newer(found: int, known: int, *, where: str) -> None:
+    if found > known:
+        raise MigrationError(
+            f"the database {where} has schema version {found}, written by a newer Charter; "
+            f"this Charter knows versions up to {known}. Upgrade Charter to open it.",
+            reason="STORE_SCHEMA_TOO_NEW",
+            details={"found": found, "known": known},
+        )

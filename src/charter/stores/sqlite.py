@@ -1,0 +1,402 @@
+"""The SQLite store: the embedded default.
+
+One dedicated writer thread owns the only writing connection (WAL, ``synchronous=FULL``) and
+**group-commits**: appends queued while a commit is in progress all go into the next single
+transaction, and each append's future resolves only after that transaction committed. An
+append whose plan is refused (a bad transition, a stale ``expected_seq``) fails alone, before
+it writes anything; a database error rolls the batch back and retries its appends one by one,
+so one failure never takes its neighbours with it.
+
+Readers use their own connections on a small thread pool. Every ``sqlite3`` exception is
+translated into the :class:`~charter.errors.StoreError` family at this boundary. The event
+loop that opened the store is the one its futures resolve on (asyncio).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import queue
+import sqlite3
+import threading
+from collections.abc import AsyncIterator, Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, TypeVar
+
+from charter.errors import CharterError, MigrationError, StoreConflict, StoreError
+from charter.ledger.append import AppendPlan, check_in_flight, plan_append, rows_needed
+from charter.ledger.chain import Head, LedgerKey
+from charter.ledger.clock import Clock, system_clock
+from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
+from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
+from charter.ledger.ports import RunSnapshot, RunSummary
+from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.stores import migrations
+from charter.stores._sql import list_sql, select_sql, upsert_params, upsert_sql
+
+T = TypeVar("T")
+_MAX_BATCH = 1024
+_STOP = object()
+
+
+def translate_sqlite_error(exc: sqlite3.Error) -> StoreError:
+    """Map a ``sqlite3`` exception onto the store error family (the only place that does)."""
+    name = type(exc).__name__
+    if isinstance(exc, sqlite3.IntegrityError):
+        return StoreConflict(f"sqlite: uniqueness or integrity rule violated ({name})")
+    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
+        return StoreError("sqlite: the database is locked", reason="STORE_BUSY", retryable=True)
+    return StoreError(f"sqlite: {name}: {exc}")
+
+
+def _as_store_error(exc: BaseException) -> BaseException:
+    if isinstance(exc, sqlite3.Error):
+        return translate_sqlite_error(exc)
+    if isinstance(exc, CharterError):
+        return exc
+    return StoreError(f"sqlite writer: {type(exc).__name__}: {exc}")
+
+
+@dataclass(slots=True)
+class _Job:
+    run_id: str
+    entries: Sequence[NewEvent]
+    expected_seq: int | None
+    future: asyncio.Future[Sequence[Event]]
+
+
+def _connect(path: str, *, readonly: bool) -> sqlite3.Connection:
+    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+    conn.execute("PRAGMA busy_timeout = 10000")
+    if readonly:
+        conn.execute("PRAGMA query_only = 1")
+    else:
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA synchronous = FULL")
+    return conn
+
+
+def migrate(conn: sqlite3.Connection, *, where: str) -> int:
+    """Bring the schema up to date (or refuse a newer one); return the version."""
+    known = len(migrations.SQLITE)
+    conn.execute(
+        f"CREATE TABLE IF NOT EXISTS {migrations.SCHEMA_TABLE} "
+        "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
+    )
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        (found,) = conn.execute(
+            f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"
+        ).fetchone()
+        migrations.check_not_newer(found, known, where=where)
+        for version in range(found + 1, known + 1):
+            for statement in migrations.SQLITE[version - 1]:
+                conn.execute(statement)
+            conn.execute(
+                f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (?, ?)",
+                (version, format_at(datetime.now(UTC))),
+            )
+        conn.execute("COMMIT")
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    return known
+
+
+def _head(conn: sqlite3.Connection, run_id: str) -> Head | None:
+    got = conn.execute(
+        "SELECT seq, hash, mac FROM run_heads WHERE run_id = ?", (run_id,)
+    ).fetchone()
+    return None if got is None else Head(run_id=run_id, seq=got[0], hash=got[1], mac=got[2])
+
+
+def _row(conn: sqlite3.Connection, key: RowKey) -> Row | None:
+    got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
+    return None if got is None else dict(json.loads(got[0]))
+
+
+def _list(conn: sqlite3.Connection, table: str, run_id: str) -> list[Row]:
+    sql = list_sql(TABLES[table], "?")
+    return [json.loads(r[0]) for r in conn.execute(sql, (run_id,))]
+
+
+class SQLiteStore:
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        key: LedgerKey,
+        clock: Clock = system_clock,
+        in_flight: InFlightCalls = NOTHING_IN_FLIGHT,
+        readers: int = 4,
+    ) -> None:
+        self.path = str(path)
+        self.key = key
+        self._clock = clock
+        self._in_flight = in_flight
+        self._queue: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._readers = ThreadPoolExecutor(max_workers=readers, thread_name_prefix="charter-read")
+        self._local = threading.local()
+        self._reader_conns: list[sqlite3.Connection] = []
+        self._conns_lock = threading.Lock()
+        self._writer: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick = asyncio.Event()
+        self._closed = False
+        self.commits = 0
+        """Transactions the writer committed (group commit makes this < appends)."""
+
+    @classmethod
+    @contextlib.asynccontextmanager
+    async def open(cls, path: str | Path, **options: Any) -> AsyncIterator[SQLiteStore]:
+        store = cls(path, **options)
+        await store.start()
+        try:
+            yield store
+        finally:
+            await store.aclose()
+
+    async def start(self) -> None:
+        if self.path != ":memory:":
+            try:
+                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise StoreError(
+                    f"sqlite: cannot create the directory for {self.path}: {exc.strerror}"
+                ) from None
+        self._loop = asyncio.get_running_loop()
+        ready: asyncio.Future[None] = self._loop.create_future()
+        self._writer = threading.Thread(
+            target=self._writer_main, args=(ready,), name="charter-sqlite-writer", daemon=True
+        )
+        self._writer.start()
+        await ready
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer is not None:
+            self._queue.put(_STOP)
+            await asyncio.to_thread(self._writer.join)
+        self._readers.shutdown(wait=True)
+        with self._conns_lock:
+            for conn in self._reader_conns:
+                conn.close()
+            self._reader_conns.clear()
+
+    # -- the writer thread ----------------------------------------------------------------
+
+    def _writer_main(self, ready: asyncio.Future[None]) -> None:
+        loop = self._loop
+        assert loop is not None
+        try:
+            conn = _connect(self.path, readonly=False)
+            migrate(conn, where=self.path)
+        except (sqlite3.Error, CharterError) as exc:
+            err = translate_sqlite_error(exc) if isinstance(exc, sqlite3.Error) else exc
+            loop.call_soon_threadsafe(_settle_ready, ready, err)
+            return
+        loop.call_soon_threadsafe(_settle_ready, ready, None)
+        try:
+            stop = False
+            while not stop:
+                first = self._queue.get()
+                if first is _STOP:
+                    break
+                batch: list[_Job] = [first]
+                while len(batch) < _MAX_BATCH:
+                    try:
+                        nxt = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if nxt is _STOP:
+                        stop = True
+                        break
+                    batch.append(nxt)
+                outcomes = self._commit(conn, batch)
+                loop.call_soon_threadsafe(self._settle, outcomes)
+        finally:
+            conn.close()
+
+    def _commit(
+        self, conn: sqlite3.Connection, batch: list[_Job]
+    ) -> list[tuple[_Job, Sequence[Event] | None, BaseException | None]]:
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            outcomes: list[tuple[_Job, Sequence[Event] | None, BaseException | None]] = []
+            for job in batch:
+                try:
+                    plan = self._plan(conn, job)
+                except CharterError as exc:  # refused before writing anything
+                    outcomes.append((job, None, exc))
+                    continue
+                self._write(conn, plan)
+                outcomes.append((job, plan.events, None))
+            conn.execute("COMMIT")
+            self.commits += 1
+            return outcomes
+        except Exception as exc:  # the writer thread must survive anything a batch raises
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            if len(batch) == 1:
+                return [(batch[0], None, _as_store_error(exc))]
+            # Retry each append alone so one bad append does not fail its neighbours.
+            return [o for job in batch for o in self._commit(conn, [job])]
+
+    def _plan(self, conn: sqlite3.Connection, job: _Job) -> AppendPlan:
+        rows = {k: _row(conn, k) for k in rows_needed(job.run_id, job.entries)}
+        return plan_append(
+            run_id=job.run_id,
+            head=_head(conn, job.run_id),
+            entries=job.entries,
+            rows=rows,
+            now=format_at(self._clock()),
+            key=self.key,
+            expected_seq=job.expected_seq,
+        )
+
+    def _write(self, conn: sqlite3.Connection, plan: AppendPlan) -> None:
+        conn.executemany(
+            "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows],
+        )
+        for key, row in plan.writes.items():
+            conn.execute(upsert_sql(TABLES[key.table], "?"), upsert_params(key, row))
+        h = plan.head
+        if plan.new_run:
+            conn.execute(
+                "INSERT INTO run_heads (run_id, seq, hash, mac) VALUES (?, ?, ?, ?)",
+                (h.run_id, h.seq, h.hash, h.mac),
+            )
+        else:
+            conn.execute(
+                "UPDATE run_heads SET seq = ?, hash = ?, mac = ? WHERE run_id = ?",
+                (h.seq, h.hash, h.mac, h.run_id),
+            )
+
+    def _settle(
+        self, outcomes: list[tuple[_Job, Sequence[Event] | None, BaseException | None]]
+    ) -> None:
+        for job, events, exc in outcomes:
+            if job.future.done():
+                continue
+            if exc is not None:
+                job.future.set_exception(exc)
+            else:
+                assert events is not None
+                job.future.set_result(events)
+        self._tick.set()
+        self._tick = asyncio.Event()
+
+    # -- EventLog -------------------------------------------------------------------------
+
+    async def append(
+        self, run_id: str, entries: Sequence[NewEvent], *, expected_seq: int | None = None
+    ) -> Sequence[Event]:
+        if self._closed or self._loop is None:
+            raise StoreError("the store is closed", reason="STORE_CLOSED")
+        await check_in_flight(self._in_flight, run_id, entries)
+        future: asyncio.Future[Sequence[Event]] = self._loop.create_future()
+        self._queue.put(_Job(run_id, list(entries), expected_seq, future))
+        return await future
+
+    async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        loop = asyncio.get_running_loop()
+        return await loop.run_in_executor(self._readers, self._with_reader, fn)
+
+    def _with_reader(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        try:
+            if conn is None:
+                conn = _connect(self.path, readonly=True)
+                self._local.conn = conn
+                with self._conns_lock:
+                    self._reader_conns.append(conn)
+            return fn(conn)
+        except sqlite3.Error as exc:
+            raise translate_sqlite_error(exc) from None
+
+    async def head(self, run_id: str) -> Head | None:
+        return await self._read(lambda c: _head(c, run_id))
+
+    async def read_stored(
+        self, run_id: str, *, after: int = 0, limit: int = 1000
+    ) -> Sequence[StoredEvent]:
+        def go(conn: sqlite3.Connection) -> list[StoredEvent]:
+            cur = conn.execute(
+                "SELECT seq, type, at, prev_hash, hash, data FROM events "
+                "WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?",
+                (run_id, after, limit),
+            )
+            return [
+                StoredEvent(run_id=run_id, seq=s, type=t, at=a, prev_hash=p, hash=h, data=bytes(d))
+                for s, t, a, p, h, d in cur
+            ]
+
+        return await self._read(go)
+
+    async def wait_for_events(self, run_id: str, *, after: int, timeout: float) -> bool:
+        tick = self._tick
+        head = await self.head(run_id)
+        if head is not None and head.seq > after:
+            return True
+        with contextlib.suppress(TimeoutError):
+            # Appends by other processes are seen when the timeout expires (polling).
+            await asyncio.wait_for(tick.wait(), timeout)
+        head = await self.head(run_id)
+        return head is not None and head.seq > after
+
+    # -- ProjectionReader -----------------------------------------------------------------
+
+    async def get_row(self, key: RowKey) -> Row | None:
+        return await self._read(lambda c: _row(c, key))
+
+    async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
+        return await self._read(lambda c: _list(c, table, run_id))
+
+    async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
+        def go(conn: sqlite3.Connection) -> list[RunSummary]:
+            cur = conn.execute(
+                "SELECT r.data, coalesce(h.seq, 0) FROM runs r "
+                "LEFT JOIN run_heads h ON h.run_id = r.run_id "
+                "ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
+                (limit,),
+            )
+            return [RunSummary(run=json.loads(d), event_count=n) for d, n in cur]
+
+        return await self._read(go)
+
+    async def snapshot(self, run_id: str) -> RunSnapshot | None:
+        def go(conn: sqlite3.Connection) -> RunSnapshot | None:
+            conn.execute("BEGIN")
+            try:
+                head = _head(conn, run_id)
+                if head is None:
+                    return None
+                return RunSnapshot(
+                    head=head,
+                    run=_row(conn, run_key(run_id)),
+                    tables={t: _list(conn, t, run_id) for t in RUN_TABLES},
+                )
+            finally:
+                conn.execute("COMMIT")
+
+        return await self._read(go)
+
+
+def _settle_ready(ready: asyncio.Future[None], exc: BaseException | None) -> None:
+    if ready.done():
+        return
+    if exc is None:
+        ready.set_result(None)
+    else:
+        ready.set_exception(exc)
+
+
+__all__ = ["MigrationError", "SQLiteStore", "migrate", "translate_sqlite_error"]
