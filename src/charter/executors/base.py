@@ -1,0 +1,185 @@
+"""The executor interface every executor implements (DESIGN §3 steps 8 and 10).
+
+An executor runs one call and reports what it knows about the outcome:
+
+- ``succeeded`` — the tool returned; ``result`` is JSON-compatible.
+- ``failed`` — the tool raised, or its result was unacceptable; ``error`` says why. A tool
+  that raised a Charter :class:`~charter.errors.Failure` keeps its code and reason; anything
+  else is ``internal`` / ``TOOL_RAISED``. ``dispatched`` is ``False`` only when the executor
+  refused before any effect could happen (the tool could not be found, or the arguments did
+  not fit its signature).
+- ``unknown`` — the executor cannot say whether the tool's effect happened: a timeout, a lost
+  worker, a crashed process. Never retried here; the kernel decides.
+
+Executors never retry (``attempts`` is always 1 here; the kernel retries read-only idempotent
+tools itself) and never see secrets in the clear in their error messages: every message and
+string detail passes through the :data:`MessageRedactor` the executor was built with.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+from charter.contracts.model import ToolContract
+from charter.contracts.tool_context import Context
+from charter.errors import FAILURE_BY_CODE, ContractViolation, ErrorCode, Failure
+
+OutcomeStatus = Literal["succeeded", "failed", "unknown"]
+
+# Reasons executors use.
+TOOL_RAISED = "TOOL_RAISED"
+TOOL_NOT_FOUND = "TOOL_NOT_FOUND"
+TOOL_IMPORT_FAILED = "TOOL_IMPORT_FAILED"
+ARGS_MISMATCH = "ARGS_MISMATCH"
+RESULT_NOT_JSON = "RESULT_NOT_JSON"
+RESULT_TOO_LARGE = "RESULT_TOO_LARGE"
+TIMEOUT = "TIMEOUT"
+WORKER_LOST = "WORKER_LOST"
+WORKER_START_FAILED = "WORKER_START_FAILED"
+WORKER_PROTOCOL = "WORKER_PROTOCOL"
+
+MAX_RESULT_DEPTH = 128
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionRequest:
+    """One call, as the kernel hands it to an executor after every check has passed."""
+
+    contract: ToolContract
+    arguments: Mapping[str, Any]
+    context: Context
+    deadline_s: float  # seconds from now; the executor gives up (``unknown``) after it
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionOutcome:
+    """What an executor knows about one call."""
+
+    status: OutcomeStatus
+    result: Any = None  # JSON-compatible when succeeded
+    error: Failure | None = None  # when failed or unknown
+    dispatched: bool = True  # False only when refused before any effect could happen
+    attempts: int = 1
+    log: str = ""  # redacted, truncated diagnostics (a worker's stderr); never shown to models
+
+    @property
+    def reason(self) -> str | None:
+        return self.error.reason if self.error is not None else None
+
+
+MessageRedactor = Callable[[str, ExecutionRequest], str]
+"""Scrubs secrets from a message about ``request`` (an exception text, a stderr tail).
+
+The kernel passes one built from :class:`charter.kernel.redaction.Redactor`: it knows the
+contract's ``redact`` pointers and the values of the request's sensitive arguments.
+"""
+
+
+class Executor(Protocol):
+    """Runs calls of one kind (``python``, ``subprocess``, later ``http`` and ``mcp``)."""
+
+    kind: str
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome: ...
+
+    async def aclose(self) -> None: ...
+
+
+def succeeded(result: Any) -> ExecutionOutcome:
+    return ExecutionOutcome(status="succeeded", result=result)
+
+
+def failed(error: Failure, *, dispatched: bool = True, log: str = "") -> ExecutionOutcome:
+    return ExecutionOutcome(status="failed", error=error, dispatched=dispatched, log=log)
+
+
+def unknown(error: Failure, *, log: str = "") -> ExecutionOutcome:
+    return ExecutionOutcome(status="unknown", error=error, log=log)
+
+
+def scrub_details(value: Any, scrub: Callable[[str], str]) -> Any:
+    """A copy of ``value`` with every string (keys included) passed through ``scrub``."""
+    if isinstance(value, str):
+        return scrub(value)
+    if isinstance(value, Mapping):
+        return {scrub(str(k)): scrub_details(v, scrub) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [scrub_details(v, scrub) for v in value]
+    return value
+
+
+def failure_from(
+    code: str | ErrorCode,
+    reason: str,
+    message: str,
+    *,
+    details: Mapping[str, Any] | None = None,
+    retryable: bool = False,
+    call_id: str | None = None,
+    run_id: str | None = None,
+) -> Failure:
+    """A :class:`Failure` of the class matching ``code`` (unknown codes become ``internal``)."""
+    try:
+        error_code = ErrorCode(code)
+    except ValueError:
+        error_code = ErrorCode.INTERNAL
+    cls = FAILURE_BY_CODE[error_code]
+    return cls(
+        message,
+        reason=reason,
+        details=details,
+        retryable=retryable,
+        call_id=call_id,
+        run_id=run_id,
+    )
+
+
+def ensure_json(value: Any) -> Any:
+    """Return ``value`` as plain JSON data, or raise ``contract_violation`` / ``RESULT_NOT_JSON``.
+
+    Accepted: dicts with string keys, lists (tuples become lists), strings (valid Unicode, no
+    lone surrogates), finite numbers, booleans and ``None``. Anything else — sets, bytes,
+    NaN, objects — is refused, naming the JSON pointer where it was found (never the value).
+    """
+    return _json(value, "", 0)
+
+
+def _refuse(pointer: str, what: str) -> ContractViolation:
+    return ContractViolation(
+        f"the tool's result is not JSON: {what} at {pointer or '/'}",
+        reason=RESULT_NOT_JSON,
+        details={"pointer": pointer or "/"},
+    )
+
+
+def _json(value: Any, pointer: str, depth: int) -> Any:
+    if depth > MAX_RESULT_DEPTH:
+        raise _refuse(pointer, f"nesting deeper than {MAX_RESULT_DEPTH}")
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise _refuse(pointer, "a non-finite number")
+        return float(value)
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _refuse(pointer, "a string with a lone surrogate") from None
+        return str(value)
+    if isinstance(value, dict):
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise _refuse(pointer, f"a {type(key).__name__} key")
+            child = pointer + "/" + key.replace("~", "~0").replace("/", "~1")
+            out[_json(key, pointer, depth + 1)] = _json(item, child, depth + 1)
+        return out
+    if isinstance(value, list | tuple):
+        return [_json(item, f"{pointer}/{i}", depth + 1) for i, item in enumerate(value)]
+    raise _refuse(pointer, f"a value of type {type(value).__name__}")
