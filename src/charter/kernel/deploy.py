@@ -1,0 +1,734 @@
+"""The deployment file: how a project runs in ONE environment (not part of the Build).
+
+``charter.deploy.yaml`` beside ``charter.yaml``, or the file named by ``--deploy FILE`` or the
+``CHARTER_DEPLOY`` environment variable, declares who may call (principals and their
+credentials, by reference only), which executor serves each tool, the governance mode, the
+secrets the runtime needs, lifetimes, limits and enablement. ``docs/deploy.md`` is the
+reference for every field.
+
+Secrets are never written in the file: a secret is ``{env: VAR}`` or ``{file: PATH}``; an API
+key may also be given as ``{sha256: HEX}``, the hash of the key. Secret values are resolved
+once, when the file is loaded, and never appear in an error message, a ``repr``, a log line or
+:meth:`Deployment.describe`. The deployment keeps only SHA-256 digests of API keys and of the
+approval token, and compares them in constant time.
+
+When no deployment file exists, :func:`local_default_deployment` gives documented development
+defaults whose keys live in ``.charter/*.key`` files (mode 0600), never in the database.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import hmac
+import os
+import re
+import secrets
+import stat
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+import yaml
+
+from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.errors import ConfigError
+from charter.kernel.principals import Principal, PrincipalKind
+
+DEPLOY_FILE = "charter.deploy.yaml"
+DEPLOY_ENV_VAR = "CHARTER_DEPLOY"
+LOCAL_DIR = ".charter"
+LOCAL_OPERATOR = "local"
+LOCAL_TENANT = "local"
+LOCAL_KEY_FILES: Mapping[str, str] = MappingProxyType(
+    {
+        "fingerprint_key": "fingerprint.key",
+        "ledger_key": "ledger.key",
+        "operator_api_key": "operator.key",
+    }
+)
+EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
+_BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
+    {"python": frozenset(), "subprocess": frozenset()}
+)
+MIN_SECRET_BYTES = 16
+DEFAULT_APPROVAL_LIFETIME_S = 300.0
+DEFAULT_CONTEXT_LIFETIME_S = 900.0
+
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
+_PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
+_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+
+
+class Mode(StrEnum):
+    """How much the kernel governs (DESIGN §3)."""
+
+    ENFORCE = "enforce"  # everything is checked and recorded
+    OBSERVE = "observe"  # calls run as if ungoverned; what enforce would do is recorded
+    OFF = "off"  # no governance, no recording
+
+
+class SecretRef:
+    """A reference to a secret: an environment variable or a file. Never prints the value.
+
+    ``repr`` and ``str`` show only the reference (``env:CHARTER_LEDGER_KEY``). The value is
+    read when the deployment is loaded (so a missing secret fails at start-up, naming the
+    reference) and cached in the object; pickling drops it.
+    """
+
+    __slots__ = ("_env", "_file", "_value")
+
+    def __init__(self, *, env: str | None = None, file: Path | str | None = None) -> None:
+        if (env is None) == (file is None):
+            raise ConfigError("a secret reference names exactly one of `env` or `file`")
+        if env is not None and not _ENV_NAME.match(env):
+            raise ConfigError(f"{env!r} is not an environment variable name")
+        self._env = env
+        self._file = Path(file) if file is not None else None
+        self._value: bytes | None = None
+
+    @property
+    def env(self) -> str | None:
+        return self._env
+
+    @property
+    def file(self) -> Path | None:
+        return self._file
+
+    @property
+    def reference(self) -> str:
+        """``env:NAME`` or ``file:PATH`` — safe to print."""
+        return f"env:{self._env}" if self._env is not None else f"file:{self._file}"
+
+    def load(self, env: Mapping[str, str] | None = None, *, what: str = "secret") -> bytes:
+        """Read the value now (from ``env``, default ``os.environ``, or the file) and cache it.
+
+        Errors name ``what`` and the reference, never the value.
+        """
+        source = os.environ if env is None else env
+        if self._env is not None:
+            raw = source.get(self._env)
+            if raw is None:
+                raise ConfigError(f"{what}: environment variable {self._env} is not set")
+            value = raw.encode("utf-8", "surrogateescape")
+        else:
+            assert self._file is not None
+            try:
+                value = self._file.read_bytes()
+            except FileNotFoundError:
+                raise ConfigError(f"{what}: secret file {self._file} does not exist") from None
+            except OSError as exc:
+                raise ConfigError(
+                    f"{what}: cannot read secret file {self._file}: {exc.strerror}"
+                ) from None
+            value = value.rstrip(b"\r\n")
+        if len(value) < MIN_SECRET_BYTES:
+            raise ConfigError(
+                f"{what}: the secret in {self.reference} is shorter than {MIN_SECRET_BYTES} bytes"
+            )
+        self._value = value
+        return value
+
+    def resolve(self) -> bytes:
+        """The secret's bytes: the value cached at load, else read now from the process."""
+        if self._value is not None:
+            return self._value
+        return self.load()
+
+    def key_id(self) -> str:
+        """A short, stable, non-reversible id for this key (for ``hmac-sha256:<key-id>:``)."""
+        digest = hashlib.sha256(b"charter.key-id\x00" + self.resolve()).hexdigest()
+        return "k" + digest[:12]
+
+    def __repr__(self) -> str:
+        return f"SecretRef({self.reference})"
+
+    __str__ = __repr__
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, SecretRef):
+            return NotImplemented
+        return (self._env, self._file) == (other._env, other._file)
+
+    def __hash__(self) -> int:
+        return hash((self._env, self._file))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_ref, (self._env, self._file))
+
+
+def _rebuild_ref(env: str | None, file: Path | None) -> SecretRef:
+    return SecretRef(env=env, file=file)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Binding:
+    """Which executor serves one tool in this environment."""
+
+    executor: str
+    required: bool = True  # a required tool that is not ready blocks context resolution
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Deployment-wide budgets. ``None`` means unlimited where allowed."""
+
+    run_tool_calls: int | None = 1000  # tool calls per run
+    run_elapsed_s: float | None = 3600.0  # wall time from a run's creation to its last call
+    context_tokens: int = 32000  # estimated tokens of a resolved context (schemas + attachments)
+    max_args_bytes: int = 1024 * 1024  # raw argument document size
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Deployment:
+    """A loaded, validated deployment. Build with :func:`load_deployment`."""
+
+    environment: str
+    mode: Mode
+    principals: Mapping[str, Principal]
+    bindings: Mapping[str, Binding]
+    fingerprint_key: SecretRef | None = None
+    ledger_key: SecretRef | None = None
+    approval_token: SecretRef | None = None
+    approval_lifetime_s: float = DEFAULT_APPROVAL_LIFETIME_S
+    context_lifetime_s: float = DEFAULT_CONTEXT_LIFETIME_S
+    limits: Limits = field(default_factory=Limits)
+    # Proposal and write tools run only when named here; read tools are on by default.
+    # ``None`` lifts the restriction (the local development default only).
+    enabled_tools: frozenset[str] | None = frozenset()
+    kill_switch: bool = False  # True: no tool runs at all
+    default_executor: str | None = None  # for tools without a binding; None = unbound
+    source: Path | None = None  # the file it was read from; None for the local default
+    # name -> "env:VAR" | "file:PATH" | "sha256" (how the principal's key was given)
+    credential_refs: Mapping[str, str] = field(default_factory=dict)
+    # name -> sha256(api key); never the key itself
+    _key_digests: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
+    _token_digest: bytes | None = field(default=None, repr=False, compare=False)
+
+    def authenticate(self, api_key: str) -> Principal | None:
+        """The principal whose API key this is, or ``None``. Constant time per principal."""
+        offered = hashlib.sha256(api_key.encode("utf-8", "surrogateescape")).digest()
+        found: Principal | None = None
+        for name, digest in self._key_digests.items():
+            # compare every key, no early exit: timing does not depend on which one matched
+            if hmac.compare_digest(offered, digest):
+                found = self.principals[name]
+        return found
+
+    def approval_token_matches(self, token: str) -> bool:
+        """True if ``token`` is this deployment's standalone approval token."""
+        if self._token_digest is None or not token:
+            return False
+        offered = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
+        return hmac.compare_digest(offered, self._token_digest)
+
+    def is_enabled(self, tool_id: str, effect: Effect | str) -> bool:
+        """Enablement: kill switch off, and a read tool or a tool enabled by name."""
+        if self.kill_switch:
+            return False
+        if Effect(effect) is Effect.READ:
+            return True
+        return self.enabled_tools is None or tool_id in self.enabled_tools
+
+    def binding_for(self, tool_id: str) -> Binding | None:
+        """The tool's binding, else the default executor's, else ``None`` (not bound)."""
+        binding = self.bindings.get(tool_id)
+        if binding is None and self.default_executor is not None:
+            return Binding(executor=self.default_executor)
+        return binding
+
+    def describe(self) -> dict[str, Any]:
+        """A JSON-ready summary for ``--json`` output: references only, never a secret."""
+
+        def ref(value: SecretRef | None) -> str | None:
+            return value.reference if value is not None else None
+
+        return {
+            "environment": self.environment,
+            "mode": self.mode.value,
+            "source": str(self.source) if self.source is not None else None,
+            "secrets": {
+                "fingerprint_key": ref(self.fingerprint_key),
+                "ledger_key": ref(self.ledger_key),
+                "approval_token": ref(self.approval_token),
+            },
+            "approvals": {"lifetime_s": self.approval_lifetime_s},
+            "contexts": {"lifetime_s": self.context_lifetime_s},
+            "limits": {
+                "run_tool_calls": self.limits.run_tool_calls,
+                "run_elapsed_s": self.limits.run_elapsed_s,
+                "context_tokens": self.limits.context_tokens,
+                "max_args_bytes": self.limits.max_args_bytes,
+            },
+            "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
+            "kill_switch": self.kill_switch,
+            "default_executor": self.default_executor,
+            "principals": {
+                name: {
+                    "kind": p.kind.value,
+                    "tenant": p.tenant,
+                    "permissions": sorted(p.permissions),
+                    "roles": sorted(p.roles),
+                    "api_key": self.credential_refs.get(name),
+                }
+                for name, p in sorted(self.principals.items())
+            },
+            "bindings": {
+                tool: {"executor": b.executor, "required": b.required, **dict(b.options)}
+                for tool, b in sorted(self.bindings.items())
+            },
+        }
+
+
+# ---------------------------------------------------------------------------------------
+# Loading
+
+
+def deployment_path(
+    path: Path | None, *, project_dir: Path, env: Mapping[str, str] = os.environ
+) -> Path | None:
+    """Which deployment file applies: ``path``, else ``$CHARTER_DEPLOY``, else the project's
+    ``charter.deploy.yaml`` if it exists, else ``None`` (use the local default)."""
+    if path is not None:
+        return path
+    named = env.get(DEPLOY_ENV_VAR)
+    if named:
+        return Path(named)
+    candidate = project_dir / DEPLOY_FILE
+    return candidate if candidate.is_file() else None
+
+
+def load_deployment(
+    path: Path | None, *, project_dir: Path, env: Mapping[str, str] = os.environ
+) -> Deployment:
+    """Load and validate the deployment for ``project_dir`` (see :func:`deployment_path`).
+
+    Raises :class:`ConfigError` naming the file and the field; secrets are resolved here (from
+    ``env`` and files) and never appear in the error.
+    """
+    chosen = deployment_path(path, project_dir=project_dir, env=env)
+    if chosen is None:
+        return local_default_deployment(project_dir)
+    return parse_deployment(_read_yaml(chosen), file=chosen, env=env)
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"duplicate key {key!r}", key_node.start_mark
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def _read_yaml(path: Path) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: deployment file not found") from None
+    except UnicodeDecodeError:
+        raise ConfigError(f"{path}: deployment file is not valid UTF-8") from None
+    except OSError as exc:
+        raise ConfigError(f"{path}: cannot read the deployment file: {exc.strerror}") from None
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.MarkedYAMLError as exc:
+        # Only the problem and its position: PyYAML's snippet would echo the line (a secret?).
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        raise ConfigError(f"{path}: invalid YAML{where}: {exc.problem}") from None
+    except yaml.YAMLError:
+        raise ConfigError(f"{path}: invalid YAML") from None
+
+
+class _Reader:
+    """Typed access to the YAML document with errors that name the file and the field."""
+
+    def __init__(self, file: Path | str) -> None:
+        self.file = file
+
+    def fail(self, where: str, message: str) -> ConfigError:
+        return ConfigError(
+            f"{self.file}: {where}: {message}" if where else f"{self.file}: {message}"
+        )
+
+    def mapping(self, value: Any, where: str, allowed: frozenset[str]) -> Mapping[str, Any]:
+        if not isinstance(value, dict):
+            raise self.fail(where, "must be a mapping")
+        for key in value:
+            if not isinstance(key, str):
+                raise self.fail(where, "keys must be strings")
+            if key not in allowed:
+                known = ", ".join(sorted(allowed))
+                raise self.fail(_join(where, key), f"unknown field (known: {known})")
+        return value
+
+    def string(self, value: Any, where: str) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise self.fail(where, "must be a non-empty string")
+        return value
+
+    def boolean(self, value: Any, where: str) -> bool:
+        if not isinstance(value, bool):
+            raise self.fail(where, "must be true or false")
+        return value
+
+    def positive(self, value: Any, where: str, *, integer: bool = False) -> float:
+        ok = isinstance(value, int) if integer else isinstance(value, int | float)
+        if isinstance(value, bool) or not ok or not value > 0 or value != value:
+            kind = "a positive integer" if integer else "a positive number"
+            raise self.fail(where, f"must be {kind}")
+        return float(value)
+
+    def names(self, value: Any, where: str, pattern: re.Pattern[str], what: str) -> frozenset[str]:
+        if not isinstance(value, list):
+            raise self.fail(where, f"must be a list of {what}s")
+        out = set()
+        for index, item in enumerate(value):
+            if not isinstance(item, str) or not pattern.match(item):
+                raise self.fail(f"{where}[{index}]", f"is not a valid {what}")
+            out.add(item)
+        return frozenset(out)
+
+    def secret(self, value: Any, where: str, *, allow_hash: bool = False) -> SecretRef | str:
+        """A ``{env: VAR}`` / ``{file: PATH}`` reference, or (API keys) a ``{sha256: HEX}``."""
+        forms = "{env: VAR}, {file: PATH}" + (" or {sha256: HEX}" if allow_hash else "")
+        if isinstance(value, str | int | float | bytes) and not isinstance(value, bool):
+            raise self.fail(
+                where,
+                f"inline secrets are not allowed; give a reference instead: {forms}"
+                " (the value was not echoed)",
+            )
+        allowed = frozenset({"env", "file", "sha256"} if allow_hash else {"env", "file"})
+        if not isinstance(value, dict) or len(value) != 1:
+            raise self.fail(where, f"must be exactly one of {forms}")
+        self.mapping(value, where, allowed)
+        ((kind, target),) = value.items()
+        if kind == "sha256":
+            if not isinstance(target, str) or not _HEX64.match(target):
+                raise self.fail(_join(where, "sha256"), "must be 64 hexadecimal digits")
+            return target.lower()
+        if kind == "env":
+            if not isinstance(target, str) or not _ENV_NAME.match(target):
+                raise self.fail(_join(where, "env"), "must be an environment variable name")
+            return SecretRef(env=target)
+        if not isinstance(target, str) or not target:
+            raise self.fail(_join(where, "file"), "must be a file path")
+        file = Path(target)
+        if not file.is_absolute() and isinstance(self.file, Path):
+            file = self.file.parent / file
+        return SecretRef(file=file)
+
+
+def _join(where: str, key: str) -> str:
+    return f"{where}.{key}" if where else key
+
+
+_TOP = frozenset(
+    {
+        "environment",
+        "mode",
+        "secrets",
+        "approvals",
+        "contexts",
+        "principals",
+        "bindings",
+        "limits",
+        "enable",
+        "kill_switch",
+        "default_executor",
+    }
+)
+_SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})
+_PRINCIPAL = frozenset({"kind", "tenant", "permissions", "roles", "api_key", "description"})
+_LIMITS = frozenset({"run_tool_calls", "run_elapsed_s", "context_tokens", "max_args_bytes"})
+_ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
+
+
+def parse_deployment(
+    data: Any, *, file: Path | str = DEPLOY_FILE, env: Mapping[str, str] = os.environ
+) -> Deployment:
+    """Validate a parsed deployment document and resolve its secrets from ``env`` and files."""
+    r = _Reader(file)
+    doc = r.mapping(data if data is not None else {}, "", _TOP)
+
+    environment = r.string(doc.get("environment", "default"), "environment")
+    mode_raw = doc.get("mode", Mode.ENFORCE.value)
+    try:
+        mode = Mode(mode_raw)
+    except ValueError:
+        raise r.fail("mode", "must be one of enforce, observe, off") from None
+
+    refs: dict[str, SecretRef | None] = dict.fromkeys(_SECRETS)
+    if "secrets" in doc:
+        section = r.mapping(doc["secrets"], "secrets", _SECRETS)
+        for key, value in section.items():
+            ref = r.secret(value, f"secrets.{key}")
+            assert isinstance(ref, SecretRef)
+            ref.load(env, what=f"{file}: secrets.{key}")
+            refs[key] = ref
+
+    approval_lifetime = DEFAULT_APPROVAL_LIFETIME_S
+    if "approvals" in doc:
+        section = r.mapping(doc["approvals"], "approvals", frozenset({"lifetime_s"}))
+        if "lifetime_s" in section:
+            approval_lifetime = r.positive(section["lifetime_s"], "approvals.lifetime_s")
+    context_lifetime = DEFAULT_CONTEXT_LIFETIME_S
+    if "contexts" in doc:
+        section = r.mapping(doc["contexts"], "contexts", frozenset({"lifetime_s"}))
+        if "lifetime_s" in section:
+            context_lifetime = r.positive(section["lifetime_s"], "contexts.lifetime_s")
+
+    limits = _limits(r, doc.get("limits"))
+    principals, key_refs, key_digests = _principals(r, doc.get("principals"), file, env)
+    default_executor = None
+    if doc.get("default_executor") is not None:
+        default_executor = _executor_kind(r, doc["default_executor"], "default_executor")
+    bindings = _bindings(r, doc.get("bindings"))
+
+    enabled: frozenset[str] = frozenset()
+    if doc.get("enable") is not None:
+        enabled = r.names(doc["enable"], "enable", re.compile(TOOL_ID.pattern), "tool id")
+    kill_switch = r.boolean(doc.get("kill_switch", False), "kill_switch")
+
+    token = refs["approval_token"]
+    token_digest = hashlib.sha256(token.resolve()).digest() if token is not None else None
+    if token_digest is not None:
+        for name, digest in key_digests.items():
+            if principals[name].kind is PrincipalKind.APPLICATION and hmac.compare_digest(
+                digest, token_digest
+            ):
+                raise r.fail(
+                    "secrets.approval_token",
+                    f"must differ from every application credential; it equals the API key of "
+                    f"application principal {name!r}",
+                )
+    for key in ("fingerprint_key", "ledger_key"):
+        other_ref = refs[key]
+        if other_ref is not None and token is not None and other_ref.resolve() == token.resolve():
+            raise r.fail("secrets.approval_token", f"must differ from secrets.{key}")
+
+    return Deployment(
+        environment=environment,
+        mode=mode,
+        principals=MappingProxyType(principals),
+        bindings=MappingProxyType(bindings),
+        fingerprint_key=refs["fingerprint_key"],
+        ledger_key=refs["ledger_key"],
+        approval_token=token,
+        approval_lifetime_s=approval_lifetime,
+        context_lifetime_s=context_lifetime,
+        limits=limits,
+        enabled_tools=enabled,
+        kill_switch=kill_switch,
+        default_executor=default_executor,
+        source=Path(file) if isinstance(file, Path) else None,
+        credential_refs=MappingProxyType(key_refs),
+        _key_digests=MappingProxyType(key_digests),
+        _token_digest=token_digest,
+    )
+
+
+def _limits(r: _Reader, value: Any) -> Limits:
+    if value is None:
+        return Limits()
+    section = r.mapping(value, "limits", _LIMITS)
+    base = Limits()
+
+    def optional(key: str, current: float | None, *, integer: bool) -> float | None:
+        if key not in section:
+            return current
+        if section[key] is None:
+            return None
+        return r.positive(section[key], f"limits.{key}", integer=integer)
+
+    run_calls = optional("run_tool_calls", base.run_tool_calls, integer=True)
+    run_elapsed = optional("run_elapsed_s", base.run_elapsed_s, integer=False)
+    tokens = base.context_tokens
+    if "context_tokens" in section:
+        tokens = int(r.positive(section["context_tokens"], "limits.context_tokens", integer=True))
+    args_bytes = base.max_args_bytes
+    if "max_args_bytes" in section:
+        args_bytes = int(
+            r.positive(section["max_args_bytes"], "limits.max_args_bytes", integer=True)
+        )
+    return Limits(
+        run_tool_calls=int(run_calls) if run_calls is not None else None,
+        run_elapsed_s=run_elapsed,
+        context_tokens=tokens,
+        max_args_bytes=args_bytes,
+    )
+
+
+def _principals(
+    r: _Reader, value: Any, file: Path | str, env: Mapping[str, str]
+) -> tuple[dict[str, Principal], dict[str, str], dict[str, bytes]]:
+    principals: dict[str, Principal] = {}
+    refs: dict[str, str] = {}
+    digests: dict[str, bytes] = {}
+    if value is None:
+        return principals, refs, digests
+    if not isinstance(value, dict):
+        raise r.fail("principals", "must be a mapping of principal name to its settings")
+    for name, spec in value.items():
+        if not isinstance(name, str) or not _PRINCIPAL_NAME.match(name):
+            raise r.fail("principals", f"{name!r} is not a valid principal name")
+        where = f"principals.{name}"
+        spec = r.mapping(spec, where, _PRINCIPAL)
+        if "tenant" not in spec:
+            raise r.fail(_join(where, "tenant"), "is required: every principal belongs to a tenant")
+        tenant = r.string(spec["tenant"], _join(where, "tenant"))
+        if "kind" not in spec:
+            raise r.fail(_join(where, "kind"), "is required: application or operator")
+        try:
+            kind = PrincipalKind(spec["kind"])
+        except ValueError:
+            raise r.fail(_join(where, "kind"), "must be application or operator") from None
+        permissions = r.names(
+            spec.get("permissions", []), _join(where, "permissions"), PERMISSION, "permission"
+        )
+        roles = r.names(spec.get("roles", []), _join(where, "roles"), _ROLE, "role")
+        if "api_key" in spec:
+            key_where = _join(where, "api_key")
+            key = r.secret(spec["api_key"], key_where, allow_hash=True)
+            if isinstance(key, SecretRef):
+                digest = hashlib.sha256(key.load(env, what=f"{file}: {key_where}")).digest()
+                refs[name] = key.reference
+            else:
+                digest = bytes.fromhex(key)
+                refs[name] = "sha256"
+            for other, other_digest in digests.items():
+                if hmac.compare_digest(other_digest, digest):
+                    raise r.fail(key_where, f"is the same key as principals.{other}.api_key")
+            digests[name] = digest
+        principals[name] = Principal(
+            name=name, tenant=tenant, kind=kind, permissions=permissions, roles=roles
+        )
+    return principals, refs, digests
+
+
+def _executor_kind(r: _Reader, value: Any, where: str) -> str:
+    if not isinstance(value, str) or value not in EXECUTOR_KINDS:
+        known = ", ".join(sorted(EXECUTOR_KINDS))
+        raise r.fail(where, f"unknown executor kind (known: {known})")
+    return value
+
+
+def _bindings(r: _Reader, value: Any) -> dict[str, Binding]:
+    bindings: dict[str, Binding] = {}
+    if value is None:
+        return bindings
+    if not isinstance(value, dict):
+        raise r.fail("bindings", "must be a mapping of tool id to {executor: KIND}")
+    for tool_id, spec in value.items():
+        if not isinstance(tool_id, str) or not TOOL_ID.match(tool_id):
+            raise r.fail("bindings", f"{tool_id!r} is not a tool id")
+        where = f"bindings.{tool_id}"
+        if not isinstance(spec, dict):
+            raise r.fail(where, "must be a mapping like {executor: python}")
+        if "executor" not in spec:
+            raise r.fail(_join(where, "executor"), "is required")
+        kind = _executor_kind(r, spec["executor"], _join(where, "executor"))
+        allowed = frozenset({"executor", "required"}) | _BINDING_OPTIONS[kind]
+        r.mapping(spec, where, allowed)
+        required = r.boolean(spec.get("required", True), _join(where, "required"))
+        options = {k: v for k, v in spec.items() if k not in ("executor", "required")}
+        bindings[tool_id] = Binding(
+            executor=kind, required=required, options=MappingProxyType(options)
+        )
+    return bindings
+
+
+# ---------------------------------------------------------------------------------------
+# Local development default
+
+
+def local_default_deployment(project_dir: Path) -> Deployment:
+    """The deployment used when no file exists: for development on one machine.
+
+    - environment ``local``, mode ``enforce``;
+    - one principal ``local``: an operator of tenant ``local`` granted ``*`` (everything,
+      including approving); its API key is in ``.charter/operator.key``;
+    - every tool runs in-process (``default_executor: python``) and is enabled (writes still
+      need an approval);
+    - the fingerprint and ledger keys are random keys in ``.charter/fingerprint.key`` and
+      ``.charter/ledger.key``, created on first use with mode 0600 (never in the database).
+    """
+    keys = _local_keys(project_dir / LOCAL_DIR)
+    fingerprint = SecretRef(file=keys["fingerprint_key"])
+    ledger = SecretRef(file=keys["ledger_key"])
+    operator_key = SecretRef(file=keys["operator_api_key"])
+    for ref in (fingerprint, ledger, operator_key):
+        ref.load(what="local development key")
+    principal = Principal(
+        name=LOCAL_OPERATOR,
+        tenant=LOCAL_TENANT,
+        kind=PrincipalKind.OPERATOR,
+        permissions=frozenset({"*"}),
+    )
+    return Deployment(
+        environment="local",
+        mode=Mode.ENFORCE,
+        principals=MappingProxyType({LOCAL_OPERATOR: principal}),
+        bindings=MappingProxyType({}),
+        fingerprint_key=fingerprint,
+        ledger_key=ledger,
+        approval_token=None,
+        enabled_tools=None,
+        default_executor="python",
+        credential_refs=MappingProxyType({LOCAL_OPERATOR: operator_key.reference}),
+        _key_digests=MappingProxyType(
+            {LOCAL_OPERATOR: hashlib.sha256(operator_key.resolve()).digest()}
+        ),
+    )
+
+
+def _local_keys(directory: Path) -> dict[str, Path]:
+    try:
+        directory.mkdir(mode=0o700, parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConfigError(f"cannot create {directory}: {exc.strerror}") from None
+    paths = {}
+    for name, filename in LOCAL_KEY_FILES.items():
+        path = directory / filename
+        _create_key_file(path)
+        mode = path.stat().st_mode
+        if not stat.S_ISREG(mode):
+            raise ConfigError(f"{path} must be a regular file")
+        if mode & 0o077:
+            raise ConfigError(
+                f"{path} is readable by other users; restrict it with `chmod 600 {path}`"
+            )
+        paths[name] = path
+    return paths
+
+
+def _create_key_file(path: Path) -> None:
+    """Create ``path`` with a fresh random key, mode 0600, atomically (first writer wins)."""
+    if path.exists():
+        return
+    temp = path.with_name(f".{path.name}.{secrets.token_hex(8)}.tmp")
+    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0), 0o600)
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(secrets.token_urlsafe(32).encode("ascii") + b"\n")
+            out.flush()
+            os.fsync(out.fileno())
+        with contextlib.suppress(FileExistsError):
+            os.link(temp, path)  # atomic: fails if another process created it first
+    finally:
+        temp.unlink(missing_ok=True)
