@@ -1,10 +1,205 @@
-"""``charter runs …``: list, show, follow, verify and export run ledgers."""
+"""``charter runs …``: list, show, follow, verify and export run ledgers.
+
+Every command takes ``--store URL`` (env ``CHARTER_STORE``, default
+``sqlite:///.charter/charter.db`` relative to the current directory) and ``--json``. Verify and
+export need the ledger key (``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` /
+``.charter/ledger.key``; see :mod:`charter.stores.factory`).
+"""
 
 from __future__ import annotations
 
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import anyio
 import typer
+from rich.table import Table
+
+from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.errors import InvalidInput
+from charter.ledger.chain import LedgerKey
+from charter.ledger.events import Event
+from charter.ledger.export import export_run, verify_directory
+from charter.ledger.lifecycle import RUN_TERMINAL
+from charter.ledger.ports import Store
+from charter.ledger.projections import artifact_index, manifest
+from charter.ledger.subscribe import subscribe
+from charter.ledger.verify import VerifyReport, verify_run
+from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
 
 app = typer.Typer(
     help="Runs and their ledgers: list, show, stream events, verify, export.",
     no_args_is_help=True,
 )
+
+STORE_OPTION = typer.Option(
+    DEFAULT_STORE_URL, "--store", envvar="CHARTER_STORE", help="Store URL (sqlite, postgresql)."
+)
+T = TypeVar("T")
+
+# Any read-only command works without the key; this placeholder is never used to MAC anything.
+_READ_ONLY_KEY = LedgerKey("read-only", b"\x00" * 32)
+
+
+def _run(store_url: str, key: LedgerKey, work: Callable[[Store], Awaitable[T]]) -> T:
+    async def main() -> T:
+        async with open_store(store_url, key=key, must_exist=True) as store:
+            return await work(store)
+
+    return anyio.run(main)
+
+
+@app.command("ls")
+def list_runs(
+    limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs."),
+    store: str = STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """List runs, newest first."""
+    with reported_errors(as_json):
+        runs = _run(store, _READ_ONLY_KEY, lambda s: s.list_runs(limit=limit))
+    if as_json:
+        print_json([{**r.run, "event_count": r.event_count} for r in runs])
+        return
+    table = Table("run", "workflow", "status", "events", "created", "updated")
+    for r in runs:
+        row = r.run
+        table.add_row(
+            row["run_id"],
+            row["workflow_slug"],
+            row["status"],
+            str(r.event_count),
+            row["created_at"],
+            row["updated_at"],
+        )
+    console.print(table)
+
+
+@app.command("show")
+def show(run_id: str, store: str = STORE_OPTION, as_json: bool = JSON_OPTION) -> None:
+    """Show a run's manifest: status, tasks, artifacts, handoffs."""
+
+    async def work(s: Store) -> dict[str, Any]:
+        snap = await s.snapshot(run_id)
+        if snap is None or snap.run is None:
+            raise InvalidInput(f"no run {run_id}", reason="RUN_NOT_FOUND", run_id=run_id)
+        doc = manifest(
+            snap.run, snap.tables["tasks"], snap.tables["artifacts"], head_seq=snap.head.seq
+        )
+        doc["artifact_index"] = artifact_index(run_id, snap.tables["artifacts"])["artifacts"]
+        return doc
+
+    with reported_errors(as_json):
+        doc = _run(store, _READ_ONLY_KEY, work)
+    if as_json:
+        print_json(doc)
+        return
+    console.print(
+        f"[bold]{doc['run_id']}[/]  {doc['workflow_slug']}  status [bold]"
+        f"{doc['status']}[/]  events {doc['event_count']}"
+    )
+    console.print(
+        f"session {doc['session_id']}  created {doc['created_at']}  updated {doc['updated_at']}"
+    )
+    if doc["error"]:
+        console.print(f"error: {doc['error']['code']}: {doc['error']['message']}")
+    if doc["tasks"]:
+        tasks = Table("task", "status", "attempts", "role", "profile")
+        for t in doc["tasks"]:
+            tasks.add_row(
+                t["task_id"], t["status"], str(t["attempts"]), t["role"] or "", t["profile"] or ""
+            )
+        console.print(tasks)
+    if doc["artifact_index"]:
+        arts = Table("artifact", "path", "media type", "size", "trust")
+        for a in doc["artifact_index"]:
+            arts.add_row(a["artifact_id"], a["path"], a["media_type"], str(a["size"]), a["trust"])
+        console.print(arts)
+
+
+def _event_text(event: Event) -> str:
+    p = event.payload
+    detail = " ".join(
+        f"{k}={p[k]}" for k in ("status", "task_id", "stage", "call_id", "artifact_id") if k in p
+    )
+    return f"{event.event_id}  {event.at}  {event.type}  {detail}".rstrip()
+
+
+@app.command("events")
+def events(
+    run_id: str,
+    after: int = typer.Option(0, "--after", min=0, help="Only events after this sequence."),
+    follow: bool = typer.Option(
+        False, "--follow", "-f", help="Keep waiting for new events until the run ends."
+    ),
+    store: str = STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Print a run's events (JSON Lines with --json), checking the chain as they are read."""
+
+    async def work(s: Store) -> None:
+        if await s.head(run_id) is None:
+            raise InvalidInput(f"no run {run_id}", reason="RUN_NOT_FOUND", run_id=run_id)
+        async for event in subscribe(s, run_id, after=after, follow=follow, poll_s=0.5):
+            if as_json:
+                sys.stdout.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
+            else:
+                console.print(_event_text(event), markup=False, highlight=False)
+            sys.stdout.flush()
+            status = event.payload.get("status")
+            if event.type == "run_status_changed" and status in {s.value for s in RUN_TERMINAL}:
+                return
+
+    with reported_errors(as_json):
+        _run(store, _READ_ONLY_KEY, work)
+
+
+def _report(report: VerifyReport, as_json: bool) -> None:
+    if as_json:
+        print_json(report.to_dict())
+    elif report.ok:
+        console.print(
+            f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
+            "MAC, lifecycles and projections verified"
+        )
+    if not report.ok:
+        if not as_json:
+            fail(f"{report.run_id}: {report.reason} at seq {report.seq}: {report.message}")
+        raise typer.Exit(1)
+
+
+@app.command("verify")
+def verify(
+    target: str = typer.Argument(..., help="A run id, or a directory written by export."),
+    store: str = STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Replay the chain and the state machines, rebuild projections, compare with stored."""
+    with reported_errors(as_json):
+        key = load_ledger_key()
+        path = Path(target)
+        if path.is_dir():
+            report = verify_directory(path, key)
+        else:
+            report = _run(store, key, lambda s: verify_run(s, target, key))
+    _report(report, as_json)
+
+
+@app.command("export")
+def export(
+    run_id: str,
+    directory: Path = typer.Argument(..., help="Where to write (must not exist)."),
+    store: str = STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Write manifest.json, events/00000001.jsonl … and artifacts/index.json for a run."""
+    with reported_errors(as_json):
+        key = load_ledger_key()
+        report = _run(store, key, lambda s: export_run(s, run_id, directory, key))
+    if as_json:
+        print_json({**report.to_dict(), "directory": str(directory)})
+    else:
+        console.print(f"exported {run_id} ({report.events} events) to {directory}")

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
-from charter.errors import InvalidInput, LedgerIntegrityError
+from charter.errors import Failure, InvalidInput, LedgerIntegrityError
 from charter.ledger.chain import Head, LedgerKey, chain_hash
 from charter.ledger.events import EVENT_TYPES, GENESIS_HASH, StoredEvent, decode, expected_frame
 from charter.ledger.ports import Store
@@ -144,7 +144,7 @@ class ChainChecker:
         if row.type in HANDLERS:
             try:
                 self.rebuild.apply(decode(row))
-            except InvalidInput as exc:
+            except Failure as exc:  # the live append path would have refused this event
                 raise LedgerProblem(
                     "LEDGER_BAD_TRANSITION", row.seq, f"event {row.seq}: {exc.message}"
                 ) from None
