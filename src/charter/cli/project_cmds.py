@@ -2,8 +2,202 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import typer
+from rich.table import Table
+
+from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
+from charter.project.build import (
+    Build,
+    build_project,
+    load_build,
+    resolve_build_path,
+    save_build,
+)
+from charter.project.diff import BuildDiff, diff_builds
+from charter.project.init import TEMPLATES, init_project
+
+PROJECT_OPTION = typer.Option(
+    Path("."),
+    "--project",
+    "-p",
+    help="The project directory (holding charter.yaml).",
+    show_default=True,
+)
+
+
+def init(
+    directory: Path = typer.Argument(Path("."), help="Where to create the project."),
+    example: str = typer.Option(
+        "basic", "--example", help=f"Which example to start from: {', '.join(TEMPLATES)}."
+    ),
+    force: bool = typer.Option(False, "--force", help="Overwrite files that already exist."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Create a small working project: tools, profiles, an agent and a deployment file."""
+    with reported_errors(as_json):
+        written = init_project(directory, template=example, force=force)
+    if as_json:
+        print_json({"ok": True, "directory": str(directory), "files": written})
+        return
+    console.print(f"Created a Charter project in [bold]{directory}[/]:")
+    for rel in written:
+        console.print(f"  {rel}")
+    console.print(f"\nNext: [bold]cd {directory} && charter build[/]")
+
+
+def build(
+    project: Path = PROJECT_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Compile the project into an immutable Build and print its digest.
+
+    The Build is written to .charter/builds/<digest>.json and recorded as the latest. The same
+    source always gives the same digest. When the project is invalid, every problem is listed
+    (file, tool, JSON pointer) and the exit code is 1.
+    """
+    with reported_errors(as_json):
+        result = build_project(project)
+        path = save_build(result, project)
+    if as_json:
+        print_json(
+            {
+                "ok": True,
+                "digest": result.digest,
+                "path": str(path),
+                "requires_runtime": result.requires_runtime,
+                "tools": sorted(result.tools),
+                "profiles": sorted(result.profiles),
+            }
+        )
+        return
+    console.print(result.digest)
+
+
+def _load(ref: str, project: Path) -> Build:
+    return load_build(resolve_build_path(ref, project))
+
+
+def _summary(b: Build) -> dict[str, object]:
+    return {
+        "digest": b.digest,
+        "project": {"name": b.project_name, "version": b.project_version},
+        "requires_runtime": b.requires_runtime,
+        "tools": [
+            {
+                "id": t.contract.id,
+                "name": t.contract.name,
+                "version": t.contract.version,
+                "effect": t.contract.effect.value,
+                "danger": t.contract.danger.value if t.contract.danger else None,
+                "approval": t.contract.approval.value if t.contract.approval else None,
+                "digest": t.contract.digest,
+                "source": t.source,
+                "entrypoint": t.entrypoint,
+            }
+            for t in (b.tools[k] for k in sorted(b.tools))
+        ],
+        "profiles": {name: list(p.tools) for name, p in sorted(b.profiles.items())},
+        "agents": {name: list(a.tools) for name, a in sorted(b.agents.items())},
+    }
+
+
+def inspect(
+    build_ref: str = typer.Argument(
+        "latest", metavar="BUILD", help="A Build file, a digest (or unique prefix), or 'latest'."
+    ),
+    project: Path = PROJECT_OPTION,
+    latest: bool = typer.Option(False, "--latest", help="Same as BUILD=latest."),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show a Build's tools, profiles, agents and digests."""
+    with reported_errors(as_json):
+        b = _load("latest" if latest else build_ref, project)
+    if as_json:
+        print_json(_summary(b))
+        return
+    console.print(f"[bold]{b.project_name}[/] {b.project_version}  {b.digest}")
+    console.print(f"requires runtime: {b.requires_runtime}\n")
+    table = Table(title="Tools", title_justify="left")
+    for col in ("id", "name", "version", "effect", "danger", "approval"):
+        table.add_column(col, no_wrap=True)
+    table.add_column("digest", no_wrap=True)
+    for tool_id in sorted(b.tools):
+        c = b.tools[tool_id].contract
+        table.add_row(
+            c.id,
+            c.name,
+            c.version,
+            c.effect.value,
+            c.danger.value if c.danger else "",
+            c.approval.value if c.approval else "",
+            c.digest[:19],
+        )
+    console.print(table)
+    profiles = Table(title="Profiles", title_justify="left")
+    profiles.add_column("profile")
+    profiles.add_column("tools", overflow="fold")
+    for name, prof in sorted(b.profiles.items()):
+        profiles.add_row(name, ", ".join(prof.tools) or "(none)")
+    console.print(profiles)
+    if b.agents:
+        agents = Table(title="Agents", title_justify="left")
+        agents.add_column("agent")
+        agents.add_column("tools", overflow="fold")
+        for name, agent in sorted(b.agents.items()):
+            agents.add_row(name, ", ".join(agent.tools) or "(none)")
+        console.print(agents)
+
+
+def _print_diff(d: BuildDiff) -> None:
+    if d.empty:
+        console.print("The Builds are identical." if d.before == d.after else "No tool changes.")
+        return
+    if d.runtime:
+        console.print(f"runtime: {d.runtime[0]} → {d.runtime[1]}")
+    for tool_id in d.tools_added:
+        console.print(f"[green]+ tool {tool_id}[/]")
+    for tool_id in d.tools_removed:
+        console.print(f"[red]- tool {tool_id}[/]")
+    for tc in d.tools_changed:
+        console.print(f"[yellow]~ tool {tc.tool}[/]")
+        for ch in tc.changes:
+            if ch.kind == "added":
+                console.print(f"    + {ch.pointer}: {ch.after!r}")
+            elif ch.kind == "removed":
+                console.print(f"    - {ch.pointer}: {ch.before!r}")
+            else:
+                console.print(f"    ~ {ch.pointer}: {ch.before!r} → {ch.after!r}")
+    for pc in d.profiles:
+        label = {"added": "new profile", "removed": "removed profile"}.get(pc.status, "profile")
+        parts = [f"+{t}" for t in pc.gained] + [f"-{t}" for t in pc.lost]
+        console.print(f"  {label} {pc.profile}: {' '.join(parts) or '(no tools)'}")
+
+
+def diff(
+    before: str = typer.Argument(..., metavar="A", help="The older Build (file, digest, latest)."),
+    after: str = typer.Argument(..., metavar="B", help="The newer Build (file, digest, latest)."),
+    project: Path = PROJECT_OPTION,
+    exit_code: bool = typer.Option(
+        False, "--exit-code", help="Exit with 1 when the Builds differ (like git diff)."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show tools added, removed and changed (with the schema change), and profile changes."""
+    with reported_errors(as_json):
+        d = diff_builds(_load(before, project), _load(after, project))
+    if as_json:
+        print_json(d.to_dict())
+    else:
+        _print_diff(d)
+    if exit_code and not d.empty:
+        raise typer.Exit(1)
 
 
 def register(app: typer.Typer) -> None:
     """Attach the project commands to the root application."""
+    app.command()(init)
+    app.command()(build)
+    app.command()(inspect)
+    app.command()(diff)

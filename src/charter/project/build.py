@@ -1,0 +1,381 @@
+"""Builds: the immutable, content-addressed compilation of a project.
+
+A Build is a JSON document. Its ``digest`` is ``sha256:`` over the RFC 8785 canonical JSON
+of the document without the ``digest`` field. Nothing in it depends on the machine or the
+moment: no timestamps, no absolute paths, every collection in a stable order — so the same
+source gives the same digest anywhere, and any change to a contract changes it.
+
+A Build declares the runtime it needs: ``charter.runtime.v1`` when it has no tools,
+``charter.runtime.v2`` when it has. A runtime that does not support what a Build needs refuses
+to load it (:class:`~charter.errors.UnsupportedRuntimeError`) rather than silently ignoring
+its policy.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from charter.contracts.canonical import canonical_bytes, sha256_digest
+from charter.contracts.model import ToolContract
+from charter.contracts.schema import check_schema
+from charter.errors import BuildError, Problem, ProjectError, UnsupportedRuntimeError, UserError
+from charter.project.config import PROJECT_FILE, ProjectConfig, parse_config
+from charter.project.loader import LoadedTool, load_tools
+from charter.project.yamlio import load_yaml
+
+BUILD_KIND = "charter.build"
+BUILD_SCHEMA_VERSION = 1
+RUNTIME_V1 = "charter.runtime.v1"
+RUNTIME_V2 = "charter.runtime.v2"
+SUPPORTED_RUNTIMES: tuple[str, ...] = (RUNTIME_V1, RUNTIME_V2)
+BUILDS_DIR = Path(".charter") / "builds"
+LATEST_FILE = "LATEST"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BuildTool:
+    contract: ToolContract
+    source: str
+    entrypoint: str | None = None
+
+    @property
+    def id(self) -> str:
+        return self.contract.id
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    name: str
+    description: str
+    tools: tuple[str, ...]  # the disclosed tool ids, sorted
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Agent:
+    name: str
+    description: str
+    instructions: str
+    tools: tuple[str, ...]
+    context_providers: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Build:
+    """A loaded, verified Build. Construct with :func:`build_project` or :func:`load_build`."""
+
+    digest: str
+    project_name: str
+    project_version: str
+    description: str
+    requires_runtime: str
+    tools: Mapping[str, BuildTool]
+    profiles: Mapping[str, Profile]
+    agents: Mapping[str, Agent]
+    document: Mapping[str, Any] = field(repr=False, compare=False)
+
+    def tool(self, tool_id: str) -> BuildTool:
+        return self.tools[tool_id]
+
+    def profile_tools(self, profile: str) -> tuple[ToolContract, ...]:
+        return tuple(self.tools[t].contract for t in self.profiles[profile].tools)
+
+    def to_json(self) -> str:
+        return json.dumps(dict(self.document), indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+def _problem_sort_key(p: Problem) -> tuple[str, str, str, str]:
+    return (p.file or "", p.tool or "", p.pointer or "", p.message)
+
+
+def _resolve_profiles(
+    config: ProjectConfig, tool_ids: set[str], problems: list[Problem]
+) -> dict[str, Profile]:
+    profiles = {}
+    for name, prof in sorted(config.profiles.items()):
+        for key in ("include", "exclude"):
+            for index, tool_id in enumerate(getattr(prof, key)):
+                if tool_id not in tool_ids:
+                    problems.append(
+                        Problem(
+                            message=f"profile {name!r} names unknown tool {tool_id!r}",
+                            file=PROJECT_FILE,
+                            pointer=f"/profiles/{name}/{key}/{index}",
+                        )
+                    )
+        disclosed = sorted(set(prof.include) - set(prof.exclude))
+        profiles[name] = Profile(name=name, description=prof.description, tools=tuple(disclosed))
+    return profiles
+
+
+def _resolve_agents(
+    config: ProjectConfig, tool_ids: set[str], problems: list[Problem]
+) -> dict[str, Agent]:
+    agents = {}
+    for name, agent in sorted(config.agents.items()):
+        for index, tool_id in enumerate(agent.tools):
+            if tool_id not in tool_ids:
+                problems.append(
+                    Problem(
+                        message=f"agent {name!r} names unknown tool {tool_id!r}",
+                        file=PROJECT_FILE,
+                        pointer=f"/agents/{name}/tools/{index}",
+                    )
+                )
+        agents[name] = Agent(
+            name=name,
+            description=agent.description,
+            instructions=agent.instructions,
+            tools=tuple(sorted(agent.tools)),
+            context_providers=tuple(sorted(agent.context_providers)),
+        )
+    return agents
+
+
+def _check_tools(loaded: list[LoadedTool], problems: list[Problem]) -> dict[str, LoadedTool]:
+    by_id: dict[str, LoadedTool] = {}
+    by_name: dict[str, LoadedTool] = {}
+    for item in loaded:
+        c = item.contract
+        if c.id in by_id:
+            first = by_id[c.id]
+            problems.append(
+                Problem(
+                    message=f"tool id {c.id!r} is declared twice (also in {first.source})",
+                    file=item.source,
+                    tool=c.id,
+                    pointer=item.pointer or None,
+                )
+            )
+            continue
+        if c.name in by_name:
+            other = by_name[c.name]
+            problems.append(
+                Problem(
+                    message=(
+                        f"model-facing name {c.name!r} clashes with tool {other.contract.id!r} "
+                        f"({other.source}); give one of them an explicit `name`"
+                    ),
+                    file=item.source,
+                    tool=c.id,
+                    pointer=item.pointer or None,
+                )
+            )
+            continue
+        by_id[c.id] = item
+        by_name[c.name] = item
+        for which in ("args_schema", "result_schema"):
+            schema = getattr(c, which)
+            if schema is not None:
+                for problem in check_schema(schema, tool=c.id, file=item.source, where=which):
+                    pointer = item.pointer + (problem.pointer or "")
+                    problems.append(dataclasses.replace(problem, pointer=pointer))
+    return by_id
+
+
+def _document(
+    config: ProjectConfig,
+    tools: Mapping[str, LoadedTool],
+    profiles: Mapping[str, Profile],
+    agents: Mapping[str, Agent],
+) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "kind": BUILD_KIND,
+        "schema_version": BUILD_SCHEMA_VERSION,
+        "requires_runtime": RUNTIME_V2 if tools else RUNTIME_V1,
+        "project": {
+            "name": config.name,
+            "version": config.version,
+            "description": config.description,
+        },
+        "tools": [
+            {
+                "contract": tools[tid].contract.canonical(),
+                "digest": tools[tid].contract.digest,
+                "source": tools[tid].source,
+                "entrypoint": tools[tid].entrypoint,
+            }
+            for tid in sorted(tools)
+        ],
+        "profiles": {
+            name: {"description": p.description, "tools": list(p.tools)}
+            for name, p in sorted(profiles.items())
+        },
+        "agents": {
+            name: {
+                "description": a.description,
+                "instructions": a.instructions,
+                "tools": list(a.tools),
+                "context_providers": list(a.context_providers),
+            }
+            for name, a in sorted(agents.items())
+        },
+    }
+    # Round-trip through canonical JSON so the stored document is exactly what is hashed.
+    normalized: dict[str, Any] = json.loads(canonical_bytes(doc))
+    normalized["digest"] = sha256_digest(normalized)
+    return normalized
+
+
+def build_project(root: str | os.PathLike[str]) -> Build:
+    """Compile the project at ``root``; raise :class:`BuildError` listing every problem."""
+    root_path = Path(root)
+    config_path = root_path / PROJECT_FILE
+    if not config_path.is_file():
+        raise ProjectError(
+            f"no {PROJECT_FILE} in {root_path} (create one with `charter init`)",
+            file=PROJECT_FILE,
+        )
+    try:
+        data = load_yaml(config_path, display=PROJECT_FILE)
+    except ProjectError as exc:
+        raise BuildError([exc.problem]) from None
+    config, problems = parse_config(data)
+    if config is None:
+        raise BuildError(problems)
+    loaded, found = load_tools(root_path, config.tools)
+    problems.extend(found)
+    tools = _check_tools(loaded, problems)
+    ids = set(tools) | {t.contract.id for t in loaded}
+    profiles = _resolve_profiles(config, ids, problems)
+    agents = _resolve_agents(config, ids, problems)
+    if problems:
+        raise BuildError(sorted(problems, key=_problem_sort_key))
+    return build_from_document(_document(config, tools, profiles, agents))
+
+
+def build_from_document(
+    doc: Mapping[str, Any], *, supported_runtimes: Iterable[str] = SUPPORTED_RUNTIMES
+) -> Build:
+    """Verify a Build document (kind, runtime, digest) and turn it into a :class:`Build`."""
+    if doc.get("kind") != BUILD_KIND:
+        raise UserError("not a Charter Build (kind is not 'charter.build')")
+    if doc.get("schema_version") != BUILD_SCHEMA_VERSION:
+        raise UserError(
+            f"Build schema_version {doc.get('schema_version')!r} is not supported "
+            f"(this Charter reads {BUILD_SCHEMA_VERSION})"
+        )
+    supported = tuple(supported_runtimes)
+    required = doc.get("requires_runtime")
+    if not isinstance(required, str) or required not in supported:
+        raise UnsupportedRuntimeError(str(required), supported)
+    body = {k: v for k, v in doc.items() if k != "digest"}
+    digest = sha256_digest(body)
+    if doc.get("digest") != digest:
+        raise UserError(
+            f"Build digest mismatch: the document says {doc.get('digest')!r} but its content "
+            f"hashes to {digest!r}; the file was modified after it was built"
+        )
+    tools = {}
+    for entry in doc["tools"]:
+        contract = ToolContract.model_validate(entry["contract"])
+        if contract.digest != entry["digest"]:
+            raise UserError(f"tool {contract.id!r}: contract digest does not match its content")
+        tools[contract.id] = BuildTool(
+            contract=contract, source=entry["source"], entrypoint=entry.get("entrypoint")
+        )
+    profiles = {
+        name: Profile(name=name, description=p["description"], tools=tuple(p["tools"]))
+        for name, p in doc["profiles"].items()
+    }
+    agents = {
+        name: Agent(
+            name=name,
+            description=a["description"],
+            instructions=a["instructions"],
+            tools=tuple(a["tools"]),
+            context_providers=tuple(a["context_providers"]),
+        )
+        for name, a in doc["agents"].items()
+    }
+    project = doc["project"]
+    return Build(
+        digest=digest,
+        project_name=project["name"],
+        project_version=project["version"],
+        description=project["description"],
+        requires_runtime=required,
+        tools=MappingProxyType(tools),
+        profiles=MappingProxyType(profiles),
+        agents=MappingProxyType(agents),
+        document=MappingProxyType(dict(doc)),
+    )
+
+
+def load_build(
+    path: str | os.PathLike[str], *, supported_runtimes: Iterable[str] = SUPPORTED_RUNTIMES
+) -> Build:
+    """Read and verify a Build file; refuses a Build that needs an unsupported runtime."""
+    p = Path(path)
+    try:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise UserError(f"no Build at {p}") from None
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise UserError(f"cannot read Build {p}: {exc}") from None
+    if not isinstance(doc, dict):
+        raise UserError(f"{p} is not a Build document")
+    return build_from_document(doc, supported_runtimes=supported_runtimes)
+
+
+def build_filename(digest: str) -> str:
+    return digest.replace(":", "-") + ".json"
+
+
+def save_build(build: Build, root: str | os.PathLike[str]) -> Path:
+    """Write the Build under ``<root>/.charter/builds/`` atomically; record it as latest."""
+    directory = Path(root) / BUILDS_DIR
+    directory.mkdir(parents=True, exist_ok=True)
+    target = directory / build_filename(build.digest)
+    if not target.exists():
+        _atomic_write(target, build.to_json())
+    _atomic_write(directory / LATEST_FILE, build.digest + "\n")
+    return target
+
+
+def latest_build_path(root: str | os.PathLike[str]) -> Path:
+    directory = Path(root) / BUILDS_DIR
+    try:
+        digest = (directory / LATEST_FILE).read_text(encoding="utf-8").strip()
+    except FileNotFoundError:
+        raise UserError(f"no Build yet in {directory}; run `charter build` first") from None
+    return directory / build_filename(digest)
+
+
+def resolve_build_path(ref: str, root: str | os.PathLike[str] = ".") -> Path:
+    """A Build reference: a file path, a digest (``sha256:…`` or a unique hex prefix), or
+    ``latest``."""
+    if ref == "latest":
+        return latest_build_path(root)
+    path = Path(ref)
+    if path.is_file():
+        return path
+    hexpart = ref.removeprefix("sha256:").removeprefix("sha256-")
+    directory = Path(root) / BUILDS_DIR
+    if hexpart and all(c in "0123456789abcdef" for c in hexpart) and directory.is_dir():
+        matches = sorted(directory.glob(f"sha256-{hexpart}*.json"))
+        if len(matches) == 1:
+            return matches[0]
+        if len(matches) > 1:
+            raise UserError(f"Build reference {ref!r} is ambiguous ({len(matches)} Builds match)")
+    raise UserError(f"no Build found for {ref!r} (give a file, a digest, or 'latest')")
+
+
+def _atomic_write(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

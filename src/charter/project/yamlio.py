@@ -1,0 +1,51 @@
+"""Strict YAML reading for project files: duplicate keys are errors, not silent overwrites."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from charter.errors import ProjectError
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that refuses duplicate mapping keys."""
+
+
+def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: set[Any] = set()
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)
+        if key in seen:
+            raise yaml.constructor.ConstructorError(
+                "while constructing a mapping",
+                node.start_mark,
+                f"found duplicate key {key!r}",
+                key_node.start_mark,
+            )
+        seen.add(key)
+    return loader.construct_mapping(node, deep=deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
+
+
+def load_yaml_text(text: str, *, file: str) -> Any:
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except yaml.YAMLError as exc:
+        raise ProjectError(f"invalid YAML: {exc}", file=file) from None
+
+
+def load_yaml(path: Path, *, display: str) -> Any:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProjectError("file not found", file=display) from None
+    except UnicodeDecodeError:
+        raise ProjectError("file is not valid UTF-8", file=display) from None
+    except OSError as exc:
+        raise ProjectError(f"cannot read file: {exc.strerror}", file=display) from None
+    return load_yaml_text(text, file=display)
