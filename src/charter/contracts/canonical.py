@@ -3,10 +3,11 @@
 ``canonical_bytes`` is the one serialization used for everything that is hashed: contract and
 Build digests, ledger events, argument fingerprints. The reference implementation is the
 ``rfc8785`` package. For the common case — strings, booleans, ``None``, integers within the
-IEEE-754 safe range, lists and dicts whose keys are in the Basic Multilingual Plane, no
-non-integral floats — the standard library's C encoder with sorted keys and no whitespace
-produces exactly the same bytes (a property test in ``tests/`` holds the two against each
-other), and is several times faster; every other value goes through ``rfc8785``.
+IEEE-754 safe range, non-integral floats whose magnitude is at least ``1e-4`` (their ``repr``
+has no exponent and is exactly the ECMAScript form RFC 8785 prescribes), lists and dicts whose
+keys are in the Basic Multilingual Plane — the standard library's C encoder with sorted keys and
+no whitespace produces exactly the same bytes (property tests in ``tests/contracts`` hold the two
+against each other), and is several times faster; every other value goes through ``rfc8785``.
 
 Integral floats are canonicalized like the integers they equal (``1.0`` → ``1``), as RFC 8785
 requires, so ``{"a": 1}`` and ``{"a": 1.0}`` hash the same.
@@ -17,6 +18,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import json.encoder
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,9 +28,39 @@ import rfc8785
 from charter.errors import ConfigError, InvalidInput
 
 _SAFE_INT = 2**53 - 1
-_encode_fast = json.JSONEncoder(
+# Non-integral floats in [1e-4, 1e16) print without an exponent both in Python's repr and in
+# ECMAScript's Number::toString, with the same shortest round-trip digits. (Every non-integral
+# float is below 2**52, so the upper bound only keeps infinity out.)
+_PLAIN_FLOAT_MIN = 1e-4
+_PLAIN_FLOAT_MAX = 1e16
+_encoder = json.JSONEncoder(
     ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
-).encode
+)
+# CPython's C encoder, called directly (``JSONEncoder.encode`` rebuilds it on every call).
+_c_make_encoder: Any = getattr(json.encoder, "c_make_encoder", None)
+_c_encode: Any = (
+    _c_make_encoder(
+        None,  # markers: values reaching the fast path are trees (checked by _simple)
+        _encoder.default,
+        json.encoder.encode_basestring,  # the C escaper when the C encoder exists
+        None,  # indent
+        ":",
+        ",",
+        True,  # sort_keys
+        False,  # skipkeys
+        False,  # allow_nan
+    )
+    if _c_make_encoder is not None
+    else None
+)
+
+
+def _encode_fast(value: Any) -> str:
+    if _c_encode is None:  # pragma: no cover - interpreters without the C accelerator
+        return _encoder.encode(value)
+    return "".join(_c_encode(value, 0))
+
+
 _KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
@@ -39,6 +71,8 @@ def _simple(value: Any) -> bool:
         return True
     if kind is int:
         return bool(-_SAFE_INT <= value <= _SAFE_INT)
+    if kind is float:
+        return _PLAIN_FLOAT_MIN <= abs(value) < _PLAIN_FLOAT_MAX and not value.is_integer()
     if kind is dict:
         for key, item in value.items():
             if type(key) is not str or (not key.isascii() and max(key) > "\uffff"):
@@ -111,16 +145,20 @@ class Fingerprinter:
 
     key_id: str
     key: bytes = field(repr=False)
+    # The keyed state after absorbing the key; copying it skips the key schedule per call.
+    _keyed: hmac.HMAC = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if not _KEY_ID.match(self.key_id):
             raise ConfigError(f"fingerprint key id {self.key_id!r} must match {_KEY_ID.pattern}")
         if len(self.key) < 16:
             raise ConfigError("a fingerprint key must be at least 16 bytes long")
+        object.__setattr__(self, "_keyed", hmac.new(self.key, digestmod=hashlib.sha256))
 
     def fingerprint(self, value: Any) -> str:
-        mac = hmac.new(self.key, canonical_bytes(value), hashlib.sha256).hexdigest()
-        return f"hmac-sha256:{self.key_id}:{mac}"
+        mac = self._keyed.copy()
+        mac.update(canonical_bytes(value))
+        return f"hmac-sha256:{self.key_id}:{mac.hexdigest()}"
 
     def matches(self, value: Any, fingerprint: str) -> bool:
         return hmac.compare_digest(self.fingerprint(value), fingerprint)
