@@ -1,0 +1,264 @@
+"""The in-process Python executor.
+
+Tools are Python callables, given directly (``functions={"notes.add": add}``) or by their
+Build entrypoint (``entrypoints={"notes.add": "tools/notes.py:add"}`` plus the project root),
+imported once and cached. Async functions run natively on the caller's event loop; sync
+functions run in a worker thread (``anyio.to_thread.run_sync``). A function whose declaration
+names a ``charter.Context`` parameter receives the request's context there.
+
+Deadlines: the call runs under ``anyio.move_on_after(deadline_s)``. When the deadline passes
+the executor sets ``context.cancelled`` and answers ``unknown`` / ``TIMEOUT``. An async tool is
+cancelled at its next ``await``. **A thread cannot be killed**: a sync tool keeps running in
+its thread until it returns (it should poll ``ctx.cancelled``); when it finally returns, its
+late result is discarded — the call already answered ``unknown``, which is the honest answer
+because its effect may still happen. Use the subprocess executor for a hard deadline.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import threading
+import typing
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from charter.contracts.decorator import declaration
+from charter.contracts.tool_context import Context
+from charter.errors import Failure, InternalFailure, InvalidInput, TimeoutFailure
+from charter.executors.base import (
+    ARGS_MISMATCH,
+    TIMEOUT,
+    TOOL_IMPORT_FAILED,
+    TOOL_NOT_FOUND,
+    TOOL_RAISED,
+    ExecutionOutcome,
+    ExecutionRequest,
+    MessageRedactor,
+    ensure_json,
+    failed,
+    failure_from,
+    scrub_details,
+    succeeded,
+    unknown,
+)
+from charter.project.loader import import_project_module
+
+
+class ResolvedTool:
+    """A callable plus how to call it: the name of its Context parameter and its signature."""
+
+    __slots__ = ("context_param", "function", "is_async", "signature")
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self.context_param = context_param_of(function)
+        self.is_async = inspect.iscoroutinefunction(function)
+        self.signature = inspect.signature(function)
+
+
+def context_param_of(function: Callable[..., Any]) -> str | None:
+    """The parameter a ``charter.Context`` is injected into: from ``@tool``, else the hints."""
+    decl = declaration(function)
+    if decl is not None:
+        return decl.context_param
+    try:
+        hints = typing.get_type_hints(function)
+    except Exception:  # unresolvable forward references: no injection
+        return None
+    return next((name for name, hint in hints.items() if hint is Context), None)
+
+
+def resolve_entrypoint(
+    root: Path, entrypoint: str, modules: dict[str, ModuleType] | None = None
+) -> Callable[..., Any]:
+    """``"tools/notes.py:add"`` → the function, imported from the project at ``root``.
+
+    ``modules`` caches imported project files by relative path, so each is imported once.
+    """
+    relative, sep, qualname = entrypoint.partition(":")
+    if not sep or not relative or not qualname:
+        raise ValueError(f"entrypoint {entrypoint!r} must look like tools/notes.py:add")
+    module = modules.get(relative) if modules is not None else None
+    if module is None:
+        module = import_project_module(root, relative)
+        if modules is not None:
+            modules[relative] = module
+    obj: Any = module
+    for part in qualname.split("."):
+        obj = getattr(obj, part)
+    if not callable(obj):
+        raise TypeError(f"{entrypoint} is not callable")
+    return typing.cast(Callable[..., Any], obj)
+
+
+class ToolResolver:
+    """Finds the callable for a tool id; imports each project module once (thread-safe)."""
+
+    def __init__(
+        self,
+        *,
+        root: Path | None = None,
+        entrypoints: Mapping[str, str] | None = None,
+        functions: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        self._root = root
+        self._entrypoints = dict(entrypoints or {})
+        self._resolved: dict[str, ResolvedTool] = {
+            tool_id: ResolvedTool(fn) for tool_id, fn in (functions or {}).items()
+        }
+        self._modules: dict[str, ModuleType] = {}
+        self._lock = threading.Lock()
+
+    def cached(self, tool_id: str) -> ResolvedTool | None:
+        """The tool if it is already resolved (no import, no blocking)."""
+        return self._resolved.get(tool_id)
+
+    def resolve(self, tool_id: str) -> ResolvedTool:
+        """Raises ``LookupError`` for an unknown tool, ``ImportError`` (any) if loading fails."""
+        found = self._resolved.get(tool_id)
+        if found is not None:
+            return found
+        entrypoint = self._entrypoints.get(tool_id)
+        if entrypoint is None or self._root is None:
+            raise LookupError(tool_id)
+        with self._lock:
+            found = self._resolved.get(tool_id)
+            if found is None:
+                found = ResolvedTool(resolve_entrypoint(self._root, entrypoint, self._modules))
+                self._resolved[tool_id] = found
+        return found
+
+
+class PythonExecutor:
+    """Runs tools in this process. See the module docstring for deadline semantics."""
+
+    kind = "python"
+
+    def __init__(
+        self,
+        *,
+        redact_message: MessageRedactor,
+        root: Path | None = None,
+        entrypoints: Mapping[str, str] | None = None,
+        functions: Mapping[str, Callable[..., Any]] | None = None,
+    ) -> None:
+        self._redact = redact_message
+        self._tools = ToolResolver(root=root, entrypoints=entrypoints, functions=functions)
+
+    async def aclose(self) -> None:
+        """Nothing to release: threads still running a timed-out tool finish on their own."""
+
+    async def _resolve(self, tool_id: str) -> ResolvedTool:
+        return await anyio.to_thread.run_sync(self._tools.resolve, tool_id)
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        tool_id = request.contract.id
+        ctx = request.context
+        try:
+            cached = self._tools.cached(tool_id)
+            tool = cached if cached is not None else await self._resolve(tool_id)
+        except LookupError:
+            return failed(
+                InternalFailure(
+                    f"no Python function is bound to tool {tool_id}",
+                    reason=TOOL_NOT_FOUND,
+                    call_id=ctx.call_id,
+                    run_id=ctx.run_id,
+                ),
+                dispatched=False,
+            )
+        except Exception as exc:
+            message = self._redact(f"{type(exc).__name__}: {exc}", request)
+            return failed(
+                InternalFailure(
+                    f"importing the function of tool {tool_id} failed: {message}",
+                    reason=TOOL_IMPORT_FAILED,
+                    call_id=ctx.call_id,
+                    run_id=ctx.run_id,
+                ),
+                dispatched=False,
+            )
+
+        kwargs = dict(request.arguments)
+        if tool.context_param is not None:
+            kwargs[tool.context_param] = ctx
+        try:
+            tool.signature.bind(**kwargs)
+        except TypeError:
+            return failed(
+                InvalidInput(
+                    f"the arguments do not fit the signature of tool {tool_id}",
+                    reason=ARGS_MISMATCH,
+                    call_id=ctx.call_id,
+                    run_id=ctx.run_id,
+                ),
+                dispatched=False,
+            )
+
+        call = functools.partial(tool.function, **kwargs)
+        result: Any = None
+        raised: Exception | None = None
+        try:
+            with anyio.move_on_after(max(request.deadline_s, 0.0)) as scope:
+                try:
+                    if tool.is_async:
+                        result = await call()
+                    else:
+                        result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                except anyio.get_cancelled_exc_class():
+                    raise
+                except Exception as exc:
+                    raised = exc
+        except BaseException:
+            # The caller cancelled us (or the loop is shutting down): tell the tool, propagate.
+            ctx.cancelled.set()
+            raise
+        if scope.cancelled_caught:
+            ctx.cancelled.set()
+            return unknown(
+                TimeoutFailure(
+                    f"tool {tool_id} did not finish within {request.deadline_s:g} s; "
+                    "its effect may or may not have happened",
+                    reason=TIMEOUT,
+                    call_id=ctx.call_id,
+                    run_id=ctx.run_id,
+                )
+            )
+        if raised is not None:
+            return failed(self._failure(raised, request))
+        try:
+            return succeeded(ensure_json(result))
+        except Failure as exc:
+            exc.call_id, exc.run_id = ctx.call_id, ctx.run_id
+            return failed(exc)
+
+    def _failure(self, exc: Exception, request: ExecutionRequest) -> Failure:
+        """The tool raised: keep a Charter failure's code and reason, redact every message."""
+        ctx = request.context
+
+        def scrub(text: str) -> str:
+            return self._redact(text, request)
+
+        if isinstance(exc, Failure):
+            return failure_from(
+                exc.code,
+                exc.reason,
+                scrub(exc.message),
+                details=scrub_details(exc.details, scrub),
+                retryable=exc.retryable,
+                call_id=ctx.call_id,
+                run_id=ctx.run_id,
+            )
+        return InternalFailure(
+            scrub(f"tool {request.contract.id} raised {type(exc).__name__}: {exc}"),
+            reason=TOOL_RAISED,
+            details={"exception": type(exc).__name__},
+            call_id=ctx.call_id,
+            run_id=ctx.run_id,
+        )
