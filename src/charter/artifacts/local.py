@@ -20,6 +20,7 @@ once when a writer opens; concurrent writers may together pass it by their in-fl
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import re
@@ -32,6 +33,7 @@ from types import TracebackType
 
 from charter.artifacts import _fs, failures
 from charter.artifacts.names import check_path, split_reference, versions
+from charter.artifacts.reading import VerifyingReader
 from charter.artifacts.records import (
     ObjectInfo,
     StagingArea,
@@ -39,6 +41,7 @@ from charter.artifacts.records import (
     StoredObject,
     check_sha256,
 )
+from charter.artifacts.staging import Tally, check_declared
 from charter.errors import Failure, InvalidInput
 from charter.ledger.ids import check_identifier
 
@@ -139,7 +142,7 @@ class LocalArtifactStore:
         *,
         expected_sha256: str | None = None,
         expected_size: int | None = None,
-    ) -> _LocalReader:
+    ) -> VerifyingReader:
         rel, parts = self._resolve(run_id, path)
         if expected_sha256 is not None:
             check_sha256(expected_sha256, what="expected_sha256")
@@ -150,7 +153,15 @@ class LocalArtifactStore:
             fd, st = _fs.open_regular(parent, parts[-1], path=rel, run_id=run_id)
         finally:
             _fs.close_all(fds)
-        return _LocalReader(fd, st.st_size, rel, run_id, expected_sha256, expected_size)
+        return VerifyingReader(
+            functools.partial(os.read, fd),
+            functools.partial(os.close, fd),
+            size=st.st_size,
+            path=rel,
+            run_id=run_id,
+            expected_sha256=expected_sha256,
+            expected_size=expected_size,
+        )
 
     def read_bytes(self, run_id: str, path: str, *, expected_sha256: str | None = None) -> bytes:
         with self.open_read(run_id, path, expected_sha256=expected_sha256) as reader:
@@ -365,7 +376,7 @@ class LocalArtifactStore:
             top, _ = _fs.open_dir(staging, private, create=False, path="", run_id=run_id)
             fds.append(top)
             staged = _scan_area(top, run_id, limits)
-            _check_declared(staged, expected, run_id)
+            check_declared(staged, expected, run_id)
             if self.quota_bytes is not None and _usage(run) > self.quota_bytes:
                 raise failures.quota(self.quota_bytes, run_id=run_id)
             published: list[tuple[StoredObject, tuple[str, ...]]] = []
@@ -427,15 +438,15 @@ def _usage(run: int) -> int:
 def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObject]:
     """Hash every staged file; refuse links, non-regular files, bad names and limits."""
     staged: list[StoredObject] = []
-    total = 0
+    tally = Tally(limits, run_id)
 
     def visit(fd: int, prefix: str) -> None:
-        nonlocal total
         with os.scandir(fd) as entries:
             names = sorted(entry.name for entry in entries)
         for name in names:
             rel = prefix + name
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            check_path(rel)  # also bounds the depth of the walk
             if stat.S_ISDIR(st.st_mode):
                 sub, _ = _fs.open_dir(fd, name, create=False, path=rel, run_id=run_id)
                 try:
@@ -443,20 +454,9 @@ def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObjec
                 finally:
                     os.close(sub)
                 continue
-            check_path(rel)
-            if len(staged) >= limits.max_files:
-                raise failures.too_large("staged file count", limits.max_files, run_id=run_id)
             file_fd, fst = _fs.open_regular(fd, name, path=rel, run_id=run_id)
             try:
-                if limits.max_file_bytes is not None and fst.st_size > limits.max_file_bytes:
-                    raise failures.too_large(
-                        "staged file size", limits.max_file_bytes, path=rel, run_id=run_id
-                    )
-                total += fst.st_size
-                if limits.max_total_bytes is not None and total > limits.max_total_bytes:
-                    raise failures.too_large(
-                        "staged total size", limits.max_total_bytes, run_id=run_id
-                    )
+                tally.add(rel, fst.st_size)
                 digest = _hash_fd(file_fd)
             finally:
                 os.close(file_fd)
@@ -464,23 +464,6 @@ def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObjec
 
     visit(top, "")
     return staged
-
-
-def _check_declared(
-    staged: Sequence[StoredObject], expected: Mapping[str, str] | None, run_id: str
-) -> None:
-    if expected is None:
-        return
-    by_path = {obj.path: obj for obj in staged}
-    for obj in staged:
-        if obj.path not in expected:
-            raise failures.undeclared(obj.path, run_id=run_id)
-    for path, sha in expected.items():
-        found = by_path.get(path)
-        if found is None:
-            raise failures.not_found(path, run_id=run_id)
-        if found.sha256 != sha:
-            raise failures.integrity(path, run_id=run_id)
 
 
 class _LocalWriter:
@@ -625,85 +608,3 @@ class _LocalWriter:
                 os.unlink(self._tmp, dir_fd=self._staging)
             self._tmp = ""
         _fs.close_all(self._fds)
-
-
-class _LocalReader:
-    """Reads an open regular file and verifies size and checksum when it reaches the end."""
-
-    def __init__(
-        self,
-        fd: int,
-        size: int,
-        path: str,
-        run_id: str,
-        expected_sha256: str | None,
-        expected_size: int | None,
-    ) -> None:
-        self._fd: int | None = fd
-        self._size = size
-        self._path = path
-        self._run_id = run_id
-        self._expected_sha256 = expected_sha256
-        self._expected_size = expected_size
-        self._hash = hashlib.sha256()
-        self._seen = 0
-        self._finished = False
-        if expected_size is not None and size != expected_size:
-            self.close()
-            raise failures.integrity(path, run_id=run_id)
-
-    def __enter__(self) -> _LocalReader:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
-
-    def read(self, size: int = -1, /) -> bytes:
-        if self._fd is None:
-            raise InvalidInput("the artifact reader is closed", reason="ARTIFACT_READER_CLOSED")
-        if self._finished:
-            return b""
-        if size < 0:
-            chunks = [os.read(self._fd, max(self._size - self._seen, 0) + 1)]
-            while chunks[-1]:
-                self._update(chunks[-1])
-                chunks.append(os.read(self._fd, _CHUNK))
-            self._finish()
-            return b"".join(chunks)
-        data = os.read(self._fd, size) if size else b""
-        if data:
-            self._update(data)
-        elif size:
-            self._finish()
-        return data
-
-    def __iter__(self) -> Iterator[bytes]:
-        while chunk := self.read(_CHUNK):
-            yield chunk
-
-    def _update(self, data: bytes) -> None:
-        self._hash.update(data)
-        self._seen += len(data)
-
-    def _finish(self) -> None:
-        self._finished = True
-        if (self._expected_sha256 is not None and _digest(self._hash) != self._expected_sha256) or (
-            self._expected_size is not None and self._seen != self._expected_size
-        ):
-            raise failures.integrity(self._path, run_id=self._run_id)
-
-    def stored(self) -> StoredObject:
-        """Path, checksum and size of what was read (after reaching the end)."""
-        if not self._finished:
-            raise InvalidInput("the artifact was not read to the end", reason="ARTIFACT_READ_SHORT")
-        return StoredObject(path=self._path, sha256=_digest(self._hash), size=self._seen)
