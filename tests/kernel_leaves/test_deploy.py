@@ -1,0 +1,395 @@
+"""The deployment file: the shipped template, every refusal, secrets never echoed."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import pickle
+import stat
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import charter.project
+from charter.contracts.model import Effect
+from charter.errors import ConfigError
+from charter.kernel.deploy import (
+    DEPLOY_FILE,
+    Binding,
+    Mode,
+    SecretRef,
+    load_deployment,
+    local_default_deployment,
+    parse_deployment,
+)
+from charter.kernel.principals import APPROVER_PERMISSION, Principal, PrincipalKind
+
+from .conftest import CANARY
+
+TEMPLATE = Path(charter.project.__file__).parent / "templates" / "basic" / DEPLOY_FILE
+
+ENV = {
+    "CHARTER_FINGERPRINT_KEY": "fingerprint-key-0123456789",
+    "CHARTER_LEDGER_KEY": "ledger-key-0123456789abcdef",
+    "CHARTER_APPROVAL_TOKEN": "approval-token-0123456789",
+    "CHARTER_KEY_ALICE": "alice-key-0123456789abcdef",
+    "CHARTER_KEY_APP": CANARY,
+    "CHARTER_KEY_INTRUDER": "intruder-key-0123456789abc",
+}
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / DEPLOY_FILE
+    path.write_text(textwrap.dedent(text))
+    return path
+
+
+def parse(text: str, env: dict[str, str] | None = None) -> Any:
+    import yaml
+
+    return parse_deployment(yaml.safe_load(textwrap.dedent(text)), env=ENV if env is None else env)
+
+
+# --- the shipped template ---------------------------------------------------------------
+
+
+def test_the_shipped_template_loads(tmp_path: Path) -> None:
+    deployment = load_deployment(TEMPLATE, project_dir=tmp_path, env=ENV)
+    assert deployment.environment == "local"
+    assert deployment.mode is Mode.ENFORCE
+    assert set(deployment.principals) == {"alice", "app", "intruder"}
+    alice = deployment.principals["alice"]
+    assert (alice.kind, alice.tenant) == (PrincipalKind.OPERATOR, "acme")
+    assert alice.can_approve
+    app = deployment.principals["app"]
+    assert app.kind is PrincipalKind.APPLICATION
+    assert not app.can_approve
+    assert deployment.principals["intruder"].tenant == "globex"
+    assert deployment.bindings["notes.add"] == Binding(executor="python")
+    assert deployment.approval_lifetime_s == 300
+    assert deployment.context_lifetime_s == 900
+    assert deployment.fingerprint_key is not None
+    assert deployment.fingerprint_key.resolve() == ENV["CHARTER_FINGERPRINT_KEY"].encode()
+    assert deployment.ledger_key is not None
+    assert deployment.ledger_key.key_id().startswith("k")
+    assert deployment.authenticate(CANARY) == app
+    assert deployment.authenticate(ENV["CHARTER_KEY_ALICE"]) == alice
+    assert deployment.authenticate("not-a-key") is None
+    assert deployment.approval_token_matches(ENV["CHARTER_APPROVAL_TOKEN"])
+    assert not deployment.approval_token_matches(CANARY)
+    assert not deployment.approval_token_matches("")
+
+
+def test_file_is_found_beside_the_project_or_through_the_environment(tmp_path: Path) -> None:
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / DEPLOY_FILE).write_text(TEMPLATE.read_text())
+    assert load_deployment(None, project_dir=project, env=ENV).source == project / DEPLOY_FILE
+    other = tmp_path / "prod.yaml"
+    other.write_text("environment: prod\n")
+    env = {**ENV, "CHARTER_DEPLOY": str(other)}
+    assert load_deployment(None, project_dir=project, env=env).environment == "prod"
+    with pytest.raises(ConfigError, match="not found"):
+        load_deployment(tmp_path / "missing.yaml", project_dir=project, env=ENV)
+
+
+def test_missing_environment_variable_names_the_field_and_variable(tmp_path: Path) -> None:
+    env = {k: v for k, v in ENV.items() if k != "CHARTER_LEDGER_KEY"}
+    with pytest.raises(ConfigError) as info:
+        load_deployment(TEMPLATE, project_dir=tmp_path, env=env)
+    assert "secrets.ledger_key" in str(info.value)
+    assert "CHARTER_LEDGER_KEY" in str(info.value)
+
+
+def test_everything_optional_has_a_default() -> None:
+    deployment = parse("environment: dev\n")
+    assert deployment.mode is Mode.ENFORCE
+    assert deployment.principals == {}
+    assert deployment.fingerprint_key is None
+    assert deployment.limits.context_tokens > 0
+    assert deployment.enabled_tools == frozenset()
+
+
+def test_full_file_with_limits_enablement_hashes_and_files(tmp_path: Path) -> None:
+    (tmp_path / "ledger.key").write_text("ledger-key-from-a-file-0123\n")
+    key_hash = hashlib.sha256(b"ops-key-0123456789abcdef").hexdigest()
+    path = write(
+        tmp_path,
+        f"""
+        environment: staging
+        mode: observe
+        secrets:
+          ledger_key: {{file: ledger.key}}
+        approvals: {{lifetime_s: 60}}
+        contexts: {{lifetime_s: 120.5}}
+        limits: {{run_tool_calls: 10, run_elapsed_s: null, context_tokens: 500,
+                  max_args_bytes: 2048}}
+        enable: [notes.add]
+        kill_switch: false
+        default_executor: subprocess
+        principals:
+          ops:
+            kind: operator
+            tenant: acme
+            roles: [oncall]
+            permissions: ["notes:*", approvals:approve]
+            api_key: {{sha256: {key_hash.upper()}}}
+        bindings:
+          notes.search: {{executor: subprocess, required: false}}
+        """,
+    )
+    deployment = load_deployment(path, project_dir=tmp_path, env={})
+    assert deployment.mode is Mode.OBSERVE
+    assert deployment.ledger_key is not None
+    assert deployment.ledger_key.resolve() == b"ledger-key-from-a-file-0123"
+    assert (deployment.approval_lifetime_s, deployment.context_lifetime_s) == (60, 120.5)
+    assert deployment.limits.run_tool_calls == 10
+    assert deployment.limits.run_elapsed_s is None
+    assert (deployment.limits.context_tokens, deployment.limits.max_args_bytes) == (500, 2048)
+    ops = deployment.principals["ops"]
+    assert ops.roles == {"oncall"}
+    assert ops.has("notes:write")
+    assert ops.has("notes:items:delete")
+    assert not ops.has("files:x")
+    assert deployment.authenticate("ops-key-0123456789abcdef") == ops
+    assert deployment.bindings["notes.search"] == Binding(executor="subprocess", required=False)
+    assert deployment.binding_for("notes.get") == Binding(executor="subprocess")
+    assert deployment.is_enabled("notes.add", Effect.WRITE)
+    assert not deployment.is_enabled("notes.delete", Effect.WRITE)
+    assert not deployment.is_enabled("notes.propose", "proposal")
+    assert deployment.is_enabled("notes.search", Effect.READ)
+
+
+def test_kill_switch_disables_every_tool() -> None:
+    deployment = parse("kill_switch: true\nenable: [notes.add]\n")
+    assert not deployment.is_enabled("notes.search", Effect.READ)
+    assert not deployment.is_enabled("notes.add", Effect.WRITE)
+
+
+# --- refusals ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "where", "says"),
+    [
+        ("colour: blue\n", "colour", "unknown field"),
+        (
+            "secrets: {fingerprint_key: {env: X}, extra: {env: Y}}\n",
+            "secrets.extra",
+            "unknown field",
+        ),
+        (
+            "principals: {a: {kind: operator, tenant: t, apikey: {env: X}}}\n",
+            "principals.a.apikey",
+            "unknown field",
+        ),
+        ("principals: {a: {kind: operator, permissions: [x]}}\n", "principals.a.tenant", "tenant"),
+        ("principals: {a: {kind: operator, tenant: ''}}\n", "principals.a.tenant", "non-empty"),
+        ("principals: {a: {tenant: t}}\n", "principals.a.kind", "required"),
+        (
+            "principals: {a: {tenant: t, kind: robot}}\n",
+            "principals.a.kind",
+            "application or operator",
+        ),
+        (
+            "principals: {a: {tenant: t, kind: operator, permissions: ['bad perm']}}\n",
+            "principals.a.permissions[0]",
+            "not a valid permission",
+        ),
+        (
+            "bindings: {notes.add: {executor: ftp}}\n",
+            "bindings.notes.add.executor",
+            "unknown executor kind",
+        ),
+        (
+            "bindings: {notes.add: {executor: python, url: 'http://x'}}\n",
+            "bindings.notes.add.url",
+            "unknown field",
+        ),
+        ("bindings: {notes.add: {}}\n", "bindings.notes.add.executor", "required"),
+        ("default_executor: ftp\n", "default_executor", "unknown executor kind"),
+        ("mode: strict\n", "mode", "enforce, observe, off"),
+        ("approvals: {lifetime_s: 0}\n", "approvals.lifetime_s", "positive"),
+        ("contexts: {lifetime_s: -1}\n", "contexts.lifetime_s", "positive"),
+        ("limits: {run_tool_calls: 1.5}\n", "limits.run_tool_calls", "positive integer"),
+        ("limits: {tokens: 5}\n", "limits.tokens", "unknown field"),
+        ("enable: notes.add\n", "enable", "list"),
+        ("kill_switch: 'yes'\n", "kill_switch", "true or false"),
+        ("secrets: {ledger_key: {env: X, file: y}}\n", "secrets.ledger_key", "exactly one"),
+        ("secrets: {ledger_key: {sha256: abc}}\n", "secrets.ledger_key.sha256", "unknown field"),
+        (
+            "principals: {a: {kind: operator, tenant: t, api_key: {sha256: abc}}}\n",
+            "principals.a.api_key.sha256",
+            "64 hexadecimal",
+        ),
+    ],
+)
+def test_each_refusal_names_its_field(text: str, where: str, says: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(text)
+    message = str(info.value)
+    assert f"{where}:" in message
+    assert says in message
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"principals: {{a: {{kind: application, tenant: t, api_key: {CANARY}}}}}\n",
+        f"principals: {{a: {{kind: application, tenant: t, api_key: '{CANARY}'}}}}\n",
+        f"secrets: {{fingerprint_key: {CANARY}}}\n",
+        f"secrets: {{approval_token: '{CANARY}'}}\n",
+    ],
+)
+def test_inline_secrets_are_refused_without_echoing_them(text: str) -> None:
+    with pytest.raises(ConfigError) as info:
+        parse(text)
+    assert "inline secrets are not allowed" in str(info.value)
+    assert "{env: VAR}" in str(info.value)
+    assert CANARY not in str(info.value)
+
+
+def test_approval_token_equal_to_an_application_key_is_refused() -> None:
+    env = {**ENV, "CHARTER_APPROVAL_TOKEN": CANARY}  # same value as CHARTER_KEY_APP
+    with pytest.raises(ConfigError) as info:
+        load_deployment(TEMPLATE, project_dir=Path("."), env=env)
+    assert "secrets.approval_token" in str(info.value)
+    assert "application principal 'app'" in str(info.value)
+    assert CANARY not in str(info.value)
+
+
+def test_approval_token_equal_to_a_hashed_application_key_is_refused() -> None:
+    text = f"""
+        secrets: {{approval_token: {{env: TOKEN}}}}
+        principals:
+          app: {{kind: application, tenant: t,
+                 api_key: {{sha256: {hashlib.sha256(CANARY.encode()).hexdigest()}}}}}
+        """
+    with pytest.raises(ConfigError, match="application principal 'app'") as info:
+        parse(text, {"TOKEN": CANARY})
+    assert CANARY not in str(info.value)
+
+
+def test_two_principals_with_one_key_are_refused() -> None:
+    text = """
+        principals:
+          a: {kind: application, tenant: t, api_key: {env: K1}}
+          b: {kind: application, tenant: t, api_key: {env: K2}}
+        """
+    with pytest.raises(ConfigError, match=r"principals\.b\.api_key: is the same key"):
+        parse(text, {"K1": CANARY, "K2": CANARY})
+
+
+def test_short_secrets_are_refused() -> None:
+    with pytest.raises(ConfigError, match="shorter than 16 bytes"):
+        parse("secrets: {ledger_key: {env: K}}\n", {"K": "short"})
+
+
+def test_yaml_errors_do_not_echo_the_line(tmp_path: Path) -> None:
+    path = write(tmp_path, f'principals: {{a: {{api_key: "{CANARY}}}}}\n')
+    with pytest.raises(ConfigError, match="invalid YAML") as info:
+        load_deployment(path, project_dir=tmp_path, env=ENV)
+    assert CANARY not in str(info.value)
+    dup = write(tmp_path, "mode: enforce\nmode: off\n")
+    with pytest.raises(ConfigError, match="duplicate key 'mode'"):
+        load_deployment(dup, project_dir=tmp_path, env=ENV)
+
+
+# --- secrets are never echoed -----------------------------------------------------------
+
+
+def test_canary_secret_never_appears_in_repr_describe_logs_or_pickles(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    env = {
+        **ENV,
+        "CHARTER_LEDGER_KEY": CANARY + "-ledger",
+        "CHARTER_APPROVAL_TOKEN": CANARY + "-token",
+    }
+    with caplog.at_level(logging.DEBUG):
+        deployment = load_deployment(TEMPLATE, project_dir=tmp_path, env=env)
+        logging.getLogger("test").info("loaded %r / %s", deployment, deployment.ledger_key)
+    outputs = [
+        repr(deployment),
+        str(deployment),
+        json.dumps(deployment.describe()),
+        repr(deployment.ledger_key),
+        str(deployment.approval_token),
+        caplog.text,
+        repr(pickle.loads(pickle.dumps(deployment.ledger_key))),
+    ]
+    for text in outputs:
+        assert CANARY not in text
+    assert CANARY.encode() not in pickle.dumps(deployment.ledger_key)
+    described = deployment.describe()
+    assert described["secrets"]["ledger_key"] == "env:CHARTER_LEDGER_KEY"
+    assert described["principals"]["app"]["api_key"] == "env:CHARTER_KEY_APP"
+
+
+def test_secret_ref_needs_exactly_one_source() -> None:
+    with pytest.raises(ConfigError):
+        SecretRef()
+    with pytest.raises(ConfigError):
+        SecretRef(env="A", file="b")
+    with pytest.raises(ConfigError):
+        SecretRef(env="not a name")
+    assert SecretRef(env="A") == SecretRef(env="A")
+
+
+# --- principals -------------------------------------------------------------------------
+
+
+def test_principal_permissions_and_wildcards() -> None:
+    p = Principal(
+        name="p",
+        tenant="t",
+        kind=PrincipalKind.APPLICATION,
+        permissions=frozenset({"notes:read", "files:*", APPROVER_PERMISSION}),
+    )
+    assert p.has("notes:read")
+    assert not p.has("notes:write")
+    assert p.has("files:read")
+    assert p.has("files:deep:write")
+    assert not p.has("files")
+    assert not p.has("notes:*")  # a required wildcard matches only the same grant
+    assert not p.can_approve  # an application never approves
+    root = Principal(
+        name="r", tenant="t", kind=PrincipalKind.OPERATOR, permissions=frozenset({"*"})
+    )
+    assert root.has("anything:at:all")
+    assert root.can_approve
+
+
+# --- the local default ------------------------------------------------------------------
+
+
+def test_local_default_creates_private_key_files_once(tmp_path: Path) -> None:
+    first = local_default_deployment(tmp_path)
+    keys = sorted((tmp_path / ".charter").glob("*.key"))
+    assert [k.name for k in keys] == ["fingerprint.key", "ledger.key", "operator.key"]
+    for key in keys:
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / ".charter").stat().st_mode) == 0o700
+    second = load_deployment(None, project_dir=tmp_path, env={})
+    assert first.ledger_key is not None
+    assert second.ledger_key is not None
+    assert first.ledger_key.resolve() == second.ledger_key.resolve()
+    operator = second.principals["local"]
+    assert operator.can_approve
+    assert operator.tenant == "local"
+    api_key = (tmp_path / ".charter" / "operator.key").read_text().strip()
+    assert second.authenticate(api_key) == operator
+    assert second.binding_for("any.tool") == Binding(executor="python")
+    assert second.is_enabled("any.tool", Effect.WRITE)
+    assert api_key not in repr(second)
+    assert api_key not in json.dumps(second.describe())
+
+
+def test_local_default_refuses_a_key_file_others_can_read(tmp_path: Path) -> None:
+    local_default_deployment(tmp_path)
+    (tmp_path / ".charter" / "ledger.key").chmod(0o644)
+    with pytest.raises(ConfigError, match="chmod 600"):
+        local_default_deployment(tmp_path)
