@@ -45,10 +45,8 @@ class TestPostgresStore(StoreConformance):
             *, key: LedgerKey, clock: Clock, in_flight: InFlightCalls
         ) -> AsyncIterator[PostgresStore]:
             with psycopg.connect(url, autocommit=True) as conn:  # a fresh, empty schema
-                conn.execute(
-                    "DROP TABLE IF EXISTS events, run_heads, runs, tasks, artifacts, "
-                    f"{migrations.SCHEMA_TABLE}"
-                )
+                conn.execute("DROP SCHEMA public CASCADE")
+                conn.execute("CREATE SCHEMA public")
             async with PostgresStore.open(url, key=key, clock=clock, in_flight=in_flight) as s:
                 yield s
 

@@ -46,7 +46,7 @@ async def test_group_commit_batches_concurrent_appends(tmp_path: Path) -> None:
         before = store.commits
 
         async def one(i: int) -> None:
-            await store.append("run-g", [ev("tool_progress", n=i)])
+            await store.append("run-g", [ev("task_progress", n=i)])
 
         async with anyio.create_task_group() as tg:
             for i in range(64):

@@ -1,4 +1,8 @@
-"""Recorded scenarios: small, realistic runs for tests, golden ledgers and benchmarks."""
+"""Recorded scenarios: small, realistic runs for tests, golden ledgers and benchmarks.
+
+They use only the run, task, handoff and artifact events (and observational ``task_progress``
+and ``tool_call_recorded``), so they stay valid as the kernel's call projections evolve.
+"""
 
 from __future__ import annotations
 
@@ -60,9 +64,8 @@ SAMPLE_RUN: tuple[NewEvent, ...] = (
         acceptance_criteria=["csv with ids"],
     ),
     ev("task_status_changed", task_id="retrieve", status="running"),
-    ev("context_resolved", context_id="ctx-1", tools_digest="sha256:" + "ef" * 32),
-    ev("tool_progress", call_id="call-1", tool_id="chembl.fetch", stage="started"),
-    ev("tool_progress", call_id="call-1", tool_id="chembl.fetch", stage="result_accepted"),
+    ev("task_progress", task_id="retrieve", message="fetching", percent=10),
+    ev("task_progress", task_id="retrieve", message="fetched", percent=100),
     ev("artifact_registered", **artifact("actives-1", "data/actives.csv")),
     ev(
         "tool_call_recorded",

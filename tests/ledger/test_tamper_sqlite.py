@@ -1,0 +1,193 @@
+"""Damage a SQLite ledger directly in the database; `charter runs verify` must say how."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import anyio
+import pytest
+from typer.testing import CliRunner
+
+from charter.cli.app import app
+from charter.ledger.events import StoredEvent
+from charter.stores.factory import load_ledger_key
+from charter.stores.sqlite import SQLiteStore
+from charter.testing.clock import FakeClock
+from charter.testing.scenarios import SAMPLE_RUN, record_sample_run
+from tests.ledger.forge import rechain
+
+KEY_HEX = "11" * 32
+N = len(SAMPLE_RUN)
+
+
+@pytest.fixture
+def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("CHARTER_LEDGER_KEY", KEY_HEX)
+    monkeypatch.delenv("CHARTER_STORE", raising=False)
+    key = load_ledger_key()
+
+    async def record() -> None:
+        async with SQLiteStore.open(
+            tmp_path / ".charter" / "charter.db", key=key, clock=FakeClock()
+        ) as store:
+            await record_sample_run(store, "run-1")
+
+    anyio.run(record)
+    return tmp_path / ".charter" / "charter.db"
+
+
+def _db(path: Path, fn: Callable[[sqlite3.Connection], object]) -> None:
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        conn.execute("BEGIN")
+        fn(conn)
+        conn.execute("COMMIT")
+    finally:
+        conn.close()
+
+
+def _verify(*args: str) -> tuple[int, dict[str, object]]:
+    result = CliRunner().invoke(app, ["runs", "verify", *args, "--json"])
+    return result.exit_code, json.loads(result.stdout)
+
+
+def _rows(conn: sqlite3.Connection) -> list[StoredEvent]:
+    cur = conn.execute("SELECT seq, type, at, prev_hash, hash, data FROM events ORDER BY seq")
+    return [
+        StoredEvent(run_id="run-1", seq=s, type=t, at=a, prev_hash=p, hash=h, data=d)
+        for s, t, a, p, h, d in cur
+    ]
+
+
+def test_intact_ledger_verifies(project: Path) -> None:
+    code, report = _verify("run-1")
+    assert (code, report["ok"], report["events"]) == (0, True, N)
+    text = CliRunner().invoke(app, ["runs", "verify", "run-1"])
+    assert text.exit_code == 0
+    assert "ok" in text.stdout
+
+
+def test_deleted_row_is_a_gap(project: Path) -> None:
+    _db(project, lambda c: c.execute("DELETE FROM events WHERE seq = 5"))
+    code, report = _verify("run-1")
+    assert code == 1
+    assert (report["reason"], report["seq"]) == ("LEDGER_GAP", 5)
+
+
+def test_edited_payload_is_a_hash_mismatch(project: Path) -> None:
+    _db(
+        project,
+        lambda c: c.execute(
+            "UPDATE events SET data = CAST(replace(CAST(data AS TEXT), 'fetch actives', "
+            "'fetch ACTIVES') AS BLOB) WHERE seq = 6"
+        ),
+    )
+    code, report = _verify("run-1")
+    assert code == 1
+    assert (report["reason"], report["seq"]) == ("LEDGER_HASH_MISMATCH", 6)
+
+
+def test_deleting_the_last_two_events_is_a_head_mismatch(project: Path) -> None:
+    _db(project, lambda c: c.execute("DELETE FROM events WHERE seq > ?", (N - 2,)))
+    code, report = _verify("run-1")
+    assert code == 1
+    assert (report["reason"], report["seq"]) == ("LEDGER_HEAD_MISMATCH", N - 1)
+    text = CliRunner().invoke(app, ["runs", "verify", "run-1"])
+    assert text.exit_code == 1
+    assert "LEDGER_HEAD_MISMATCH" in text.stderr
+
+
+def test_swapped_rows_are_reordered(project: Path) -> None:
+    def swap(c: sqlite3.Connection) -> None:
+        c.execute("UPDATE events SET seq = -1 WHERE seq = 3")
+        c.execute("UPDATE events SET seq = 3 WHERE seq = 4")
+        c.execute("UPDATE events SET seq = 4 WHERE seq = -1")
+
+    _db(project, swap)
+    code, report = _verify("run-1")
+    assert (code, report["reason"], report["seq"]) == (1, "LEDGER_SEQ_ORDER", 3)
+
+
+def test_chain_recomputed_without_the_key_fails_the_mac(project: Path) -> None:
+    def forge(c: sqlite3.Connection) -> None:
+        rows = _rows(c)
+        edited = rows[5].data.replace(b"fetch actives", b"fetch ACTIVES")
+        rows[5] = dataclasses.replace(rows[5], data=edited)
+        forged = rechain(rows, 5)
+        c.execute("DELETE FROM events")
+        c.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in forged],
+        )
+        c.execute("UPDATE run_heads SET hash = ?", (forged[-1].hash,))
+
+    _db(project, forge)
+    code, report = _verify("run-1")
+    assert (code, report["reason"], report["seq"]) == (1, "LEDGER_MAC_INVALID", N)
+
+
+def test_edited_projection_is_a_snapshot_divergence(project: Path) -> None:
+    _db(
+        project,
+        lambda c: c.execute(
+            "UPDATE tasks SET data = replace(data, '\"attempts\":2', '\"attempts\":1') "
+            "WHERE task_id = 'report'"
+        ),
+    )
+    code, report = _verify("run-1")
+    assert (code, report["reason"]) == (1, "SNAPSHOT_DIVERGENCE")
+
+
+def test_wrong_key_fails_the_mac(project: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("CHARTER_LEDGER_KEY", "22" * 32)
+    code, report = _verify("run-1")
+    assert (code, report["reason"]) == (1, "LEDGER_MAC_INVALID")
+
+
+def test_export_then_verify_the_directory(project: Path, tmp_path: Path) -> None:
+    out = tmp_path / "exported"
+    result = CliRunner().invoke(app, ["runs", "export", "run-1", str(out), "--json"])
+    assert result.exit_code == 0, result.stdout
+    assert sorted(p.name for p in (out / "events").iterdir())[0] == "00000001.jsonl"
+    assert (out / "artifacts" / "index.json").exists()
+    code, report = _verify(str(out))
+    assert (code, report["ok"], report["events"]) == (0, True, N)
+    again = CliRunner().invoke(app, ["runs", "export", "run-1", str(out)])
+    assert again.exit_code == 1
+
+
+def test_ls_show_events(project: Path) -> None:
+    runner = CliRunner()
+    ls = runner.invoke(app, ["runs", "ls", "--json"])
+    assert ls.exit_code == 0
+    [run] = json.loads(ls.stdout)
+    assert (run["run_id"], run["status"], run["event_count"]) == ("run-1", "completed", N)
+    assert "run-1" in runner.invoke(app, ["runs", "ls"]).stdout
+    show = runner.invoke(app, ["runs", "show", "run-1", "--json"])
+    doc = json.loads(show.stdout)
+    assert doc["status"] == "completed"
+    assert [t["task_id"] for t in doc["tasks"]] == ["retrieve", "report"]
+    assert runner.invoke(app, ["runs", "show", "run-1"]).exit_code == 0
+    events = runner.invoke(app, ["runs", "events", "run-1", "--after", str(N - 2), "--json"])
+    lines = [json.loads(line) for line in events.stdout.splitlines()]
+    assert [e["seq"] for e in lines] == [N - 1, N]
+    # --follow on a finished run stops at its terminal status.
+    follow = runner.invoke(app, ["runs", "events", "run-1", "--follow"])
+    assert follow.exit_code == 0
+    assert follow.stdout.strip().splitlines()[-1].split()[2] == "run_status_changed"
+    missing = runner.invoke(app, ["runs", "show", "nope", "--json"])
+    assert missing.exit_code == 1
+    assert json.loads(missing.stdout)["reason"] == "RUN_NOT_FOUND"
+
+
+def test_no_store_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(app, ["runs", "ls"])
+    assert result.exit_code == 1
+    assert "no Charter store" in result.stderr
+    assert not (tmp_path / ".charter").exists()
