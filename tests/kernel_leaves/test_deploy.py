@@ -393,3 +393,16 @@ def test_local_default_refuses_a_key_file_others_can_read(tmp_path: Path) -> Non
     (tmp_path / ".charter" / "ledger.key").chmod(0o644)
     with pytest.raises(ConfigError, match="chmod 600"):
         local_default_deployment(tmp_path)
+
+
+def test_the_documented_example_loads(tmp_path: Path) -> None:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+    text = docs.read_text()
+    example = text.split("## A complete example", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
+    (tmp_path / "ledger.key").write_text("ledger-key-from-a-file-0123\n")
+    example = example.replace("/run/secrets/charter-ledger-key", str(tmp_path / "ledger.key"))
+    path = write(tmp_path, example)
+    deployment = load_deployment(path, project_dir=tmp_path, env=ENV)
+    assert deployment.environment == "production"
+    assert deployment.authenticate("charter-docs-example-key") == deployment.principals["alice"]
+    assert deployment.binding_for("notes.add") == Binding(executor="subprocess")
