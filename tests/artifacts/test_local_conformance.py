@@ -1,0 +1,22 @@
+"""The local store passes the artifact conformance suite; the memory registry passes its own."""
+
+from __future__ import annotations
+
+import pytest
+
+from charter.artifacts.conformance import ArtifactStoreConformance, Backend, RegistryConformance
+from charter.artifacts.ports import ArtifactRegistry
+from charter.artifacts.registry import MemoryRegistry
+from tests.artifacts.conftest import LocalBackend
+
+
+class TestLocalStore(ArtifactStoreConformance):
+    @pytest.fixture
+    def backend(self, local_backend: LocalBackend) -> Backend:
+        return local_backend
+
+
+class TestMemoryRegistry(RegistryConformance):
+    @pytest.fixture
+    def registry(self) -> ArtifactRegistry:
+        return MemoryRegistry()

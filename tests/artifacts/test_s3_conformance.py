@@ -1,0 +1,18 @@
+"""The S3 store passes the artifact conformance suite against a moto server on 127.0.0.1."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from charter.artifacts.conformance import ArtifactStoreConformance, Backend
+from tests.artifacts.conftest import S3Backend
+
+pytest.importorskip("boto3")  # until boto3/moto join the test extra; then this must not skip
+
+
+class TestS3Store(ArtifactStoreConformance):
+    @pytest.fixture
+    def backend(self, s3_client: Any, s3_bucket: str) -> Backend:
+        return S3Backend(s3_client, s3_bucket)
