@@ -40,12 +40,28 @@ def executor(tool_project: Path, redact_message: Any) -> SubprocessExecutor:
 
 
 async def test_success_with_context_rebuilt_in_the_worker(executor: SubprocessExecutor) -> None:
-    outcome = await executor.execute(request("demo.add", {"a": 20, "b": 22}))
-    assert (outcome.status, outcome.result, outcome.dispatched) == ("succeeded", 42, True)
-    who = await executor.execute(request("demo.whoami", {}, call_id="c-9"))
-    assert who.result == {"call_id": "c-9", "key": "idem-c-9", "tenant": "acme", "run_id": "run-1"}
-    echo = await executor.execute(request("demo.async_echo", {"text": "hi"}))
-    assert echo.result == {"echo": "hi"}
+    requests = {
+        "add": request("demo.add", {"a": 20, "b": 22}),
+        "who": request("demo.whoami", {}, call_id="c-9"),
+        "echo": request("demo.async_echo", {"text": "hi"}),
+    }
+    outcomes: dict[str, Any] = {}
+
+    async def run(name: str) -> None:
+        outcomes[name] = await executor.execute(requests[name])
+
+    async with anyio.create_task_group() as tg:  # one worker process each, concurrently
+        for name in requests:
+            tg.start_soon(run, name)
+    add = outcomes["add"]
+    assert (add.status, add.result, add.dispatched) == ("succeeded", 42, True)
+    assert outcomes["who"].result == {
+        "call_id": "c-9",
+        "key": "idem-c-9",
+        "tenant": "acme",
+        "run_id": "run-1",
+    }
+    assert outcomes["echo"].result == {"echo": "hi"}
 
 
 async def test_tool_output_cannot_corrupt_the_response(executor: SubprocessExecutor) -> None:
@@ -99,7 +115,8 @@ async def test_hanging_worker_is_killed_at_the_deadline(
     executor: SubprocessExecutor, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "pid"
-    req = request("demo.hang", {"pid_file": str(pid_file)}, deadline_s=1.5)
+    # generous: the worker must start and write its pid file before the deadline
+    req = request("demo.hang", {"pid_file": str(pid_file)}, deadline_s=3.0)
     outcome = await executor.execute(req)
     assert outcome.status == "unknown"
     assert outcome.error is not None
@@ -170,3 +187,21 @@ def test_worker_environment_drops_charter_secrets() -> None:
     assert "CHARTER_KEY_APP" not in env
     assert env["HOME"] == "/home/x"
     assert env["PYTHONPATH"].split(os.pathsep)[-1] == "/a"
+
+
+async def test_aclose_kills_running_workers(executor: SubprocessExecutor, tmp_path: Path) -> None:
+    pid_file = tmp_path / "pid"
+    outcomes = []
+
+    async def run() -> None:
+        outcomes.append(await executor.execute(request("demo.hang", {"pid_file": str(pid_file)})))
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(run)
+        with anyio.fail_after(20):
+            while not pid_file.exists() or not pid_file.read_text():
+                await anyio.sleep(0.02)
+        await executor.aclose()
+    assert outcomes[0].status == "unknown"
+    assert outcomes[0].reason == "WORKER_LOST"
+    assert process_gone(int(pid_file.read_text().split()[0]))
