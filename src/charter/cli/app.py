@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from charter.cli import project_cmds, runs
+from charter.cli import kernel_cmds, project_cmds, runs
 
 app = typer.Typer(
     name="charter",
@@ -20,4 +20,5 @@ app = typer.Typer(
 )
 
 project_cmds.register(app)
+kernel_cmds.register(app)
 app.add_typer(runs.app, name="runs")

@@ -44,7 +44,7 @@ class TableSpec:
     order_by: str
 
 
-TABLES: Mapping[str, TableSpec] = {
+TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
         name="runs",
         keys=("run_id",),
@@ -58,7 +58,7 @@ TABLES: Mapping[str, TableSpec] = {
         name="artifacts", keys=("run_id", "artifact_id"), columns=("seq",), order_by="seq"
     ),
 }
-RUN_TABLES: tuple[str, ...] = ("tasks", "artifacts")
+RUN_TABLES: tuple[str, ...] = ("tasks", "artifacts", "contexts", "calls", "approvals", "run_calls")
 """Tables whose rows belong to one run and are listed per run."""
 
 Getter = Callable[[RowKey], Row | None]
@@ -361,3 +361,14 @@ def manifest(run: Row, tasks: Iterable[Row], artifacts: Iterable[Row], *, head_s
 def artifact_index(run_id: str, artifacts: Iterable[Row]) -> Row:
     """The seed's ``artifacts/index.json``: checksummed provenance of every artifact."""
     return {"schema_version": SCHEMA_VERSION, "run_id": run_id, "artifacts": list(artifacts)}
+
+
+def _register_kernel_projections() -> None:
+    """The kernel's tables and handlers (contexts, calls, approvals, run call counts)."""
+    from charter.ledger import calls_projection
+
+    TABLES.update(calls_projection.TABLES)
+    HANDLERS.update(calls_projection.HANDLERS)
+
+
+_register_kernel_projections()

@@ -32,3 +32,15 @@ def list_sql(spec: TableSpec, placeholder: str) -> str:
         f"SELECT data FROM {spec.name} WHERE {spec.keys[0]} = {placeholder} "
         f"ORDER BY {spec.order_by}"
     )
+
+
+def query_sql(spec: TableSpec, columns: tuple[str, ...], placeholder: str) -> str:
+    """Rows whose key or indexed ``columns`` equal the given values, in table order."""
+    allowed = (*spec.keys, *spec.columns)
+    for column in columns:
+        if column not in allowed:
+            raise ValueError(f"{spec.name}.{column} is not a key or indexed column")
+    where = " AND ".join(f"{c} = {placeholder}" for c in columns) or "TRUE"
+    return (
+        f"SELECT data FROM {spec.name} WHERE {where} ORDER BY {spec.order_by} LIMIT {placeholder}"
+    )

@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
 from charter.errors import StoreConflict
@@ -109,6 +110,18 @@ class MemoryStore:
             if key.table == table and key.key[0] == run_id
         ]
         return sorted(rows, key=lambda r: r[spec.order_by])
+
+    async def query_rows(
+        self, table: str, where: Mapping[str, Any], *, limit: int = 100
+    ) -> Sequence[Row]:
+        spec = TABLES[table]
+        allowed = (*spec.keys, *spec.columns)
+        for column in where:
+            if column not in allowed:
+                raise ValueError(f"{table}.{column} is not a key or indexed column")
+        candidates = (json.loads(d) for k, d in self.rows.items() if k.table == table)
+        rows = [r for r in candidates if all(r.get(c) == v for c, v in where.items())]
+        return sorted(rows, key=lambda r: r[spec.order_by])[:limit]
 
     async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
         runs = [json.loads(d) for k, d in self.rows.items() if k.table == "runs"]

@@ -33,6 +33,28 @@ SQLITE: tuple[tuple[str, ...], ...] = (
             run_id TEXT NOT NULL, artifact_id TEXT NOT NULL, seq INTEGER NOT NULL,
             data TEXT NOT NULL, PRIMARY KEY (run_id, artifact_id))""",
     ),
+    (
+        """CREATE TABLE contexts (
+            run_id TEXT NOT NULL, context_id TEXT NOT NULL, tenant TEXT NOT NULL,
+            principal TEXT NOT NULL, expires_at TEXT NOT NULL, created_at TEXT NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, context_id))""",
+        "CREATE UNIQUE INDEX contexts_by_id ON contexts (context_id)",
+        """CREATE TABLE calls (
+            run_id TEXT NOT NULL, context_id TEXT NOT NULL, call_id TEXT NOT NULL,
+            state TEXT NOT NULL, tool_id TEXT NOT NULL, tenant TEXT NOT NULL,
+            updated_seq INTEGER NOT NULL, data TEXT NOT NULL,
+            PRIMARY KEY (run_id, context_id, call_id))""",
+        "CREATE INDEX calls_by_state ON calls (state, updated_seq)",
+        """CREATE TABLE approvals (
+            run_id TEXT NOT NULL, approval_id TEXT NOT NULL, status TEXT NOT NULL,
+            tenant TEXT NOT NULL, context_id TEXT NOT NULL, call_id TEXT NOT NULL,
+            requested_at TEXT NOT NULL, expires_at TEXT NOT NULL, data TEXT NOT NULL,
+            PRIMARY KEY (run_id, approval_id))""",
+        "CREATE UNIQUE INDEX approvals_by_id ON approvals (approval_id)",
+        "CREATE INDEX approvals_by_tenant ON approvals (tenant, status, requested_at)",
+        """CREATE TABLE run_calls (
+            run_id TEXT PRIMARY KEY, total INTEGER NOT NULL, data TEXT NOT NULL)""",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -54,6 +76,28 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE artifacts (
             run_id TEXT NOT NULL, artifact_id TEXT NOT NULL, seq BIGINT NOT NULL,
             data TEXT NOT NULL, PRIMARY KEY (run_id, artifact_id))""",
+    ),
+    (
+        """CREATE TABLE contexts (
+            run_id TEXT NOT NULL, context_id TEXT NOT NULL, tenant TEXT NOT NULL,
+            principal TEXT NOT NULL, expires_at TEXT NOT NULL, created_at TEXT NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, context_id))""",
+        "CREATE UNIQUE INDEX contexts_by_id ON contexts (context_id)",
+        """CREATE TABLE calls (
+            run_id TEXT NOT NULL, context_id TEXT NOT NULL, call_id TEXT NOT NULL,
+            state TEXT NOT NULL, tool_id TEXT NOT NULL, tenant TEXT NOT NULL,
+            updated_seq BIGINT NOT NULL, data TEXT NOT NULL,
+            PRIMARY KEY (run_id, context_id, call_id))""",
+        "CREATE INDEX calls_by_state ON calls (state, updated_seq)",
+        """CREATE TABLE approvals (
+            run_id TEXT NOT NULL, approval_id TEXT NOT NULL, status TEXT NOT NULL,
+            tenant TEXT NOT NULL, context_id TEXT NOT NULL, call_id TEXT NOT NULL,
+            requested_at TEXT NOT NULL, expires_at TEXT NOT NULL, data TEXT NOT NULL,
+            PRIMARY KEY (run_id, approval_id))""",
+        "CREATE UNIQUE INDEX approvals_by_id ON approvals (approval_id)",
+        "CREATE INDEX approvals_by_tenant ON approvals (tenant, status, requested_at)",
+        """CREATE TABLE run_calls (
+            run_id TEXT PRIMARY KEY, total BIGINT NOT NULL, data TEXT NOT NULL)""",
     ),
 )
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -31,7 +31,7 @@ from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
-from charter.stores._sql import list_sql, select_sql, upsert_params, upsert_sql
+from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 
 CHANNEL = "charter_events"
 _MIGRATION_LOCK = 0x43_68_61_72  # "Char": one advisory lock id for schema migrations
@@ -256,6 +256,15 @@ class PostgresStore:
         with _translated():
             async with self._pool.connection() as conn:
                 return await _list(conn, table, run_id)
+
+    async def query_rows(
+        self, table: str, where: Mapping[str, Any], *, limit: int = 100
+    ) -> Sequence[Row]:
+        sql = query_sql(TABLES[table], tuple(where), "%s")
+        with _translated():
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(sql, (*where.values(), limit))
+                return [json.loads(r[0]) for r in await cur.fetchall()]
 
     async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
         with _translated():

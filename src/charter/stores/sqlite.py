@@ -20,7 +20,7 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -36,7 +36,7 @@ from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
-from charter.stores._sql import list_sql, select_sql, upsert_params, upsert_sql
+from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 
 T = TypeVar("T")
 _MAX_BATCH = 1024
@@ -359,6 +359,14 @@ class SQLiteStore:
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
         return await self._read(lambda c: _list(c, table, run_id))
+
+    async def query_rows(
+        self, table: str, where: Mapping[str, Any], *, limit: int = 100
+    ) -> Sequence[Row]:
+        columns = tuple(where)
+        sql = query_sql(TABLES[table], columns, "?")
+        params = (*where.values(), limit)
+        return await self._read(lambda c: [json.loads(r[0]) for r in c.execute(sql, params)])
 
     async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
         def go(conn: sqlite3.Connection) -> list[RunSummary]:

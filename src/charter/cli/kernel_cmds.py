@@ -1,0 +1,358 @@
+"""Kernel commands: ``contexts resolve``, ``call``, ``calls show|resolve``, ``approvals …``.
+
+In local mode the CLI opens the project's runtime itself and acts as the principal named by
+``--as`` in the deployment file — and the same rules hold as over the API: an application
+principal cannot approve, a context serves only the principal it was resolved for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+from rich.table import Table
+
+from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.kernel.envelope import CallStatus, Envelope
+from charter.runtime import Runtime, open_runtime
+
+T = TypeVar("T")
+
+PROJECT = typer.Option(Path("."), "--project", "-p", help="The project directory.")
+STORE = typer.Option(
+    None,
+    "--store",
+    envvar="CHARTER_STORE",
+    help="Store URL (default sqlite:///.charter/charter.db in the project).",
+)
+DEPLOY = typer.Option(
+    None,
+    "--deploy",
+    envvar="CHARTER_DEPLOY",
+    help="Deployment file (default: charter.deploy.yaml beside charter.yaml).",
+)
+AS = typer.Option(..., "--as", help="Act as this principal of the deployment file.")
+
+EXIT_CODES = {
+    CallStatus.SUCCEEDED: 0,
+    CallStatus.PENDING_APPROVAL: 3,
+    CallStatus.DENIED: 4,
+    CallStatus.REJECTED: 5,
+    CallStatus.CONFLICT: 6,
+    CallStatus.FAILED: 7,
+    CallStatus.UNKNOWN: 8,
+    CallStatus.DISPATCHING: 9,
+    CallStatus.CANCELLED: 10,
+    CallStatus.ABANDONED: 11,
+}
+
+contexts_app = typer.Typer(
+    help="Resolve contexts: the tools a principal may see and call.", no_args_is_help=True
+)
+calls_app = typer.Typer(
+    help="Inspect calls and record an operator's finding for unknown ones.", no_args_is_help=True
+)
+approvals_app = typer.Typer(
+    help="List, approve and reject pending approvals (operators only).", no_args_is_help=True
+)
+
+
+def _run(
+    project: Path,
+    store: str | None,
+    deploy: Path | None,
+    as_json: bool,
+    fn: Callable[[Runtime], Awaitable[T]],
+) -> T:
+    async def go() -> T:
+        async with open_runtime(project, store=store, deploy=deploy) as rt:
+            return await fn(rt)
+
+    with reported_errors(as_json):
+        return asyncio.run(go())
+    raise AssertionError("unreachable")  # pragma: no cover - reported_errors exits
+
+
+@contexts_app.command("resolve")
+def contexts_resolve(
+    profile: str = typer.Option(..., "--profile", help="The profile whose tools to offer."),
+    as_: str = AS,
+    agent: str | None = typer.Option(None, "--agent", help="Limit to this agent's scope."),
+    run: str | None = typer.Option(None, "--run", help="Record in this run (default: new)."),
+    objective: str | None = typer.Option(None, "--objective", help="What the context is for."),
+    attach: list[str] = typer.Option(
+        [], "--attach", help="Attachment KIND:REF (repeatable), e.g. docs:intro."
+    ),
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Resolve a context for a principal and profile, and print its tools and expiry."""
+    attachments = []
+    for item in attach:
+        kind, sep, ref = item.partition(":")
+        if not sep:
+            fail(f"--attach takes KIND:REF, got {item!r}", as_json=as_json)
+        attachments.append((kind, ref))
+
+    async def go(rt: Runtime) -> dict[str, Any]:
+        ctx = await rt.resolve_context(
+            as_, profile, agent=agent, objective=objective, attachments=attachments, run_id=run
+        )
+        return {**ctx.payload(), "run_id": ctx.run_id, "created_at": ctx.created_at}
+
+    out = _run(project, store, deploy, as_json, go)
+    if as_json:
+        print_json(out)
+        return
+    console.print(f"context [bold]{out['context_id']}[/] in run {out['run_id']}")
+    console.print(
+        f"principal {out['principal']} (tenant {out['tenant']}), profile "
+        f"{out['profile']}, expires {out['expires_at']}"
+    )
+    table = Table(title="Tools offered", title_justify="left")
+    for col in ("name", "id", "version", "effect"):
+        table.add_column(col, no_wrap=True)
+    for t in out["tools"]:
+        table.add_row(t["name"], t["id"], t["version"], t["effect"])
+    console.print(table)
+    if out["unresolved"]:
+        console.print(f"unresolved attachments: {', '.join(out['unresolved'])}")
+
+
+def _print_envelope(env: Envelope) -> None:
+    colour = {"succeeded": "green", "pending_approval": "yellow"}.get(env.status.value, "red")
+    console.print(
+        f"[{colour}]{env.status.value}[/]  call {env.call_id}  "
+        f"({env.metrics.duration_ms:.1f} ms{', cached' if env.metrics.cached else ''})"
+    )
+    if env.approval:
+        console.print(
+            f"approval {env.approval['id']} expires {env.approval['expires_at']}; "
+            f"an operator approves with: charter approvals approve "
+            f"{env.approval['id']} --as OPERATOR"
+        )
+    if env.error:
+        console.print(f"{env.error['code']} ({env.error['reason']}): {env.error['message']}")
+    for warning in env.warnings:
+        console.print(f"warning: {warning}")
+    if env.data is not None:
+        sys.stdout.write(json.dumps(env.data, indent=2, ensure_ascii=False) + "\n")
+
+
+def call(
+    tool: str = typer.Argument(..., help="The tool's model-facing name or id."),
+    args: str = typer.Option("{}", "--args", help="Arguments as JSON text ('-' reads stdin)."),
+    call_id: str = typer.Option(..., "--call-id", help="Your id for this call (idempotency)."),
+    context: str | None = typer.Option(None, "--context", help="A context id to call in."),
+    profile: str | None = typer.Option(None, "--profile", help="Resolve a fresh context."),
+    as_: str | None = typer.Option(
+        None,
+        "--as",
+        help="The principal (required with --profile; defaults to the context's principal).",
+    ),
+    approval: str | None = typer.Option(None, "--approval", help="Present this approval id."),
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Make one governed call and print its result envelope.
+
+    Exit codes: 0 succeeded, 3 pending_approval, 4 denied, 5 rejected (invalid input),
+    6 conflict (call id reused with other arguments), 7 failed, 8 unknown, 9 still
+    dispatching, 10 cancelled, 11 abandoned, 1 any other error.
+    """
+    if (context is None) == (profile is None):
+        fail("give exactly one of --context CTX or --profile P --as PRINCIPAL", as_json=as_json)
+    if profile is not None and as_ is None:
+        fail("--profile needs --as PRINCIPAL", as_json=as_json)
+    raw = sys.stdin.read() if args == "-" else args
+
+    async def go(rt: Runtime) -> Envelope:
+        ctx_id = context
+        who = as_
+        if ctx_id is None:
+            assert profile is not None
+            assert who is not None
+            ctx_id = (await rt.resolve_context(who, profile)).context_id
+        elif who is None:
+            found = await rt.kernel.get_context(ctx_id)
+            if found is None:
+                fail("no such context", as_json=as_json)
+            who = found.principal
+        return await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval)
+
+    env = _run(project, store, deploy, as_json, go)
+    if as_json:
+        print_json(env.to_dict())
+    else:
+        _print_envelope(env)
+    raise typer.Exit(EXIT_CODES.get(env.status, 1))
+
+
+@calls_app.command("show")
+def calls_show(
+    call_id: str = typer.Argument(..., help="The call id."),
+    context: str = typer.Option(..., "--context", help="The context the call was made in."),
+    as_: str | None = typer.Option(
+        None,
+        "--as",
+        help="Read as this principal (tenant scope); defaults to the context's principal.",
+    ),
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show a call's state and recorded receipt (readable even after the context expired)."""
+
+    async def go(rt: Runtime) -> dict[str, Any]:
+        who = as_
+        if who is None:
+            found = await rt.kernel.get_context(context)
+            if found is None:
+                fail("no such call", as_json=as_json)
+            who = found.principal
+        return await rt.get_call(context, call_id, as_=who)
+
+    row = _run(project, store, deploy, as_json, go)
+    if as_json:
+        print_json(row)
+        return
+    console.print(
+        f"call [bold]{row['call_id']}[/]  {row['state']}  tool {row['tool_id']} "
+        f"{row.get('tool_version') or ''}"
+    )
+    console.print(f"context {row['context_id']}  run {row['run_id']}  actor {row.get('actor')}")
+    console.print(f"fingerprint {row['fingerprint']}")
+    receipt = row.get("receipt")
+    if receipt:
+        sys.stdout.write(json.dumps(receipt, indent=2, ensure_ascii=False) + "\n")
+
+
+@calls_app.command("resolve")
+def calls_resolve(
+    call_id: str = typer.Argument(..., help="The call id."),
+    context: str = typer.Option(..., "--context", help="The context the call was made in."),
+    outcome: str = typer.Option(..., "--outcome", help="succeeded | failed | abandoned"),
+    reason: str = typer.Option(..., "--reason", help="What the operator found."),
+    as_: str = AS,
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Record an operator's finding for an unknown call. A repeated call id never dispatches
+    again, whatever the finding."""
+
+    async def go(rt: Runtime) -> dict[str, Any]:
+        return await rt.resolve_call(context, call_id, outcome=outcome, reason=reason, as_=as_)
+
+    row = _run(project, store, deploy, as_json, go)
+    if as_json:
+        print_json(row)
+    else:
+        console.print(f"call {row['call_id']} is now {row['state']}")
+
+
+@approvals_app.command("ls")
+def approvals_ls(
+    as_: str = AS,
+    status: str | None = typer.Option(
+        None, "--status", help="pending | approved | rejected | expired | consumed"
+    ),
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """List approvals of your tenant (newest last)."""
+
+    async def go(rt: Runtime) -> list[dict[str, Any]]:
+        return await rt.approvals(as_=as_, status=status)
+
+    rows = _run(project, store, deploy, as_json, go)
+    if as_json:
+        print_json(rows)
+        return
+    if not rows:
+        console.print("No approvals." if status is None else f"No {status} approvals.")
+        return
+    table = Table()
+    for col in ("id", "status", "tool", "call", "requested by", "expires", "arguments"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        table.add_row(
+            r["approval_id"],
+            r["status"],
+            r["tool_id"],
+            r["call_id"],
+            str(r.get("requested_by")),
+            r["expires_at"],
+            json.dumps(r.get("summary"), ensure_ascii=False),
+        )
+    console.print(table)
+
+
+def _decide(
+    approve: bool,
+    approval_id: str,
+    as_: str,
+    reason: str | None,
+    project: Path,
+    store: str | None,
+    deploy: Path | None,
+    as_json: bool,
+) -> None:
+    async def go(rt: Runtime) -> dict[str, Any]:
+        if approve:
+            return await rt.approve(approval_id, as_=as_, reason=reason)
+        return await rt.reject(approval_id, as_=as_, reason=reason)
+
+    row = _run(project, store, deploy, as_json, go)
+    if as_json:
+        print_json(row)
+    else:
+        console.print(f"approval {row['approval_id']} is now {row['status']}")
+
+
+@approvals_app.command("approve")
+def approvals_approve(
+    approval_id: str = typer.Argument(..., help="The approval id."),
+    as_: str = AS,
+    reason: str | None = typer.Option(None, "--reason", help="Why (kept in the ledger)."),
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Approve a pending call. Operators only; the caller then re-submits the identical call."""
+    _decide(True, approval_id, as_, reason, project, store, deploy, as_json)
+
+
+@approvals_app.command("reject")
+def approvals_reject(
+    approval_id: str = typer.Argument(..., help="The approval id."),
+    as_: str = AS,
+    reason: str | None = typer.Option(None, "--reason", help="Why (kept in the ledger)."),
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Reject a pending call. Final for that call id: it answers denied from now on."""
+    _decide(False, approval_id, as_, reason, project, store, deploy, as_json)
+
+
+def register(app: typer.Typer) -> None:
+    app.add_typer(contexts_app, name="contexts")
+    app.command()(call)
+    app.add_typer(calls_app, name="calls")
+    app.add_typer(approvals_app, name="approvals")

@@ -1,0 +1,242 @@
+"""The approval gate: requests bound to the exact call, decisions by operators only."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from datetime import timedelta
+from typing import Any
+
+from charter.contracts.model import ToolContract
+from charter.errors import (
+    InvalidInput,
+    PermissionDenied,
+    ResourceLimit,
+    StoreConflict,
+)
+from charter.kernel.contexts import (
+    ResolvedContext,
+)
+from charter.kernel.core import KernelCore, _parse_at
+from charter.kernel.envelope import CallStatus, Envelope, Metrics
+from charter.kernel.principals import Principal
+from charter.ledger.calls_projection import approval_key
+from charter.ledger.events import NewEvent, format_at
+from charter.ledger.projections import run_key
+
+
+class ApprovalGate(KernelCore):
+    async def _approval_gate(
+        self,
+        ctx: ResolvedContext,
+        principal: Principal,
+        contract: ToolContract,
+        call_id: str,
+        fingerprint: str,
+        summary: Any,
+        row: Mapping[str, Any] | None,
+        presented: str | None,
+        started: float,
+        trace: dict[str, str],
+        warnings: list[str],
+    ) -> Envelope | Mapping[str, Any] | None:
+        """An approval to consume, a ``pending_approval`` answer, or None after a lost race."""
+        now = self._now()
+        if row is not None and row.get("approval_id"):
+            approval = await self.store.get_row(approval_key(ctx.run_id, row["approval_id"]))
+        else:
+            approval = None
+        if presented is not None and (approval is None or presented != approval["approval_id"]):
+            warnings.append("APPROVAL_MISMATCH: the presented approval is bound to another call")
+            await self._audit_event(
+                ctx,
+                principal,
+                contract.id,
+                call_id,
+                "approval_mismatch",
+                "APPROVAL_MISMATCH",
+                fingerprint,
+                0.0,
+            )
+        entries: list[NewEvent] = []
+        if approval is not None:
+            status = approval["status"]
+            expired = now >= _parse_at(approval["expires_at"])
+            bound = (
+                approval["context_id"] == ctx.context_id
+                and approval["call_id"] == call_id
+                and approval["tool_id"] == contract.id
+                and approval["tool_version"] == contract.version
+                and approval["contract_digest"] == contract.digest
+                and approval["fingerprint"] == fingerprint
+            )
+            if status == "approved" and not expired and bound:
+                return approval
+            if status == "pending" and not expired:
+                return self._pending(call_id, approval, started, trace, contract, warnings)
+            if status in ("pending", "approved") and expired:
+                warnings.append("APPROVAL_EXPIRED: a new approval was requested")
+                entries.append(
+                    NewEvent(
+                        type="approval_expired",
+                        payload={
+                            "approval_id": approval["approval_id"],
+                            "context_id": ctx.context_id,
+                            "call_id": call_id,
+                            "actor": "kernel",
+                        },
+                    )
+                )
+            elif not bound:
+                warnings.append("APPROVAL_MISMATCH: the approval does not match this call")
+        approval_id = self._id("apr")
+        expires_at = format_at(now + timedelta(seconds=self.settings.approval_lifetime_s))
+        entries.append(
+            NewEvent(
+                type="approval_requested",
+                payload={
+                    "approval_id": approval_id,
+                    "context_id": ctx.context_id,
+                    "call_id": call_id,
+                    "tool_id": contract.id,
+                    "tool_version": contract.version,
+                    "contract_digest": contract.digest,
+                    "fingerprint": fingerprint,
+                    "tenant": ctx.tenant,
+                    "actor": principal.name,
+                    "summary": summary,
+                    "effect": contract.effect.value,
+                    "danger": contract.danger.value if contract.danger else None,
+                    "expires_at": expires_at,
+                    "run_call_budget": self.settings.run_call_budget,
+                },
+            )
+        )
+        run = await self.store.get_row(run_key(ctx.run_id))
+        if run is not None and run["status"] == "running":
+            entries.append(
+                NewEvent(
+                    type="run_status_changed", payload={"status": "input_required", "by": "kernel"}
+                )
+            )
+        try:
+            await self.store.append(ctx.run_id, entries)
+        except StoreConflict:
+            return None
+        except ResourceLimit as exc:
+            return await self._refuse(
+                ctx,
+                principal,
+                contract.id,
+                call_id,
+                started,
+                trace,
+                exc,
+                CallStatus.DENIED,
+                contract=contract,
+                fingerprint=fingerprint,
+            )
+        return self._pending(
+            call_id,
+            {"approval_id": approval_id, "expires_at": expires_at},
+            started,
+            trace,
+            contract,
+            warnings,
+        )
+
+    def _pending(
+        self,
+        call_id: str,
+        approval: Mapping[str, Any],
+        started: float,
+        trace: dict[str, str],
+        contract: ToolContract,
+        warnings: list[str],
+    ) -> Envelope:
+        return Envelope(
+            call_id=call_id,
+            status=CallStatus.PENDING_APPROVAL,
+            approval={"id": approval["approval_id"], "expires_at": approval["expires_at"]},
+            warnings=tuple(warnings),
+            metrics=Metrics(duration_ms=(time.perf_counter() - started) * 1000),
+            trace=trace,
+            tool=contract.id,
+        )
+
+    async def find_approval(self, approval_id: str, tenant: str) -> dict[str, Any] | None:
+        rows = await self.store.query_rows("approvals", {"approval_id": approval_id}, limit=1)
+        if not rows or rows[0]["tenant"] != tenant:
+            return None
+        return rows[0]
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        principal: Principal | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+        reason: str | None = None,
+        token_matches: Any = None,
+    ) -> dict[str, Any]:
+        """Approve or reject a pending approval. Only operators (or the standalone approval
+        token) may; application principals are refused with ``APPROVER_NOT_HUMAN``."""
+        if principal is not None:
+            if not principal.is_operator:
+                raise PermissionDenied(
+                    "application credentials can never approve or reject",
+                    reason="APPROVER_NOT_HUMAN",
+                )
+            if not principal.can_approve:
+                raise PermissionDenied(
+                    "this operator lacks the approvals:approve permission",
+                    reason="APPROVER_PERMISSION_MISSING",
+                )
+            actor, scope = principal.name, principal.tenant
+        elif token is not None and token_matches is not None and token_matches(token):
+            if tenant is None:
+                raise InvalidInput(
+                    "a token approval must name the tenant", reason="TENANT_REQUIRED"
+                )
+            actor, scope = "approval-token", tenant
+        else:
+            raise PermissionDenied(
+                "an operator or the approval token is required", reason="APPROVER_NOT_HUMAN"
+            )
+        approval = await self.find_approval(approval_id, scope)
+        if approval is None:
+            raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
+        if approval["status"] != "pending":
+            raise InvalidInput(
+                f"the approval is already {approval['status']}", reason="APPROVAL_NOT_PENDING"
+            )
+        run_id = approval["run_id"]
+        payload = {
+            "approval_id": approval_id,
+            "context_id": approval["context_id"],
+            "call_id": approval["call_id"],
+            "actor": actor,
+            "reason": self.redactor.redact_text(reason) if reason else None,
+        }
+        if self._now() >= _parse_at(approval["expires_at"]):
+            await self.store.append(run_id, [NewEvent(type="approval_expired", payload=payload)])
+            raise PermissionDenied("the approval has expired", reason="APPROVAL_EXPIRED")
+        entries = [
+            NewEvent(type="approval_approved" if approve else "approval_rejected", payload=payload)
+        ]
+        if not approve:
+            entries += await self._resume_run(run_id, exclude=approval_id)
+        await self.store.append(run_id, entries)
+        decided = await self.store.get_row(approval_key(run_id, approval_id))
+        assert decided is not None
+        return decided
+
+    async def list_approvals(
+        self, *, tenant: str, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        where: dict[str, Any] = {"tenant": tenant}
+        if status is not None:
+            where["status"] = status
+        return list(await self.store.query_rows("approvals", where, limit=limit))

@@ -1,0 +1,186 @@
+"""Authorization as a chain of pure hooks, in the Elsa seed's order.
+
+Each hook receives one :class:`AuthorizationInput` and returns a :class:`Denial` or ``None``.
+The first denial wins; a hook that raises denies (anything undecidable denies). The same
+functions serve live calls and replay, because they do no I/O.
+
+Order (DESIGN §3 phase 2)::
+
+    actor and tenant → agent scope → disclosure → enablement → tenancy → permissions
+    → ownership hooks (deployment-supplied) → danger policy
+
+Ownership hooks need the validated arguments, so the kernel runs the chain after strict
+validation; a tool that was not offered is denied before its arguments are even parsed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from charter.contracts.model import Danger, Effect, Tenancy, ToolContract
+from charter.kernel.contexts import ResolvedContext
+from charter.kernel.principals import Principal
+
+DANGER_ORDER = {Danger.LOW: 0, Danger.MEDIUM: 1, Danger.HIGH: 2, Danger.CRITICAL: 3}
+HOST_PERMISSION = "charter:host"
+CROSS_TENANT_PERMISSION = "charter:cross-tenant"
+CRITICAL_PERMISSION = "danger:critical"
+TENANT_ARGUMENTS = ("tenant", "tenant_id", "tenantId")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Denial:
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Enablement:
+    """Read tools are on by default; proposal and write tools only when enabled by name."""
+
+    enabled: frozenset[str] = frozenset()
+    all_enabled: bool = False  # local development default: every tool enabled
+    disabled: frozenset[str] = frozenset()
+    kill_switch: bool = False
+    agent_enabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthorizationInput:
+    principal: Principal
+    context: ResolvedContext
+    tool: str  # the name the caller used
+    contract: ToolContract | None  # None when the context did not offer that name
+    agent_tools: frozenset[str] | None  # the agent's allowed tools, None without an agent
+    enablement: Enablement
+    arguments: Mapping[str, Any] | None = None  # validated arguments, when known
+    max_danger: Danger = Danger.HIGH
+
+
+Hook = Callable[[AuthorizationInput], Denial | None]
+
+
+def actor_and_tenant(inp: AuthorizationInput) -> Denial | None:
+    ctx = inp.context
+    if inp.principal.name != ctx.principal or inp.principal.tenant != ctx.tenant:
+        return Denial(
+            reason="CONTEXT_PRINCIPAL_MISMATCH",
+            message="this context was resolved for another principal",
+        )
+    return None
+
+
+def agent_scope(inp: AuthorizationInput) -> Denial | None:
+    c = inp.contract
+    if c is None:
+        return None  # disclosure denies it next, without revealing anything
+    if inp.agent_tools is not None and c.id not in inp.agent_tools:
+        return Denial(reason="AGENT_SCOPE", message="the agent may not use this tool")
+    if c.agent_scopes and (inp.context.agent is None or inp.context.agent not in c.agent_scopes):
+        return Denial(reason="AGENT_SCOPE", message="this tool is limited to other agents")
+    return None
+
+
+def disclosure(inp: AuthorizationInput) -> Denial | None:
+    if inp.contract is None or inp.context.offered(inp.tool) is None:
+        return Denial(reason="TOOL_NOT_DISCLOSED", message="this context does not offer that tool")
+    return None
+
+
+def enablement(inp: AuthorizationInput) -> Denial | None:
+    c = inp.contract
+    assert c is not None
+    en = inp.enablement
+    if en.kill_switch:
+        return Denial(reason="KILL_SWITCH", message="all tool execution is switched off")
+    if c.id in en.disabled:
+        return Denial(reason="TOOL_DISABLED", message="this tool is disabled")
+    agent = inp.context.agent
+    per_agent = en.agent_enabled.get(agent) if agent is not None else None
+    if c.effect is not Effect.READ:
+        enabled = (
+            en.all_enabled or c.id in en.enabled or (per_agent is not None and c.id in per_agent)
+        )
+        if not enabled:
+            return Denial(
+                reason="TOOL_NOT_ENABLED",
+                message=f"{c.effect.value} tools run only when enabled by name in the deployment",
+            )
+    return None
+
+
+def tenancy(inp: AuthorizationInput) -> Denial | None:
+    c = inp.contract
+    assert c is not None
+    p = inp.principal
+    if c.tenancy is Tenancy.HOST_SCOPED and not p.has(HOST_PERMISSION):
+        return Denial(reason="HOST_SCOPE", message="this tool acts on the host, not a tenant")
+    if c.tenancy is not Tenancy.HOST_SCOPED and inp.arguments is not None:
+        for key in TENANT_ARGUMENTS:
+            value = inp.arguments.get(key)
+            if isinstance(value, str) and value != p.tenant:
+                if c.tenancy is Tenancy.TENANT_SCOPED and p.has(CROSS_TENANT_PERMISSION):
+                    continue
+                return Denial(
+                    reason="CROSS_TENANT",
+                    message=f"argument {key!r} names another tenant",
+                )
+    return None
+
+
+def permissions(inp: AuthorizationInput) -> Denial | None:
+    c = inp.contract
+    assert c is not None
+    missing = [perm for perm in c.permissions if not inp.principal.has(perm)]
+    if missing:
+        return Denial(
+            reason="PERMISSION_MISSING",
+            message=f"the caller lacks permission {', '.join(sorted(missing))}",
+        )
+    return None
+
+
+def danger_policy(inp: AuthorizationInput) -> Denial | None:
+    c = inp.contract
+    assert c is not None
+    assert c.danger is not None
+    if c.danger is Danger.CRITICAL and not inp.principal.has(CRITICAL_PERMISSION):
+        return Denial(
+            reason="DANGER_POLICY", message="critical tools need the danger:critical permission"
+        )
+    if DANGER_ORDER[c.danger] > DANGER_ORDER[inp.max_danger] and not inp.principal.has(
+        CRITICAL_PERMISSION
+    ):
+        return Denial(
+            reason="DANGER_POLICY",
+            message=f"the deployment allows tools up to danger {inp.max_danger.value}",
+        )
+    return None
+
+
+BEFORE_VALIDATION: tuple[Hook, ...] = (actor_and_tenant, agent_scope, disclosure, enablement)
+AFTER_VALIDATION: tuple[Hook, ...] = (tenancy, permissions)
+FINAL: tuple[Hook, ...] = (danger_policy,)
+
+
+def run_chain(inp: AuthorizationInput, hooks: Sequence[Hook]) -> Denial | None:
+    """The first denial of ``hooks``; a hook that raises denies with ``POLICY_ERROR``."""
+    for hook in hooks:
+        try:
+            denial = hook(inp)
+        except Exception:
+            return Denial(reason="POLICY_ERROR", message="a policy hook failed; denying")
+        if denial is not None:
+            return denial
+    return None
+
+
+def authorize(
+    inp: AuthorizationInput, *, ownership: Sequence[Hook] = (), before_validation: bool = False
+) -> Denial | None:
+    """Run the chain: the part that needs no arguments, or all of it (with ownership hooks)."""
+    if before_validation:
+        return run_chain(inp, BEFORE_VALIDATION)
+    return run_chain(inp, (*BEFORE_VALIDATION, *AFTER_VALIDATION, *ownership, *FINAL))

@@ -1,0 +1,131 @@
+"""Operators' tools: restart reconciliation, resolving unknown calls, reading calls."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from charter.errors import (
+    InvalidInput,
+    PermissionDenied,
+    StoreConflict,
+)
+from charter.kernel.core import KernelCore
+from charter.kernel.principals import Principal
+from charter.ledger.calls_projection import call_key, context_key
+from charter.ledger.events import NewEvent
+
+
+class Operators(KernelCore):
+    async def reconcile(self) -> list[dict[str, Any]]:
+        """Calls left ``dispatching`` by a dead process on this host become ``unknown``."""
+        changed = []
+        for row in await self.store.query_rows("calls", {"state": "dispatching"}, limit=10_000):
+            owner = row.get("owner") or {}
+            if owner.get("host") != self._owner["host"]:
+                continue  # another machine's process; its own restart reconciles it
+            if owner == self._owner or _alive(owner):
+                continue
+            receipt = {
+                "status": "unknown",
+                "data": None,
+                "error": {
+                    "code": "internal",
+                    "reason": "DISPATCH_INTERRUPTED",
+                    "message": "the process running this call stopped before its outcome "
+                    "was recorded; the effect may or may not have happened",
+                    "retryable": False,
+                },
+                "warnings": [],
+                "artifact_ids": [],
+                "output_bytes": 0,
+                "attempts": row.get("attempts", 1),
+            }
+            try:
+                await self.store.append(
+                    row["run_id"],
+                    [
+                        NewEvent(
+                            type="tool_progress",
+                            payload={
+                                "stage": "unknown",
+                                "context_id": row["context_id"],
+                                "call_id": row["call_id"],
+                                "receipt": receipt,
+                                "reason": "DISPATCH_INTERRUPTED",
+                            },
+                        )
+                    ],
+                )
+            except (InvalidInput, StoreConflict):
+                continue  # resolved meanwhile
+            changed.append(row)
+        return changed
+
+    async def resolve_call(
+        self,
+        context_id: str,
+        call_id: str,
+        *,
+        outcome: str,
+        reason: str,
+        operator: Principal,
+    ) -> dict[str, Any]:
+        """Record an operator's finding for an ``unknown`` (or stuck) call."""
+        if not operator.is_operator:
+            raise PermissionDenied(
+                "only an operator may resolve a call", reason="RESOLVER_NOT_HUMAN"
+            )
+        stages = {"succeeded": "completed", "failed": "failed", "abandoned": "abandoned"}
+        if outcome not in stages:
+            raise InvalidInput(
+                "outcome must be succeeded, failed or abandoned", reason="OUTCOME_INVALID"
+            )
+        ctx = await self.get_context(context_id)
+        if ctx is None or ctx.tenant != operator.tenant:
+            raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
+        row = await self._call_row(ctx, call_id)
+        if row is None:
+            raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
+        receipt = dict(row.get("receipt") or {})
+        receipt.update(status=outcome if outcome != "succeeded" else "succeeded")
+        await self.store.append(
+            ctx.run_id,
+            [
+                NewEvent(
+                    type="tool_progress",
+                    payload={
+                        "stage": stages[outcome],
+                        "context_id": context_id,
+                        "call_id": call_id,
+                        "resolved_by": operator.name,
+                        "reason": self.redactor.redact_text(reason),
+                        "receipt": receipt,
+                    },
+                )
+            ],
+        )
+        updated = await self._call_row(ctx, call_id)
+        assert updated is not None
+        return updated
+
+    async def get_call(self, context_id: str, call_id: str, tenant: str) -> dict[str, Any] | None:
+        ctx = await self.get_context(context_id)
+        if ctx is None or ctx.tenant != tenant:
+            return None
+        return await self.store.get_row(call_key(ctx.run_id, context_id, call_id))
+
+    async def context_row(self, run_id: str, context_id: str) -> dict[str, Any] | None:
+        return await self.store.get_row(context_key(run_id, context_id))
+
+
+def _alive(owner: Mapping[str, Any]) -> bool:
+    pid = owner.get("pid")
+    if not isinstance(pid, int):
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+            start = fh.read().rsplit(")", 1)[1].split()[19]
+    except OSError:
+        return False
+    return start == owner.get("start")

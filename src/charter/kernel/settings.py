@@ -1,0 +1,27 @@
+"""The kernel's knobs, derived from the deployment; defaults are the documented ones."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from charter.contracts.model import Danger
+from charter.kernel.authorize import Enablement
+from charter.kernel.deploy import Mode
+
+__all__ = ["KernelSettings", "Mode"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KernelSettings:
+    mode: Mode = Mode.ENFORCE
+    approval_lifetime_s: float = 300.0
+    context_lifetime_s: float = 900.0
+    token_budget: int = 32_000
+    run_call_budget: int | None = None  # tool calls per run
+    run_elapsed_budget_s: float | None = None  # seconds from the run's creation
+    max_danger: Danger = Danger.HIGH
+    enablement: Enablement = field(default_factory=Enablement)
+    coalesce_grace_s: float = 30.0  # wait beyond the contract's timeout for a duplicate
+    read_retry_attempts: int = 3  # read-only idempotent tools: attempts within one call
+    read_retry_backoff_s: float = 0.05  # doubled each retry
+    summary_max_bytes: int = 2048  # the redacted argument summary kept for operators

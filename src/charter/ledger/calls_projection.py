@@ -1,0 +1,392 @@
+"""Projections of the kernel's events: contexts, calls, approvals and per-run call counts.
+
+Like every projection these are pure functions of events, applied inside the append's
+transaction. Two of the kernel's guarantees live here, because only the transaction can make
+them exact under concurrency (in one process or many sharing the store):
+
+* **Reservation** — a call id is reserved once per context: the first ``approval_requested``
+  or ``tool_progress{stage: started}`` creates the call row; a second one for the same
+  ``(context, call_id)`` raises :class:`~charter.errors.StoreConflict` (``CALL_EXISTS``), and the
+  kernel then reads the winner's row (receipt, coalescing or conflict).
+* **Budgets** — a tool's ``call_limit`` per context and the run's tool-call budget are counted
+  at reservation; exceeding one raises :class:`~charter.errors.ResourceLimit`, so nothing is
+  reserved.
+
+Call rows carry no raw arguments: a fingerprint, the redacted summary and, once finished, the
+redacted and clamped receipt that a repeated call returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from charter.errors import InvalidInput, ResourceLimit, StoreConflict
+from charter.ledger.events import Event
+from charter.ledger.projections import Getter, Handler, Row, RowKey, TableSpec, Writes
+
+TERMINAL_CALL_STATES = frozenset(
+    {"denied", "succeeded", "failed", "unknown", "cancelled", "abandoned"}
+)
+STAGE_STATE = {
+    "completed": "succeeded",
+    "failed": "failed",
+    "unknown": "unknown",
+    "cancelled": "cancelled",
+    "abandoned": "abandoned",
+}
+# Which call states each terminal stage may follow. An operator may resolve an ``unknown``
+# call (payload ``resolved_by``) to what really happened; nothing else leaves a terminal state.
+_STAGE_FROM: Mapping[str, frozenset[str]] = {
+    "completed": frozenset({"dispatching"}),
+    "failed": frozenset({"dispatching"}),
+    "unknown": frozenset({"dispatching"}),
+    "cancelled": frozenset({"dispatching"}),
+    "abandoned": frozenset({"dispatching", "unknown"}),
+}
+_RESOLVABLE = frozenset({"completed", "failed", "abandoned"})
+
+TABLES: Mapping[str, TableSpec] = {
+    "contexts": TableSpec(
+        name="contexts",
+        keys=("run_id", "context_id"),
+        columns=("tenant", "principal", "expires_at", "created_at"),
+        order_by="created_at",
+    ),
+    "calls": TableSpec(
+        name="calls",
+        keys=("run_id", "context_id", "call_id"),
+        columns=("state", "tool_id", "tenant", "updated_seq"),
+        order_by="updated_seq",
+    ),
+    "approvals": TableSpec(
+        name="approvals",
+        keys=("run_id", "approval_id"),
+        columns=("status", "tenant", "context_id", "call_id", "requested_at", "expires_at"),
+        order_by="requested_at",
+    ),
+    "run_calls": TableSpec(
+        name="run_calls", keys=("run_id",), columns=("total",), order_by="total"
+    ),
+}
+
+
+def context_key(run_id: str, context_id: str) -> RowKey:
+    return RowKey("contexts", (run_id, context_id))
+
+
+def call_key(run_id: str, context_id: str, call_id: str) -> RowKey:
+    return RowKey("calls", (run_id, context_id, call_id))
+
+
+def approval_key(run_id: str, approval_id: str) -> RowKey:
+    return RowKey("approvals", (run_id, approval_id))
+
+
+def run_calls_key(run_id: str) -> RowKey:
+    return RowKey("run_calls", (run_id,))
+
+
+def _bad(message: str, reason: str = "EVENT_PAYLOAD_INVALID") -> InvalidInput:
+    return InvalidInput(message, reason=reason)
+
+
+def _s(payload: Mapping[str, Any], name: str) -> str:
+    value = payload.get(name)
+    if not isinstance(value, str) or not value:
+        raise _bad(f"payload field {name!r} must be a non-empty string")
+    return value
+
+
+# ---------------------------------------------------------------------------------------
+# contexts
+
+
+def _reads_context(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
+    cid = p.get("context_id")
+    return (context_key(run_id, cid),) if isinstance(cid, str) else ()
+
+
+def _context_resolved(event: Event, get: Getter) -> Writes:
+    p = event.payload
+    cid = _s(p, "context_id")
+    key = context_key(event.run_id, cid)
+    if get(key) is not None:
+        raise StoreConflict("the context already exists", reason="CONTEXT_EXISTS")
+    row: Row = {
+        **dict(p),
+        "run_id": event.run_id,
+        "context_id": cid,
+        "tenant": _s(p, "tenant"),
+        "principal": _s(p, "principal"),
+        "expires_at": _s(p, "expires_at"),
+        "created_at": event.at,
+        "calls_by_tool": {},
+    }
+    return {key: row}
+
+
+# ---------------------------------------------------------------------------------------
+# reservation and budgets
+
+
+def _reads_call(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
+    cid, call = p.get("context_id"), p.get("call_id")
+    keys: list[RowKey] = [run_calls_key(run_id)]
+    if isinstance(cid, str):
+        keys.append(context_key(run_id, cid))
+        if isinstance(call, str):
+            keys.append(call_key(run_id, cid, call))
+    aid = p.get("approval_id")
+    if isinstance(aid, str):
+        keys.append(approval_key(run_id, aid))
+    return tuple(keys)
+
+
+def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
+    """Create the call row and count it against the budgets; conflict if it exists."""
+    p = event.payload
+    cid, call_id, tool_id = _s(p, "context_id"), _s(p, "call_id"), _s(p, "tool_id")
+    key = call_key(event.run_id, cid, call_id)
+    if get(key) is not None:
+        raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
+    ctx = get(context_key(event.run_id, cid))
+    if ctx is None:
+        raise _bad("the call names a context this run does not have", "CONTEXT_NOT_FOUND")
+    used = dict(ctx.get("calls_by_tool") or {})
+    limit = next(
+        (t.get("call_limit") for t in ctx.get("tools", []) if t.get("id") == tool_id), None
+    )
+    count = int(used.get(tool_id, 0)) + 1
+    if isinstance(limit, int) and count > limit:
+        raise ResourceLimit(
+            f"tool {tool_id} may be called at most {limit} times in one context",
+            reason="CALL_LIMIT_EXCEEDED",
+            details={"limit": limit},
+        )
+    totals = get(run_calls_key(event.run_id)) or {"run_id": event.run_id, "total": 0}
+    budget = p.get("run_call_budget")
+    total = int(totals["total"]) + 1
+    if isinstance(budget, int) and total > budget:
+        raise ResourceLimit(
+            f"the run may make at most {budget} tool calls",
+            reason="RUN_CALL_BUDGET_EXCEEDED",
+            details={"limit": budget},
+        )
+    used[tool_id] = count
+    row: Row = {
+        "run_id": event.run_id,
+        "context_id": cid,
+        "call_id": call_id,
+        "tool_id": tool_id,
+        "tool_version": p.get("tool_version"),
+        "contract_digest": p.get("contract_digest"),
+        "fingerprint": _s(p, "fingerprint"),
+        "tenant": _s(p, "tenant"),
+        "actor": p.get("actor"),
+        "state": state,
+        "approval_id": p.get("approval_id"),
+        "summary": p.get("summary"),
+        "attempts": 0,
+        "receipt": None,
+        "owner": None,
+        "reserved_seq": event.seq,
+        "updated_seq": event.seq,
+        "created_at": event.at,
+        "updated_at": event.at,
+    }
+    return {
+        key: row,
+        context_key(event.run_id, cid): {**ctx, "calls_by_tool": used},
+        run_calls_key(event.run_id): {"run_id": event.run_id, "total": total},
+    }
+
+
+def _approval_requested(event: Event, get: Getter) -> Writes:
+    p = event.payload
+    aid = _s(p, "approval_id")
+    akey = approval_key(event.run_id, aid)
+    if get(akey) is not None:
+        raise StoreConflict("the approval already exists", reason="APPROVAL_EXISTS")
+    cid, call_id = _s(p, "context_id"), _s(p, "call_id")
+    ckey = call_key(event.run_id, cid, call_id)
+    existing = get(ckey)
+    writes: Writes
+    if existing is None:
+        writes = _reserve(event, get, state="pending_approval")
+    elif existing["state"] == "pending_approval" and existing["fingerprint"] == p.get(
+        "fingerprint"
+    ):
+        # A fresh request for the same call (the previous approval expired).
+        writes = {
+            ckey: {**existing, "approval_id": aid, "updated_seq": event.seq, "updated_at": event.at}
+        }
+    else:
+        raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
+    approval: Row = {
+        "run_id": event.run_id,
+        "approval_id": aid,
+        "status": "pending",
+        "context_id": cid,
+        "call_id": call_id,
+        "tool_id": _s(p, "tool_id"),
+        "tool_version": p.get("tool_version"),
+        "contract_digest": _s(p, "contract_digest"),
+        "fingerprint": _s(p, "fingerprint"),
+        "tenant": _s(p, "tenant"),
+        "requested_by": p.get("actor"),
+        "summary": p.get("summary"),
+        "effect": p.get("effect"),
+        "danger": p.get("danger"),
+        "requested_at": event.at,
+        "expires_at": _s(p, "expires_at"),
+        "decided_by": None,
+        "decided_at": None,
+        "reason": None,
+    }
+    writes[akey] = approval
+    return writes
+
+
+def _reads_approval(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
+    aid = p.get("approval_id")
+    if not isinstance(aid, str):
+        return ()
+    keys = [approval_key(run_id, aid)]
+    cid, call = p.get("context_id"), p.get("call_id")
+    if isinstance(cid, str) and isinstance(call, str):
+        keys.append(call_key(run_id, cid, call))
+    return tuple(keys)
+
+
+_APPROVAL_FROM: Mapping[str, tuple[str, str]] = {
+    # event type: (required current status, new status)
+    "approval_approved": ("pending", "approved"),
+    "approval_rejected": ("pending", "rejected"),
+    "approval_expired": ("pending", "expired"),
+    "approval_consumed": ("approved", "consumed"),
+}
+
+
+def _approval_decided(event: Event, get: Getter) -> Writes:
+    p = event.payload
+    aid = _s(p, "approval_id")
+    akey = approval_key(event.run_id, aid)
+    approval = get(akey)
+    if approval is None:
+        raise _bad("no such approval", "APPROVAL_NOT_FOUND")
+    required, new = _APPROVAL_FROM[event.type]
+    if approval["status"] != required:
+        raise InvalidInput(
+            f"the approval is {approval['status']}, not {required}",
+            reason="APPROVAL_NOT_PENDING" if required == "pending" else "APPROVAL_NOT_APPROVED",
+        )
+    updated = {**approval, "status": new}
+    if event.type != "approval_consumed":
+        updated.update(decided_by=p.get("actor"), decided_at=event.at, reason=p.get("reason"))
+    writes: Writes = {akey: updated}
+    if event.type == "approval_rejected":
+        ckey = call_key(event.run_id, approval["context_id"], approval["call_id"])
+        call = get(ckey)
+        if call is not None and call["state"] == "pending_approval":
+            receipt: dict[str, Any] = {
+                "status": "denied",
+                "data": None,
+                "error": {
+                    "code": "permission_denied",
+                    "reason": "APPROVAL_REJECTED",
+                    "message": "an operator rejected this call",
+                    "retryable": False,
+                },
+                "warnings": [],
+                "artifact_ids": [],
+                "output_bytes": 0,
+                "attempts": 0,
+            }
+            writes[ckey] = {
+                **call,
+                "state": "denied",
+                "receipt": receipt,
+                "updated_seq": event.seq,
+                "updated_at": event.at,
+            }
+    return writes
+
+
+# ---------------------------------------------------------------------------------------
+# dispatch and outcome
+
+
+def _tool_progress(event: Event, get: Getter) -> Writes:
+    p = event.payload
+    stage = p.get("stage")
+    cid, call_id = p.get("context_id"), p.get("call_id")
+    if not isinstance(cid, str) or not isinstance(call_id, str):
+        return {}  # a progress note that is not about a reserved call
+    ckey = call_key(event.run_id, cid, call_id)
+    if stage == "started":
+        call = get(ckey)
+        if call is None:
+            writes = _reserve(event, get, state="dispatching")
+            call = writes[ckey]
+        elif call["state"] == "pending_approval":
+            aid = call.get("approval_id")
+            approval = get(approval_key(event.run_id, aid)) if isinstance(aid, str) else None
+            if approval is None or approval["status"] != "consumed":
+                raise InvalidInput(
+                    "a call waiting for approval may start only with its approval consumed",
+                    reason="APPROVAL_REQUIRED",
+                )
+            writes = {}
+        else:
+            raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
+        writes[ckey] = {
+            **call,
+            "state": "dispatching",
+            "owner": p.get("owner"),
+            "idempotency_key": p.get("idempotency_key"),
+            "attempts": 1,
+            "updated_seq": event.seq,
+            "updated_at": event.at,
+        }
+        return writes
+    call = get(ckey)
+    if call is None:
+        return {}
+    if stage == "retrying":
+        return {ckey: {**call, "attempts": int(call["attempts"]) + 1, "updated_seq": event.seq}}
+    if stage not in STAGE_STATE:
+        return {}  # result_accepted, cache_hit: observational
+    resolving = p.get("resolved_by") is not None
+    allowed = _STAGE_FROM[stage] | (
+        frozenset({"unknown"}) if resolving and stage in _RESOLVABLE else frozenset()
+    )
+    if call["state"] not in allowed:
+        raise InvalidInput(
+            f"a {call['state']} call cannot become {STAGE_STATE[stage]}",
+            reason="CALL_TRANSITION_INVALID",
+        )
+    receipt = p.get("receipt")
+    return {
+        ckey: {
+            **call,
+            "state": STAGE_STATE[stage],
+            "receipt": receipt if isinstance(receipt, Mapping) else call.get("receipt"),
+            "resolution": {"by": p.get("resolved_by"), "reason": p.get("reason")}
+            if resolving
+            else call.get("resolution"),
+            "updated_seq": event.seq,
+            "updated_at": event.at,
+        }
+    }
+
+
+HANDLERS: Mapping[str, Handler] = {
+    "context_resolved": Handler(reads=_reads_context, apply=_context_resolved),
+    "approval_requested": Handler(reads=_reads_call, apply=_approval_requested),
+    "approval_approved": Handler(reads=_reads_approval, apply=_approval_decided),
+    "approval_rejected": Handler(reads=_reads_approval, apply=_approval_decided),
+    "approval_expired": Handler(reads=_reads_approval, apply=_approval_decided),
+    "approval_consumed": Handler(reads=_reads_approval, apply=_approval_decided),
+    "tool_progress": Handler(reads=_reads_call, apply=_tool_progress),
+}

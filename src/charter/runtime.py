@@ -1,0 +1,365 @@
+"""The composition root: a Build, a deployment and a store wired into one kernel.
+
+    async with charter.open("path/to/project") as rt:
+        ctx = await rt.resolve_context("app", "editor")
+        env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t", "body": "b"},
+                            as_="app")
+        if env.status == "pending_approval":
+            await rt.approve(env.approval["id"], as_="alice")
+            env = await rt.call(ctx.context_id, "notes.add", "call-1", {...}, as_="app")
+
+``open`` accepts a project directory (built on the fly, or its latest Build with
+``build="latest"``) or a Build file; the store URL (``sqlite:///…`` by default, relative to
+the project, or ``postgresql://…``, or ``memory:``) and the deployment file
+(``charter.deploy.yaml`` beside the project, ``--deploy`` / ``CHARTER_DEPLOY``, or the local
+development default). On open the kernel reconciles calls a dead process left in flight.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import AsyncExitStack, asynccontextmanager
+from pathlib import Path
+from typing import Any, TypeVar
+
+from charter.contracts.canonical import Fingerprinter
+from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
+from charter.executors.base import Executor
+from charter.executors.python import PythonExecutor
+from charter.executors.subprocess import SubprocessExecutor
+from charter.kernel.audit import AuditSink, FanoutAuditSink, JsonlAuditSink
+from charter.kernel.authorize import Enablement
+from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
+from charter.kernel.deploy import Deployment, load_deployment
+from charter.kernel.envelope import Envelope
+from charter.kernel.kernel import Kernel
+from charter.kernel.principals import Principal
+from charter.kernel.redaction import Redactor
+from charter.kernel.settings import KernelSettings
+from charter.kernel.store import KernelStore
+from charter.ledger.chain import LedgerKey
+from charter.ledger.clock import Clock, system_clock
+from charter.project.build import Build, build_project, load_build, resolve_build_path
+from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
+
+T = TypeVar("T")
+
+
+class Runtime:
+    """A kernel plus the names a script uses: principals by name, the Build, the store."""
+
+    def __init__(self, *, kernel: Kernel, deployment: Deployment, project_dir: Path | None):
+        self.kernel = kernel
+        self.deployment = deployment
+        self.project_dir = project_dir
+
+    @property
+    def build(self) -> Build:
+        return self.kernel.build
+
+    @property
+    def store(self) -> KernelStore:
+        return self.kernel.store
+
+    def principal(self, who: str | Principal) -> Principal:
+        if isinstance(who, Principal):
+            return who
+        found = self.deployment.principals.get(who)
+        if found is None:
+            known = ", ".join(sorted(self.deployment.principals)) or "(none)"
+            raise ConfigError(f"no principal named {who!r} in the deployment (known: {known})")
+        return found
+
+    async def resolve_context(
+        self,
+        as_: str | Principal,
+        profile: str,
+        *,
+        agent: str | None = None,
+        objective: str | None = None,
+        attachments: Sequence[tuple[str, str]] = (),
+        run_id: str | None = None,
+    ) -> ResolvedContext:
+        return await self.kernel.resolve_context(
+            self.principal(as_),
+            profile,
+            agent=agent,
+            objective=objective,
+            attachments=attachments,
+            run_id=run_id,
+        )
+
+    async def call(
+        self,
+        context_id: str,
+        tool: str,
+        call_id: str,
+        arguments: str | bytes | Mapping[str, Any],
+        *,
+        as_: str | Principal,
+        approval_id: str | None = None,
+    ) -> Envelope:
+        return await self.kernel.call(
+            context_id,
+            tool,
+            call_id,
+            arguments,
+            principal=self.principal(as_),
+            approval_id=approval_id,
+        )
+
+    async def approve(
+        self,
+        approval_id: str,
+        *,
+        as_: str | Principal | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        return await self._decide(approval_id, True, as_, token, tenant, reason)
+
+    async def reject(
+        self,
+        approval_id: str,
+        *,
+        as_: str | Principal | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+        reason: str | None = None,
+    ) -> dict[str, Any]:
+        return await self._decide(approval_id, False, as_, token, tenant, reason)
+
+    async def _decide(
+        self,
+        approval_id: str,
+        approve: bool,
+        as_: str | Principal | None,
+        token: str | None,
+        tenant: str | None,
+        reason: str | None,
+    ) -> dict[str, Any]:
+        principal = self.principal(as_) if as_ is not None else None
+        return await self.kernel.decide(
+            approval_id,
+            approve=approve,
+            principal=principal,
+            token=token,
+            tenant=tenant,
+            reason=reason,
+            token_matches=self.deployment.approval_token_matches,
+        )
+
+    async def approvals(
+        self, *, as_: str | Principal, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        return await self.kernel.list_approvals(
+            tenant=self.principal(as_).tenant, status=status, limit=limit
+        )
+
+    async def get_call(
+        self, context_id: str, call_id: str, *, as_: str | Principal
+    ) -> dict[str, Any]:
+        row = await self.kernel.get_call(context_id, call_id, self.principal(as_).tenant)
+        if row is None:
+            raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
+        return row
+
+    async def resolve_call(
+        self, context_id: str, call_id: str, *, outcome: str, reason: str, as_: str | Principal
+    ) -> dict[str, Any]:
+        return await self.kernel.resolve_call(
+            context_id, call_id, outcome=outcome, reason=reason, operator=self.principal(as_)
+        )
+
+
+def _fingerprinter(deployment: Deployment, project_dir: Path | None) -> Fingerprinter:
+    if deployment.fingerprint_key is not None:
+        secret = deployment.fingerprint_key.resolve()
+        return Fingerprinter(deployment.fingerprint_key.key_id(), secret)
+    raise ConfigError(
+        "the deployment names no fingerprint key (secrets.fingerprint_key: {env: ...} or "
+        "{file: ...})"
+    )
+
+
+def _ledger_key(deployment: Deployment, project_dir: Path | None) -> LedgerKey:
+    if deployment.ledger_key is not None:
+        return LedgerKey.derive_id(deployment.ledger_key.resolve())
+    return load_ledger_key(base_dir=project_dir, create=True)
+
+
+def _settings(deployment: Deployment) -> KernelSettings:
+    return KernelSettings(
+        mode=deployment.mode,
+        approval_lifetime_s=deployment.approval_lifetime_s,
+        context_lifetime_s=deployment.context_lifetime_s,
+        token_budget=deployment.limits.context_tokens,
+        run_call_budget=deployment.limits.run_tool_calls,
+        run_elapsed_budget_s=deployment.limits.run_elapsed_s,
+        enablement=Enablement(
+            enabled=deployment.enabled_tools
+            if deployment.enabled_tools is not None
+            else frozenset(),
+            all_enabled=deployment.enabled_tools is None,
+            kill_switch=deployment.kill_switch,
+        ),
+    )
+
+
+def _resolve_source(
+    source: str | os.PathLike[str], build_ref: str | None
+) -> tuple[Build, Path | None]:
+    path = Path(source)
+    if path.is_file():
+        build = load_build(path)
+        return build, None
+    if not path.is_dir():
+        raise UserError(f"{path} is neither a project directory nor a Build file")
+    if build_ref is not None:
+        return load_build(resolve_build_path(build_ref, path)), path
+    return build_project(path), path
+
+
+@asynccontextmanager
+async def open_runtime(
+    source: str | os.PathLike[str] = ".",
+    *,
+    store: str | None = None,
+    deploy: str | os.PathLike[str] | None = None,
+    build: str | None = None,
+    clock: Clock = system_clock,
+    functions: Mapping[str, Callable[..., Any]] | None = None,
+    providers: Mapping[str, ContextProvider] | None = None,
+    audit: Sequence[AuditSink] = (),
+    audit_file: str | os.PathLike[str] | None = None,
+    reconcile: bool = True,
+    settings: KernelSettings | None = None,
+) -> AsyncIterator[Runtime]:
+    """Open a runtime (see the module docstring); closes the store and executors on exit."""
+    the_build, project_dir = _resolve_source(source, build)
+    base = project_dir or Path.cwd()
+    deployment = load_deployment(Path(deploy) if deploy is not None else None, project_dir=base)
+    fingerprinter = _fingerprinter(deployment, project_dir)
+    key = _ledger_key(deployment, project_dir)
+    url = store or os.environ.get("CHARTER_STORE") or DEFAULT_STORE_URL
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and project_dir:
+        url = f"sqlite:///{(project_dir / url[len('sqlite:///') :]).resolve()}".replace(
+            "sqlite:///", "sqlite:////", 1
+        ).replace("sqlite://///", "sqlite:////")
+    redactor = Redactor()
+    entrypoints = {tool_id: t.entrypoint for tool_id, t in the_build.tools.items() if t.entrypoint}
+    executors: dict[str, Executor] = {
+        "python": PythonExecutor(
+            redact_message=redactor.message_redactor(),
+            root=project_dir,
+            entrypoints=entrypoints,
+            functions=functions,
+        ),
+        "subprocess": SubprocessExecutor(
+            redact_message=redactor.message_redactor(), entrypoints=entrypoints, root=project_dir
+        ),
+    }
+    bindings = {}
+    for tool_id in the_build.tools:
+        binding = deployment.binding_for(tool_id)
+        if binding is not None:
+            bindings[tool_id] = binding.executor
+    sinks: list[AuditSink] = list(audit)
+    if audit_file is not None:
+        sinks.append(JsonlAuditSink(Path(audit_file)))
+    all_providers: dict[str, ContextProvider] = {}
+    if project_dir is not None:
+        all_providers["docs"] = FileContextProvider(project_dir / "context")
+    all_providers.update(providers or {})
+    async with AsyncExitStack() as stack:
+        the_store = await stack.enter_async_context(open_store(url, key=key, clock=clock))
+        kernel = Kernel(
+            build=the_build,
+            store=the_store,  # type: ignore[arg-type]
+            fingerprinter=fingerprinter,
+            executors=executors,
+            bindings=bindings,
+            settings=settings or _settings(deployment),
+            redactor=redactor,
+            audit=FanoutAuditSink(sinks) if sinks else None,
+            providers=all_providers,
+            clock=clock,
+        )
+        for executor in executors.values():
+            stack.push_async_callback(executor.aclose)
+        if reconcile and deployment.mode.value != "off":
+            await kernel.reconcile()
+        yield Runtime(kernel=kernel, deployment=deployment, project_dir=project_dir)
+
+
+class SyncRuntime:
+    """A small synchronous façade for scripts: runs the async runtime on a private loop.
+
+    with charter.open_sync("demo") as rt:
+        ctx = rt.resolve_context("app", "reader")
+        print(rt.call(ctx.context_id, "notes.search", "c1", {"query": "x"}, as_="app"))
+    """
+
+    def __init__(self, source: str | os.PathLike[str] = ".", **options: Any) -> None:
+        self._source = source
+        self._options = options
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, daemon=True, name="charter-sync"
+        )
+        self._stack: AsyncExitStack | None = None
+        self.runtime: Runtime | None = None
+
+    def _run(self, coro: Awaitable[T]) -> T:
+        future: Future[T] = asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+        return future.result()
+
+    def __enter__(self) -> SyncRuntime:
+        self._thread.start()
+
+        async def enter() -> Runtime:
+            self._stack = AsyncExitStack()
+            return await self._stack.enter_async_context(
+                open_runtime(self._source, **self._options)
+            )
+
+        self.runtime = self._run(enter())
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._stack is not None:
+            self._run(self._stack.aclose())
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=10)
+        self._loop.close()
+
+    def _rt(self) -> Runtime:
+        if self.runtime is None:
+            raise InvalidInput("use SyncRuntime as a context manager", reason="NOT_OPEN")
+        return self.runtime
+
+    def resolve_context(self, as_: str, profile: str, **kw: Any) -> ResolvedContext:
+        return self._run(self._rt().resolve_context(as_, profile, **kw))
+
+    def call(
+        self,
+        context_id: str,
+        tool: str,
+        call_id: str,
+        arguments: str | bytes | Mapping[str, Any],
+        *,
+        as_: str,
+        **kw: Any,
+    ) -> Envelope:
+        return self._run(self._rt().call(context_id, tool, call_id, arguments, as_=as_, **kw))
+
+    def approve(self, approval_id: str, **kw: Any) -> dict[str, Any]:
+        return self._run(self._rt().approve(approval_id, **kw))
+
+    def reject(self, approval_id: str, **kw: Any) -> dict[str, Any]:
+        return self._run(self._rt().reject(approval_id, **kw))
