@@ -16,6 +16,7 @@ projection handlers in :mod:`charter.ledger.projections`) by editing these table
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -142,9 +143,14 @@ class StoredEvent:
     data: bytes = field(repr=False)
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9_.:+-]*")
+
+
 def _json_str(value: str) -> bytes:
-    # Ids, types, timestamps and hashes are ASCII without quotes or escapes (checked by callers),
-    # so their canonical form is the string in quotes. json.dumps keeps this honest for the rest.
+    # Ids, types, timestamps and hashes are plain ASCII, whose canonical JSON form is the string
+    # in quotes; anything else goes through json.dumps (RFC 8785 escapes match it for strings).
+    if _PLAIN.fullmatch(value):
+        return b'"' + value.encode("ascii") + b'"'
     return json.dumps(value, ensure_ascii=False).encode("utf-8")
 
 
@@ -184,32 +190,18 @@ def payload_bytes(payload: Mapping[str, Any]) -> bytes:
 
 
 def expected_frame(row: StoredEvent) -> tuple[bytes, bytes]:
-    """The exact prefix and suffix the stored bytes of ``row`` must have around the payload."""
-    prefix = b"".join(
-        (
-            b'{"at":',
-            _json_str(row.at),
-            b',"event_id":"',
-            event_id(row.seq).encode(),
-            b'","payload":',
-        )
+    """The exact prefix and suffix the stored bytes of ``row`` must have around the payload.
+
+    Built from the columns as they are (no escaping): stored bytes match only when every column
+    value appears literally, which our writer produces for its plain ASCII ids, types, times
+    and hashes; anything else fails the comparison and is reported.
+    """
+    prefix = f'{{"at":"{row.at}","event_id":"{row.seq:08d}","payload":'
+    suffix = (
+        f',"prev_hash":"{row.prev_hash}","run_id":"{row.run_id}",'
+        f'"schema_version":{SCHEMA_VERSION},"seq":{row.seq},"type":"{row.type}"}}'
     )
-    suffix = b"".join(
-        (
-            b',"prev_hash":',
-            _json_str(row.prev_hash),
-            b',"run_id":',
-            _json_str(row.run_id),
-            b',"schema_version":',
-            str(SCHEMA_VERSION).encode("ascii"),
-            b',"seq":',
-            str(row.seq).encode("ascii"),
-            b',"type":',
-            _json_str(row.type),
-            b"}",
-        )
-    )
-    return prefix, suffix
+    return prefix.encode(), suffix.encode()
 
 
 def decode(row: StoredEvent) -> Event:

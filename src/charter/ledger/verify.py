@@ -24,6 +24,7 @@ around the payload); the payload is parsed where a projection handler needs it.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -212,15 +213,18 @@ async def verify_run(store: Store, run_id: str, key: LedgerKey) -> VerifyReport:
     count = 0
     try:
         after = 0
-        while after < snap.head.seq:
-            rows = await store.read_stored(run_id, after=after, limit=_BATCH)
-            rows = [r for r in rows if r.seq <= snap.head.seq]
-            if not rows:
-                break
+        pending = asyncio.ensure_future(store.read_stored(run_id, after=after, limit=_BATCH))
+        while pending is not None:
+            rows = [r for r in await pending if r.seq <= snap.head.seq]
+            pending = None
+            if rows and rows[-1].seq < snap.head.seq:  # read the next batch while checking
+                after = rows[-1].seq
+                pending = asyncio.ensure_future(
+                    store.read_stored(run_id, after=after, limit=_BATCH)
+                )
             for row in rows:
                 checker.feed(row)
                 count += 1
-            after = rows[-1].seq
         head = snap.head
         beyond = await store.read_stored(run_id, after=snap.head.seq, limit=1)
         if beyond:  # maybe a concurrent append: look at the head again

@@ -1,0 +1,383 @@
+"""Ledger benchmarks, each beside the bare floor measured in the same run.
+
+    python bench/ledger.py [--events 1000000] [--check] [--json] [--write-results]
+
+Measures (SQLite unless named):
+
+* bare floors: one SQLite insert+commit with synchronous=FULL (WAL); one psycopg insert+commit;
+* single-writer append latency p50/p95/p99 (SQLite and PostgreSQL);
+* throughput with 32 concurrent writers (group commit) against the single writer's;
+* append latency at the tail of a 1k-event run and of a 1M-event run (the big run is bulk
+  inserted as prepared, correctly chained rows, then appended to through the API), beside the
+  bare table's own 1M/1k ratio;
+* verify throughput (events/s) beside a bare loop that only reads rows and chains sha256.
+
+Goals (``--check`` exits 1 when one is missed): single-writer p95 ≤ 2× the bare FULL commit
+p95; 32 writers ≥ 8× single-writer throughput; the 1M/1k latency ratio within 10 % of the bare
+ratio; verify ≥ 50 % of the bare read-and-hash loop. Timings on a shared machine are noisy:
+compare the ratios, not the absolute numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import json
+import secrets
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from charter.ledger.chain import LedgerKey, chain_hash
+from charter.ledger.events import GENESIS_HASH, format_at, payload_bytes, stored_bytes
+from charter.ledger.verify import verify_run
+from charter.stores.postgres import PostgresStore
+from charter.stores.sqlite import SQLiteStore
+from charter.testing.scenarios import ev, run_created
+
+PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
+KEY = LedgerKey("bench", b"b" * 32)
+RESULTS = Path(__file__).with_name("RESULTS.md")
+
+
+def pct(samples: list[float], q: float) -> float:
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def summary(samples: list[float]) -> dict[str, float]:
+    return {
+        "p50_us": pct(samples, 0.50) * 1e6,
+        "p95_us": pct(samples, 0.95) * 1e6,
+        "p99_us": pct(samples, 0.99) * 1e6,
+        "mean_us": statistics.fmean(samples) * 1e6,
+    }
+
+
+# -- bare floors ---------------------------------------------------------------------------
+
+
+def bare_sqlite(path: Path, n: int, *, preload: int = 0) -> list[float]:
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute(
+        "CREATE TABLE IF NOT EXISTS bare (run_id TEXT, seq INTEGER, data BLOB, "
+        "PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+    )
+    row = b"x" * 300
+    run = f"bare-{secrets.token_hex(4)}"
+    seq = 0
+    while seq < preload:
+        conn.execute("BEGIN")
+        chunk = min(50_000, preload - seq)
+        conn.executemany(
+            "INSERT INTO bare VALUES (?, ?, ?)", ((run, seq + i + 1, row) for i in range(chunk))
+        )
+        conn.execute("COMMIT")
+        seq += chunk
+    out = []
+    for _ in range(n):
+        seq += 1
+        t = time.perf_counter()
+        conn.execute("BEGIN")
+        conn.execute("INSERT INTO bare VALUES (?, ?, ?)", (run, seq, row))
+        conn.execute("COMMIT")
+        out.append(time.perf_counter() - t)
+    conn.close()
+    return out
+
+
+def bare_pg(url: str, n: int) -> list[float]:
+    out = []
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(
+            "CREATE TABLE bare (run_id TEXT, seq BIGINT, data BYTEA, PRIMARY KEY (run_id, seq))"
+        )
+        for seq in range(1, n + 1):
+            t = time.perf_counter()
+            with conn.transaction():
+                conn.execute("INSERT INTO bare VALUES (%s, %s, %s)", ("bare", seq, b"x" * 300))
+            out.append(time.perf_counter() - t)
+    return out
+
+
+def bare_read_and_hash(path: Path, run_id: str) -> float:
+    """Events per second of a loop that only reads the rows and chains sha256."""
+    conn = sqlite3.connect(path)
+    t = time.perf_counter()
+    prev = GENESIS_HASH
+    count = 0
+    for (data,) in conn.execute("SELECT data FROM events WHERE run_id = ? ORDER BY seq", (run_id,)):
+        h = hashlib.sha256(prev.encode())
+        h.update(data)
+        prev = "sha256:" + h.hexdigest()
+        count += 1
+    elapsed = time.perf_counter() - t
+    conn.close()
+    return count / elapsed
+
+
+# -- through the store ---------------------------------------------------------------------
+
+
+async def single_writer(store: Any, run_id: str, n: int) -> list[float]:
+    await store.append(run_id, [run_created()])
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        await store.append(run_id, [ev("task_progress", n=i, note="x" * 100)])
+        out.append(time.perf_counter() - t)
+    return out
+
+
+async def concurrent_writers(store: Any, writers: int, per_writer: int) -> float:
+    runs = [f"conc-{w}" for w in range(writers)]
+    for run_id in runs:
+        await store.append(run_id, [run_created()])
+
+    async def writer(run_id: str) -> None:
+        for i in range(per_writer):
+            await store.append(run_id, [ev("task_progress", n=i, note="x" * 100)])
+
+    t = time.perf_counter()
+    await asyncio.gather(*(writer(r) for r in runs))
+    return writers * per_writer / (time.perf_counter() - t)
+
+
+def bulk_run(path: Path, run_id: str, events: int) -> None:
+    """Insert a correctly chained run of ``events`` events directly (not through the API)."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA synchronous = NORMAL")
+    at = format_at(__import__("datetime").datetime(2025, 1, 1, tzinfo=__import__("datetime").UTC))
+    prev = GENESIS_HASH
+    seq = 0
+    first = run_created()
+    while seq < events:
+        batch = []
+        for _ in range(min(50_000, events - seq)):
+            seq += 1
+            entry = first if seq == 1 else ev("task_progress", n=seq, note="x" * 100)
+            data = stored_bytes(
+                run_id=run_id,
+                seq=seq,
+                type=entry.type,
+                at=at,
+                payload_bytes=payload_bytes(entry.payload),
+                prev_hash=prev,
+            )
+            digest = chain_hash(prev, data)
+            batch.append((run_id, seq, entry.type, at, prev, digest, data))
+            prev = digest
+        conn.execute("BEGIN")
+        conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
+        conn.execute("COMMIT")
+    run_row = {
+        "run_id": run_id,
+        "session_id": "session-1",
+        "workflow_slug": "report-pipeline",
+        "workflow": dict(first.payload)["workflow"],
+        "status": "submitted",
+        "error": None,
+        "created_at": at,
+        "updated_at": at,
+        "snapshot_seq": 1,
+    }
+    from charter.contracts.canonical import canonical_text
+
+    conn.execute("BEGIN")
+    conn.execute(
+        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (run_id, "submitted", "report-pipeline", "session-1", at, at, canonical_text(run_row)),
+    )
+    conn.execute(
+        "INSERT INTO run_heads VALUES (?, ?, ?, ?)", (run_id, seq, prev, KEY.mac(run_id, seq, prev))
+    )
+    conn.execute("COMMIT")
+    conn.close()
+
+
+async def tail_latency(store: Any, run_id: str, n: int) -> list[float]:
+    out = []
+    for i in range(n):
+        t = time.perf_counter()
+        await store.append(run_id, [ev("task_progress", n=i, note="x" * 100)])
+        out.append(time.perf_counter() - t)
+    return out
+
+
+async def sqlite_suite(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    res: dict[str, Any] = {}
+    res["bare_commit"] = summary(bare_sqlite(tmp / "bare.db", args.samples))
+    db = tmp / "ledger.db"
+    async with SQLiteStore.open(db, key=KEY) as store:
+        single = await single_writer(store, "single", args.samples)
+        res["single_writer"] = summary(single)
+        res["single_writer"]["per_s"] = 1 / statistics.fmean(single)
+        before = store.commits
+        res["writers32_per_s"] = await concurrent_writers(store, 32, args.per_writer)
+        res["writers32_appends_per_commit"] = 32 * args.per_writer / max(1, store.commits - before)
+        await store.append("small", [run_created()])
+        for i in range(999):
+            await store.append("small", [ev("task_progress", n=i, note="x" * 100)])
+    t = time.perf_counter()
+    bulk_run(db, "big", args.events)
+    res["bulk_insert_s"] = time.perf_counter() - t
+    async with SQLiteStore.open(db, key=KEY) as store:
+        at_1k = summary(await tail_latency(store, "small", args.samples))
+        at_big = summary(await tail_latency(store, "big", args.samples))
+        res["append_at_1k"], res["append_at_big"] = at_1k, at_big
+        res["ratio_big_1k"] = at_big["p50_us"] / at_1k["p50_us"]
+        t = time.perf_counter()
+        report = await verify_run(store, "big", KEY)
+        elapsed = time.perf_counter() - t
+        assert report.ok, report
+        res["verify_per_s"] = report.events / elapsed
+    res["bare_read_hash_per_s"] = bare_read_and_hash(db, "big")
+    bare_1k = summary(bare_sqlite(tmp / "bare1k.db", args.samples, preload=1000))
+    bare_big = summary(bare_sqlite(tmp / "barebig.db", args.samples, preload=args.events))
+    res["bare_ratio_big_1k"] = bare_big["p50_us"] / bare_1k["p50_us"]
+    return res
+
+
+async def postgres_suite(args: argparse.Namespace) -> dict[str, Any]:
+    name = f"charter_bench_{secrets.token_hex(4)}"
+    with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+        conn.execute(f"CREATE DATABASE {name}")
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+    try:
+        res: dict[str, Any] = {"bare_commit": summary(bare_pg(url, args.samples))}
+        async with PostgresStore.open(url, key=KEY, max_size=32) as store:
+            single = await single_writer(store, "single", args.samples)
+            res["single_writer"] = summary(single)
+            res["single_writer"]["per_s"] = 1 / statistics.fmean(single)
+            res["writers32_per_s"] = await concurrent_writers(store, 32, args.per_writer)
+        return res
+    finally:
+        with psycopg.connect(PG_ADMIN, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+def goals(res: dict[str, Any]) -> list[tuple[str, bool, str]]:
+    s = res["sqlite"]
+    p95, bare95 = s["single_writer"]["p95_us"], s["bare_commit"]["p95_us"]
+    speedup = s["writers32_per_s"] / s["single_writer"]["per_s"]
+    ratio, bare_ratio = s["ratio_big_1k"], s["bare_ratio_big_1k"]
+    verify = s["verify_per_s"] / s["bare_read_hash_per_s"]
+    return [
+        (
+            "single-writer p95 <= 2x bare FULL commit p95",
+            p95 <= 2 * bare95,
+            f"{p95:.0f} us vs {bare95:.0f} us ({p95 / bare95:.2f}x)",
+        ),
+        (
+            "32 writers >= 8x single-writer throughput",
+            speedup >= 8,
+            f"{s['writers32_per_s']:.0f}/s vs {s['single_writer']['per_s']:.0f}/s ({speedup:.1f}x)",
+        ),
+        (
+            "1M/1k latency ratio within 10% of bare ratio",
+            ratio <= bare_ratio * 1.10,
+            f"{ratio:.2f} vs bare {bare_ratio:.2f}",
+        ),
+        (
+            "verify >= 50% of bare read-and-hash",
+            verify >= 0.5,
+            f"{s['verify_per_s']:.0f}/s vs {s['bare_read_hash_per_s']:.0f}/s ({verify:.0%})",
+        ),
+    ]
+
+
+def render(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> str:
+    s, p = res["sqlite"], res["postgres"]
+    lines = [
+        "## ledger",
+        "",
+        f"`python bench/ledger.py` — {res['events']:,} events in the big run, "
+        f"{res['samples']} samples per latency, {time.strftime('%Y-%m-%d')}; 2 shared cores, "
+        "numbers drift 10–50 % between runs, the ratios are what matter.",
+        "",
+        "| measurement | p50 µs | p95 µs | p99 µs |",
+        "|---|---|---|---|",
+    ]
+    for label, m in (
+        ("bare SQLite insert+commit (WAL, FULL)", s["bare_commit"]),
+        ("SQLite append, single writer", s["single_writer"]),
+        ("SQLite append at event ~1k", s["append_at_1k"]),
+        (f"SQLite append at event ~{res['events']:,}", s["append_at_big"]),
+        ("bare psycopg insert+commit", p["bare_commit"]),
+        ("PostgreSQL append, single writer", p["single_writer"]),
+    ):
+        lines.append(f"| {label} | {m['p50_us']:.0f} | {m['p95_us']:.0f} | {m['p99_us']:.0f} |")
+    lines += [
+        "",
+        "| throughput | value |",
+        "|---|---|",
+        f"| SQLite single writer | {s['single_writer']['per_s']:.0f} appends/s |",
+        f"| SQLite 32 writers (group commit) | {s['writers32_per_s']:.0f} appends/s "
+        f"({s['writers32_appends_per_commit']:.1f} appends per commit) |",
+        f"| PostgreSQL single writer | {p['single_writer']['per_s']:.0f} appends/s |",
+        f"| PostgreSQL 32 writers | {p['writers32_per_s']:.0f} appends/s |",
+        f"| verify | {s['verify_per_s']:.0f} events/s |",
+        f"| bare read + sha256 chain | {s['bare_read_hash_per_s']:.0f} events/s |",
+        f"| bulk insert of the big run (setup) | {s['bulk_insert_s']:.1f} s |",
+        "",
+        "| goal | met | measured |",
+        "|---|---|---|",
+    ]
+    lines += [f"| {name} | {'yes' if ok else '**no**'} | {detail} |" for name, ok, detail in checks]
+    return "\n".join(lines) + "\n"
+
+
+def write_results(section: str) -> None:
+    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
+    start = text.find("## ledger")
+    if start >= 0:
+        nxt = text.find("\n## ", start + 1)
+        text = text[:start] + section + (text[nxt + 1 :] if nxt >= 0 else "")
+    else:
+        text = text.rstrip("\n") + "\n\n" + section
+    RESULTS.write_text(text)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--samples", type=int, default=400)
+    parser.add_argument("--per-writer", type=int, default=100)
+    parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument(
+        "--write-results",
+        action="store_true",
+        help="replace the ## ledger section of bench/RESULTS.md",
+    )
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory(prefix="charter-bench-") as tmp:
+        res: dict[str, Any] = {"events": args.events, "samples": args.samples}
+        res["sqlite"] = asyncio.run(sqlite_suite(Path(tmp), args))
+        res["postgres"] = asyncio.run(postgres_suite(args))
+    checks = goals(res)
+    res["goals"] = [{"goal": n, "met": ok, "measured": d} for n, ok, d in checks]
+    section = render(res, checks)
+    if args.json:
+        print(json.dumps(res, indent=2))
+    else:
+        print(section)
+    if args.write_results:
+        write_results(section)
+    if args.check and not all(ok for _, ok, _ in checks):
+        print("goals missed", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
