@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from charter.cli import kernel_cmds, project_cmds, runs
+from charter.cli import bench_cmds, kernel_cmds, project_cmds, runs
 
 app = typer.Typer(
     name="charter",
@@ -22,3 +22,4 @@ app = typer.Typer(
 project_cmds.register(app)
 kernel_cmds.register(app)
 app.add_typer(runs.app, name="runs")
+app.add_typer(bench_cmds.app, name="bench")

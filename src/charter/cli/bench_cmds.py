@@ -1,0 +1,40 @@
+"""``charter bench …``: run the project's benchmark scripts (bench/*.py in a source checkout)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import typer
+
+from charter.cli._output import fail
+
+app = typer.Typer(
+    help="Benchmarks, each beside the bare floor it measures itself.", no_args_is_help=True
+)
+
+
+def _script(name: str) -> Path:
+    bases = (Path.cwd(), Path(__file__).resolve().parents[3])
+    found = next(
+        (b / "bench" / f"{name}.py" for b in bases if (b / "bench" / f"{name}.py").is_file()), None
+    )
+    if found is None:
+        fail(f"bench/{name}.py not found: run this from a Charter source checkout")
+    return found
+
+
+@app.command("ledger")
+def ledger(
+    check: bool = typer.Option(False, "--check", help="Exit 1 when a goal is missed."),
+    events: int = typer.Option(1_000_000, "--events", min=2000, help="Size of the big run."),
+    write_results: bool = typer.Option(
+        False, "--write-results", help="Replace the ## ledger section of bench/RESULTS.md."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the raw measurements as JSON."),
+) -> None:
+    """Append latency, group-commit throughput, 1k vs 1M tail latency, verify throughput."""
+    argv = [sys.executable, str(_script("ledger")), "--events", str(events)]
+    argv += ["--check"] * check + ["--write-results"] * write_results + ["--json"] * as_json
+    raise typer.Exit(subprocess.call(argv))
