@@ -64,14 +64,19 @@ def rename_noreplace(src_dir: int, src: str, dst_dir: int, dst: str) -> None:
 
 
 def classify(parent: int, name: str, path: str, run_id: str) -> Failure:
-    """Why ``name`` in ``parent`` could not be opened as wanted (after the refusal)."""
+    """Why a directory open of ``name`` failed with ``ENOTDIR`` (after the refusal).
+
+    ``O_DIRECTORY | O_NOFOLLOW`` answers ``ENOTDIR`` for a symlink as for a file. A name that is
+    a directory again by the time we look was swapped (a symlink is what an attacker swaps in),
+    so it is reported as ``ARTIFACT_SYMLINK``.
+    """
     try:
         st = os.stat(name, dir_fd=parent, follow_symlinks=False)
     except FileNotFoundError:
         return failures.not_found(path, run_id=run_id)
     except OSError:
         return failures.not_regular(path, run_id=run_id)
-    if stat.S_ISLNK(st.st_mode):
+    if stat.S_ISLNK(st.st_mode) or stat.S_ISDIR(st.st_mode):
         return failures.symlink(path, run_id=run_id)
     if stat.S_ISREG(st.st_mode):
         return failures.not_directory(path, run_id=run_id)
@@ -103,8 +108,12 @@ def open_dir(parent: int, name: str, *, create: bool, path: str, run_id: str) ->
 
 def translate(exc: OSError, parent: int, name: str, path: str, run_id: str) -> Failure:
     """An ``OSError`` from one descriptor-relative step, as an artifact failure."""
-    if exc.errno in (errno.ELOOP, errno.ENOTDIR, errno.ENXIO, errno.EISDIR):
+    if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a symlink: no need to look again
+        return failures.symlink(path, run_id=run_id)
+    if exc.errno == errno.ENOTDIR:
         return classify(parent, name, path, run_id)
+    if exc.errno in (errno.ENXIO, errno.EISDIR, errno.EOPNOTSUPP):  # a socket, say
+        return failures.not_regular(path, run_id=run_id)
     if exc.errno == errno.ENOENT:
         return failures.not_found(path, run_id=run_id)
     if exc.errno == errno.EEXIST:

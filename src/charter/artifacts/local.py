@@ -32,7 +32,7 @@ from pathlib import Path
 from types import TracebackType
 
 from charter.artifacts import _fs, failures
-from charter.artifacts.names import check_path, split_reference, versions
+from charter.artifacts.names import MAX_DEPTH, check_path, split_reference, versions
 from charter.artifacts.reading import VerifyingReader
 from charter.artifacts.records import (
     ObjectInfo,
@@ -417,18 +417,36 @@ def _hash_fd(fd: int) -> str:
 
 
 def _regular_files(top: int, *, skip_staging: bool) -> Iterator[tuple[str, os.stat_result]]:
-    """(run-relative path, lstat) of every regular file under ``top``; never follows links."""
-    for dirpath, dirnames, filenames, dirfd in os.fwalk(".", dir_fd=top, follow_symlinks=False):
-        rel_dir = "" if dirpath == "." else dirpath[2:] + "/"
-        if skip_staging and dirpath == "." and STAGING in dirnames:
-            dirnames.remove(STAGING)
-        for name in filenames:
+    """(run-relative path, lstat) of every regular file under ``top``.
+
+    Never follows a link and never stats through one: entries are classified with
+    ``AT_SYMLINK_NOFOLLOW`` and directories are entered with ``O_NOFOLLOW | O_DIRECTORY``
+    relative to their parent, so a directory swapped for a symlink mid-walk is skipped.
+    """
+
+    def walk(fd: int, prefix: str, depth: int) -> Iterator[tuple[str, os.stat_result]]:
+        with os.scandir(fd) as entries:
+            names = [entry.name for entry in entries]
+        for name in names:
+            if skip_staging and not prefix and name == STAGING:
+                continue
             try:
-                st = os.stat(name, dir_fd=dirfd, follow_symlinks=False)
-            except FileNotFoundError:  # pragma: no cover - removed while walking
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
                 continue
             if stat.S_ISREG(st.st_mode):
-                yield rel_dir + name, st
+                yield prefix + name, st
+            elif stat.S_ISDIR(st.st_mode) and depth < MAX_DEPTH:
+                try:
+                    sub = os.open(name, _fs.DIR_FLAGS, dir_fd=fd)
+                except OSError:
+                    continue  # replaced (by a symlink, say) since it was classified
+                try:
+                    yield from walk(sub, prefix + name + "/", depth + 1)
+                finally:
+                    os.close(sub)
+
+    yield from walk(top, "", 0)
 
 
 def _usage(run: int) -> int:
