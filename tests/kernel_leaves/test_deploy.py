@@ -29,7 +29,9 @@ from charter.kernel.principals import APPROVER_PERMISSION, Principal, PrincipalK
 
 from .conftest import CANARY
 
-TEMPLATE = Path(charter.project.__file__).parent / "templates" / "basic" / DEPLOY_FILE
+SHIPPED = Path(charter.project.__file__).parent / "templates" / "basic" / DEPLOY_FILE
+# The example deployment with every secret given by environment variable (the production form).
+TEMPLATE = Path(__file__).parent / "deploy_env.yaml"
 
 ENV = {
     "CHARTER_FINGERPRINT_KEY": "fingerprint-key-0123456789",
@@ -81,6 +83,22 @@ def test_the_shipped_template_loads(tmp_path: Path) -> None:
     assert deployment.approval_token_matches(ENV["CHARTER_APPROVAL_TOKEN"])
     assert not deployment.approval_token_matches(CANARY)
     assert not deployment.approval_token_matches("")
+
+
+def test_the_template_charter_init_writes_loads_with_its_dev_secrets(tmp_path: Path) -> None:
+    from charter.project.init import init_project
+
+    init_project(tmp_path / "demo")
+    deployment = load_deployment(None, project_dir=tmp_path / "demo", env={})
+    assert deployment.source == tmp_path / "demo" / DEPLOY_FILE
+    assert set(deployment.principals) == {"alice", "app", "intruder"}
+    assert deployment.is_enabled("notes.add", Effect.WRITE)
+    secrets_dir = tmp_path / "demo" / ".charter" / "secrets"
+    app_key = (secrets_dir / "app.key").read_text().strip()
+    assert deployment.authenticate(app_key) == deployment.principals["app"]
+    for path in secrets_dir.iterdir():
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert SHIPPED.read_text().count("{file: .charter/secrets/") == 6
 
 
 def test_file_is_found_beside_the_project_or_through_the_environment(tmp_path: Path) -> None:

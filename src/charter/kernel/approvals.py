@@ -73,7 +73,7 @@ class ApprovalGate(KernelCore):
             if status == "approved" and not expired and bound:
                 return approval
             if status == "pending" and not expired:
-                return self._pending(call_id, approval, started, trace, contract, warnings)
+                return self._pending(ctx, call_id, approval, started, trace, contract, warnings)
             if status in ("pending", "approved") and expired:
                 warnings.append("APPROVAL_EXPIRED: a new approval was requested")
                 entries.append(
@@ -137,6 +137,7 @@ class ApprovalGate(KernelCore):
                 fingerprint=fingerprint,
             )
         return self._pending(
+            ctx,
             call_id,
             {"approval_id": approval_id, "expires_at": expires_at},
             started,
@@ -147,6 +148,7 @@ class ApprovalGate(KernelCore):
 
     def _pending(
         self,
+        ctx: ResolvedContext,
         call_id: str,
         approval: Mapping[str, Any],
         started: float,
@@ -161,6 +163,8 @@ class ApprovalGate(KernelCore):
             warnings=tuple(warnings),
             metrics=Metrics(duration_ms=(time.perf_counter() - started) * 1000),
             trace=trace,
+            context_id=ctx.context_id,
+            run_id=ctx.run_id,
             tool=contract.id,
         )
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import secrets
 from importlib import resources
 from importlib.resources.abc import Traversable
 from pathlib import Path
@@ -51,4 +53,39 @@ def init_project(
         dest = target / rel
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(node.read_bytes())
-    return [rel for rel, _ in files]
+    written = [rel for rel, _ in files]
+    written += make_dev_secrets(target)
+    return written
+
+
+DEV_SECRETS = (
+    "fingerprint.key",
+    "ledger.key",
+    "approval.token",
+    "alice.key",
+    "app.key",
+    "intruder.key",
+)
+SECRETS_DIR = ".charter/secrets"
+
+
+def make_dev_secrets(target: Path) -> list[str]:
+    """Random development secrets the example deployment file references (mode 0600).
+
+    Existing files are kept, so re-running ``init --force`` never changes a key that data
+    was already written under.
+    """
+    directory = target / SECRETS_DIR
+    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(directory, 0o700)
+    made = []
+    for name in DEV_SECRETS:
+        path = directory / name
+        try:
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "w", encoding="ascii") as fh:
+            fh.write(secrets.token_hex(32) + "\n")
+        made.append(f"{SECRETS_DIR}/{name}")
+    return made
