@@ -24,12 +24,12 @@ ARGS_SCHEMA_MISMATCH        the object breaks the contract's args_schema
 Integral numbers written as floats (``1.0``, ``1e3``) within ±(2**53 - 1) become ints, so the
 tool sees ``1`` and ``{"a": 1}`` and ``{"a": 1.0}`` fingerprint the same.
 
-The hot path leans on the C parser: one hook per object (duplicate keys), one per float
-literal, one per NaN/Infinity literal; the cheap scans ``str.isascii``, ``str.count`` and one
-compiled regex decide whether a Python-level walk (surrogates, big integers, depth) is needed
-at all. For plain ASCII text without escapes, floats or long digit runs, the canonical bytes
-come straight from the standard library's encoder, which is exactly RFC 8785 for such values
-(``tests/contracts/test_intake.py`` holds it equal to ``canonical_bytes``).
+The hot path leans on the C parser: one hook per object (duplicate keys), per number
+literal (range, non-finite, integral floats) and per NaN/Infinity literal. Cheap scans of the
+text (``"\\u" in text``, ``str.count`` of brackets) decide whether a Python-level walk is
+needed at all: only an escape can smuggle in a lone surrogate, and only more brackets than
+the depth limit can nest too deep. A rejected number is located by re-reading the text
+permissively, off the hot path.
 """
 
 from __future__ import annotations
@@ -97,6 +97,10 @@ class _NonFinite(Exception):
     """Raised inside the parser for NaN, Infinity, -Infinity and overflowing numbers."""
 
 
+class _IntegerRange(Exception):
+    """Raised inside the parser for an integer outside ±(2**53 - 1)."""
+
+
 def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj = dict(pairs)
     if len(obj) != len(pairs):
@@ -114,21 +118,20 @@ def _float(text: str) -> float | int:
     return value
 
 
+def _int(text: str) -> int:
+    value = int(text)
+    if len(text) > 15 and not -_SAFE_INT <= value <= _SAFE_INT:
+        raise _IntegerRange
+    return value
+
+
 def _constant(name: str) -> NoReturn:
     raise _NonFinite
 
 
 _decode = json.JSONDecoder(
-    object_pairs_hook=_object, parse_float=_float, parse_constant=_constant
+    object_pairs_hook=_object, parse_float=_float, parse_int=_int, parse_constant=_constant
 ).decode
-# The standard library encoder, configured as RFC 8785 needs; used only for values whose
-# text proved they hold no floats, no escapes, no big integers and only ASCII.
-_encode = json.JSONEncoder(
-    ensure_ascii=False, sort_keys=True, separators=(",", ":"), allow_nan=False
-).encode
-# Anything that needs more than the plain path: an escape (\u, may hide a surrogate or an
-# astral key), a float literal (digit then . e E), a digit run that may overflow 2**53.
-_NOT_PLAIN = re.compile(r"\\u|\d[.eE]|\d{16}")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 
 
@@ -183,8 +186,7 @@ def _text(raw: str | bytes, limits: IntakeLimits) -> str:
     return raw
 
 
-def _parse(raw: str | bytes, limits: IntakeLimits) -> tuple[dict[str, Any], bytes | None]:
-    """The arguments object, and its canonical bytes when the plain path already has them."""
+def _parse(raw: str | bytes, limits: IntakeLimits) -> dict[str, Any]:
     text = _text(raw, limits)
     try:
         value = _decode(text)
@@ -200,10 +202,14 @@ def _parse(raw: str | bytes, limits: IntakeLimits) -> tuple[dict[str, Any], byte
             key=key,
         )
     except _NonFinite:
+        _locate(text, limits)
         _reject(
             "ARGS_NON_FINITE_NUMBER",
             "arguments contain NaN, Infinity or a number too large for a double",
         )
+    except _IntegerRange:
+        _locate(text, limits)
+        _reject("ARGS_INTEGER_OUT_OF_RANGE", "arguments contain an integer outside ±(2**53 - 1)")
     except RecursionError:
         _reject("ARGS_TOO_DEEP", f"arguments nest deeper than {limits.max_depth} levels")
     except json.JSONDecodeError as exc:
@@ -216,11 +222,20 @@ def _parse(raw: str | bytes, limits: IntakeLimits) -> tuple[dict[str, Any], byte
         _reject("ARGS_INTEGER_OUT_OF_RANGE", "arguments contain an integer with too many digits")
     if type(value) is not dict:
         _reject("ARGS_NOT_OBJECT", f"arguments must be a JSON object, not {_json_kind(value)}")
-    if text.isascii() and _NOT_PLAIN.search(text) is None:
-        if text.count("{") + text.count("[") > limits.max_depth:
-            _normalise(value, 1, [], limits.max_depth)  # raises ARGS_TOO_DEEP if it is
-        return value, _encode(value).encode("utf-8")
-    return _normalise(value, 1, [], limits.max_depth), None
+    # Only an escape can smuggle in a lone surrogate (raw ones failed the encoding check),
+    # and only more brackets than the limit can nest too deep: walk only then.
+    if "\\u" in text or text.count("{") + text.count("[") > limits.max_depth:
+        return _normalise(value, 1, [], limits.max_depth)  # type: ignore[no-any-return]
+    return value
+
+
+def _locate(text: str, limits: IntakeLimits) -> None:
+    """Re-read rejected text permissively and raise the pointer-bearing error for it."""
+    try:
+        value = json.loads(text, parse_constant=float)
+    except (ValueError, RecursionError):
+        return
+    _normalise(value, 1, [], limits.max_depth)
 
 
 def _json_kind(value: object) -> str:
@@ -242,7 +257,7 @@ def parse_arguments(raw: str | bytes, *, limits: IntakeLimits = INTAKE_LIMITS) -
 
     Raises :class:`InvalidInput`; integral floats within ±(2**53 - 1) come back as ints.
     """
-    return _parse(raw, limits)[0]
+    return _parse(raw, limits)
 
 
 # ---------------------------------------------------------------------------------------
@@ -341,7 +356,7 @@ class Intake:
     """One contract's argument intake: its schema compiled once, then parse → validate →
     fingerprint per call. Thread-safe; holds no per-call state."""
 
-    __slots__ = ("_is_valid", "_key", "_limits", "_prefix", "_schema")
+    __slots__ = ("_is_valid", "_keyed", "_limits", "_prefix", "_schema")
 
     def __init__(
         self,
@@ -352,17 +367,17 @@ class Intake:
     ) -> None:
         self._schema = compile_schema(args_schema, where="args_schema", require_object=True)
         self._is_valid = self._schema.is_valid
-        self._key = fingerprinter.key
+        # The HMAC state after absorbing the key; copying it per call skips the key schedule.
+        self._keyed = hmac.new(fingerprinter.key, digestmod=hashlib.sha256)
         self._prefix = f"hmac-sha256:{fingerprinter.key_id}:"
         self._limits = limits
 
     def accept(self, raw: str | bytes) -> Accepted:
         """Parse raw JSON text strictly, validate it, fingerprint it."""
-        arguments, data = _parse(raw, self._limits)
+        arguments = _parse(raw, self._limits)
         if not self._is_valid(arguments):
             self._mismatch(arguments)
-        if data is None:
-            data = canonical_bytes(arguments)
+        data = canonical_bytes(arguments)
         return Accepted(arguments=arguments, fingerprint=self._fingerprint(data))
 
     def accept_value(self, value: object) -> Accepted:
@@ -374,7 +389,9 @@ class Intake:
 
     def _fingerprint(self, data: bytes) -> str:
         # Fingerprinter.fingerprint(arguments) without re-encoding: same key, same format.
-        return self._prefix + hmac.digest(self._key, data, hashlib.sha256).hex()
+        mac = self._keyed.copy()
+        mac.update(data)
+        return self._prefix + mac.hexdigest()
 
     def _mismatch(self, arguments: dict[str, Any]) -> NoReturn:
         violation = self._schema.first_error(arguments)
