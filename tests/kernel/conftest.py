@@ -79,6 +79,13 @@ def put(key: str, value: str, ctx: charter.Context) -> dict[str, Any]:
     return {"key": key, "written": True}
 
 
+@charter.tool("kv.delete", effect="write", permissions=["kv:write"])
+def delete(key: str, value: str, ctx: charter.Context) -> dict[str, Any]:
+    """Delete a key (value must match)."""
+    _journal("kv.delete", ctx, key=key)
+    return {"key": key, "deleted": True}
+
+
 @charter.tool("kv.slow", permissions=["kv:read"], timeout_s=30)
 def slow(seconds: float, ctx: charter.Context) -> dict[str, Any]:
     """Sleep, then answer."""
@@ -154,8 +161,8 @@ name: kvtest
 tools: {python: [tools.py]}
 profiles:
   all:
-    include: [kv.get, kv.put, kv.slow, kv.boom, kv.echo, kv.limited, kv.critical, kv.host,
-              kv.typed, kv.big, kv.propose, kv.scoped, kv.of_tenant]
+    include: [kv.get, kv.put, kv.delete, kv.slow, kv.boom, kv.echo, kv.limited, kv.critical,
+              kv.host, kv.typed, kv.big, kv.propose, kv.scoped, kv.of_tenant]
   readers:
     include: [kv.get, kv.echo]
   writers:
@@ -238,7 +245,7 @@ def make_kernel(
         bindings={},
         settings=settings
         or KernelSettings(
-            enablement=Enablement(enabled=frozenset({"kv.put"})),
+            enablement=Enablement(enabled=frozenset({"kv.put", "kv.delete"})),
             read_retry_backoff_s=0.0,
         ),
         redactor=redactor,

@@ -327,7 +327,7 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         for _ in range(5):
             row = await self._call_row(ctx, call_id)
             if row is not None:
-                if row["fingerprint"] != accepted.fingerprint:
+                if row["fingerprint"] != accepted.fingerprint or row["tool_id"] != contract.id:
                     return await self._conflict(
                         ctx, principal, contract, call_id, started, trace, accepted.fingerprint
                     )

@@ -259,12 +259,13 @@ def _reads_approval(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
     return tuple(keys)
 
 
-_APPROVAL_FROM: Mapping[str, tuple[str, str]] = {
-    # event type: (required current status, new status)
-    "approval_approved": ("pending", "approved"),
-    "approval_rejected": ("pending", "rejected"),
-    "approval_expired": ("pending", "expired"),
-    "approval_consumed": ("approved", "consumed"),
+_APPROVAL_FROM: Mapping[str, tuple[frozenset[str], str]] = {
+    # event type: (statuses it may follow, new status). An approved but unused approval
+    # still expires at the end of its lifetime.
+    "approval_approved": (frozenset({"pending"}), "approved"),
+    "approval_rejected": (frozenset({"pending"}), "rejected"),
+    "approval_expired": (frozenset({"pending", "approved"}), "expired"),
+    "approval_consumed": (frozenset({"approved"}), "consumed"),
 }
 
 
@@ -275,11 +276,13 @@ def _approval_decided(event: Event, get: Getter) -> Writes:
     approval = get(akey)
     if approval is None:
         raise _bad("no such approval", "APPROVAL_NOT_FOUND")
-    required, new = _APPROVAL_FROM[event.type]
-    if approval["status"] != required:
+    allowed, new = _APPROVAL_FROM[event.type]
+    if approval["status"] not in allowed:
         raise InvalidInput(
-            f"the approval is {approval['status']}, not {required}",
-            reason="APPROVAL_NOT_PENDING" if required == "pending" else "APPROVAL_NOT_APPROVED",
+            f"the approval is {approval['status']}",
+            reason="APPROVAL_NOT_APPROVED"
+            if event.type == "approval_consumed"
+            else "APPROVAL_NOT_PENDING",
         )
     updated = {**approval, "status": new}
     if event.type != "approval_consumed":
