@@ -213,7 +213,9 @@ async def verify_run(store: Store, run_id: str, key: LedgerKey) -> VerifyReport:
     count = 0
     try:
         after = 0
-        pending = asyncio.ensure_future(store.read_stored(run_id, after=after, limit=_BATCH))
+        pending: asyncio.Future[Sequence[StoredEvent]] | None = asyncio.ensure_future(
+            store.read_stored(run_id, after=after, limit=_BATCH)
+        )
         while pending is not None:
             rows = [r for r in await pending if r.seq <= snap.head.seq]
             pending = None
