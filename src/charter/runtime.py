@@ -34,7 +34,12 @@ from charter.executors.subprocess import SubprocessExecutor
 from charter.kernel.audit import AuditSink, FanoutAuditSink, JsonlAuditSink
 from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
-from charter.kernel.deploy import Deployment, load_deployment
+from charter.kernel.deploy import (
+    Deployment,
+    deployment_path,
+    load_deployment,
+    local_default_deployment,
+)
 from charter.kernel.envelope import Envelope
 from charter.kernel.kernel import Kernel
 from charter.kernel.principals import Principal
@@ -187,10 +192,29 @@ def _fingerprinter(deployment: Deployment, project_dir: Path | None) -> Fingerpr
     )
 
 
-def _ledger_key(deployment: Deployment, project_dir: Path | None) -> LedgerKey:
-    if deployment.ledger_key is not None:
-        return LedgerKey.derive_id(deployment.ledger_key.resolve())
-    return load_ledger_key(base_dir=project_dir, create=True)
+def ledger_key_for(
+    project_dir: Path,
+    deploy: str | os.PathLike[str] | None = None,
+    *,
+    deployment: Deployment | None = None,
+) -> LedgerKey:
+    """The one place the ledger key is chosen, for the runtime and ``charter runs`` alike.
+
+    1. a deployment file applies (``--deploy``, ``CHARTER_DEPLOY`` or ``charter.deploy.yaml``)
+       and names ``secrets.ledger_key``: that key;
+    2. else ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE``;
+    3. else the local development key ``.charter/ledger.key`` (created on first use).
+    """
+    path = deployment_path(Path(deploy) if deploy is not None else None, project_dir=project_dir)
+    if path is not None:
+        found = deployment or load_deployment(path, project_dir=project_dir)
+        if found.ledger_key is not None:
+            return LedgerKey.derive_id(found.ledger_key.resolve())
+    if os.environ.get("CHARTER_LEDGER_KEY") or os.environ.get("CHARTER_LEDGER_KEY_FILE"):
+        return load_ledger_key()
+    local = local_default_deployment(project_dir).ledger_key
+    assert local is not None
+    return LedgerKey.derive_id(local.resolve())
 
 
 def _settings(deployment: Deployment) -> KernelSettings:
@@ -245,7 +269,7 @@ async def open_runtime(
     base = project_dir or Path.cwd()
     deployment = load_deployment(Path(deploy) if deploy is not None else None, project_dir=base)
     fingerprinter = _fingerprinter(deployment, project_dir)
-    key = _ledger_key(deployment, project_dir)
+    key = ledger_key_for(base, deploy, deployment=deployment)
     url = store or os.environ.get("CHARTER_STORE") or DEFAULT_STORE_URL
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and project_dir:
         url = f"sqlite:///{(project_dir / url[len('sqlite:///') :]).resolve()}".replace(

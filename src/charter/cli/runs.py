@@ -28,7 +28,8 @@ from charter.ledger.ports import Store
 from charter.ledger.projections import artifact_index, manifest
 from charter.ledger.subscribe import subscribe
 from charter.ledger.verify import VerifyReport, verify_run
-from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
+from charter.runtime import ledger_key_for
+from charter.stores.factory import DEFAULT_STORE_URL, open_store
 
 app = typer.Typer(
     help="Runs and their ledgers: list, show, stream events, verify, export.",
@@ -179,7 +180,7 @@ def verify(
 ) -> None:
     """Replay the chain and the state machines, rebuild projections, compare with stored."""
     with reported_errors(as_json):
-        key = load_ledger_key()
+        key = ledger_key_for(Path.cwd())
         path = Path(target)
         if path.is_dir():
             report = verify_directory(path, key)
@@ -197,7 +198,7 @@ def export(
 ) -> None:
     """Write manifest.json, events/00000001.jsonl … and artifacts/index.json for a run."""
     with reported_errors(as_json):
-        key = load_ledger_key()
+        key = ledger_key_for(Path.cwd())
         report = _run(store, key, lambda s: export_run(s, run_id, directory, key))
     if as_json:
         print_json({**report.to_dict(), "directory": str(directory)})
