@@ -371,6 +371,12 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
                 )
             except StoreConflict:
                 continue
+            except InvalidInput as exc:
+                if approval_to_consume is None or exc.reason != "APPROVAL_NOT_APPROVED":
+                    raise
+                # A concurrent duplicate consumed the approval first: read its row (coalesce).
+                approval_to_consume = None
+                continue
             except ResourceLimit as exc:
                 return await self._refuse(
                     ctx,
