@@ -5,13 +5,20 @@ import charter
 EXPECTED = {
     "ApprovalRequired",
     "BuildError",
+    "CallStatus",
     "CharterError",
     "Context",
     "ContractError",
+    "Envelope",
     "ErrorCode",
     "Failure",
+    "Principal",
+    "Runtime",
+    "SyncRuntime",
     "UserError",
     "__version__",
+    "open",
+    "open_sync",
     "tool",
 }
 

@@ -11,18 +11,30 @@ from charter.errors import (
     Failure,
     UserError,
 )
+from charter.kernel.envelope import CallStatus, Envelope
+from charter.kernel.principals import Principal
+from charter.runtime import Runtime, SyncRuntime
+from charter.runtime import SyncRuntime as open_sync
+from charter.runtime import open_runtime as open
 
 __version__ = "0.1.0"
 
 __all__ = [
     "ApprovalRequired",
     "BuildError",
+    "CallStatus",
     "CharterError",
     "Context",
     "ContractError",
+    "Envelope",
     "ErrorCode",
     "Failure",
+    "Principal",
+    "Runtime",
+    "SyncRuntime",
     "UserError",
     "__version__",
+    "open",
+    "open_sync",
     "tool",
 ]
