@@ -90,8 +90,9 @@ def local_backend(tmp_path: Path) -> Iterator[LocalBackend]:
 
 @pytest.fixture(scope="session")
 def s3_endpoint() -> Iterator[str]:
-    server_mod = pytest.importorskip("moto.server")  # until boto3/moto join the test extra
-    server = server_mod.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()
     try:

@@ -7,11 +7,8 @@ from typing import Any
 
 import pytest
 
-from charter.errors import ConfigError, Failure, StoreError
-
-pytest.importorskip("boto3")  # until boto3/moto join the test extra; then this must not skip
-
 from charter.artifacts.s3 import S3ArtifactStore, client, translate
+from charter.errors import ConfigError, Failure, StoreError
 
 RUN = "run-s3"
 

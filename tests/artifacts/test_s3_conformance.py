@@ -9,8 +9,6 @@ import pytest
 from charter.artifacts.conformance import ArtifactStoreConformance, Backend
 from tests.artifacts.conftest import S3Backend
 
-pytest.importorskip("boto3")  # until boto3/moto join the test extra; then this must not skip
-
 
 class TestS3Store(ArtifactStoreConformance):
     @pytest.fixture
