@@ -14,11 +14,10 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
-## run: create the example project under .charter-demo/ and build it
+## run: the governed flow on the example project (created under .charter-demo/)
 run: $(STAMP)
 	@rm -rf .charter-demo
-	$(BIN)/charter init .charter-demo
-	cd .charter-demo && ../$(BIN)/charter build && ../$(BIN)/charter inspect --latest
+	$(BIN)/charter demo .charter-demo
 
 ## test: lint, type-check and run the whole suite (pytest exit 5, nothing collected, fails)
 test: $(STAMP)
@@ -35,6 +34,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python bench/contracts.py
+	$(BIN)/python bench/ledger.py
+	@test ! -f bench/kernel.py || $(BIN)/python bench/kernel.py
+	@test ! -f bench/artifacts.py || $(BIN)/python bench/artifacts.py
 
 clean:
 	rm -rf $(VENV) .charter-demo build dist

@@ -151,3 +151,12 @@ def test_build_refuses_schemas_outside_the_subset(
         p["tool"] == "kb.search" and p["keyword"] == keyword and p["pointer"] == pointer
         for p in data["problems"]
     ), data["problems"]
+
+
+def test_demo_runs_the_whole_flow(tmp_path: Path) -> None:
+    out = run("demo", str(tmp_path / "demo"), cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    assert "pending_approval" in out.stdout
+    assert "APPROVER_NOT_HUMAN" in out.stdout
+    assert "IDEMPOTENCY_CONFLICT" in out.stdout
+    assert "verified" in out.stdout

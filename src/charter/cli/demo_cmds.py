@@ -1,0 +1,116 @@
+"""``charter demo``: the whole governed flow on the example project, narrated."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+import typer
+from rich.panel import Panel
+
+from charter.cli._output import console, reported_errors
+from charter.kernel.envelope import Envelope
+from charter.ledger.verify import verify_run
+from charter.project.build import build_project, save_build
+from charter.project.init import init_project
+from charter.runtime import ledger_key_for, open_runtime
+
+
+def _show(title: str, env: Envelope) -> None:
+    body: dict[str, Any] = {"status": env.status.value}
+    if env.data is not None:
+        body["data"] = env.data
+    if env.error:
+        body["error"] = env.error
+    if env.approval:
+        body["approval"] = env.approval
+    body["metrics"] = {
+        "duration_ms": round(env.metrics.duration_ms, 1),
+        "cached": env.metrics.cached,
+    }
+    console.print(
+        Panel(json.dumps(body, indent=2, ensure_ascii=False), title=title, title_align="left")
+    )
+
+
+async def _demo(directory: Path) -> bool:
+    b = build_project(directory)
+    save_build(b, directory)
+    console.print(
+        f"[bold]1. Build[/] {b.digest}  ({len(b.tools)} tools, profiles: {', '.join(b.profiles)})"
+    )
+    async with open_runtime(directory) as rt:
+        ctx = await rt.resolve_context("app", "editor")
+        console.print(
+            f"[bold]2. Context[/] {ctx.context_id} for principal app (tenant acme), "
+            f"run {ctx.run_id}; tools: {', '.join(t.id for t in ctx.tools)}"
+        )
+        note = {"title": "Charter demo", "body": "Every write waits for a human."}
+        _show(
+            "3. app calls notes.add (a write tool)",
+            first := await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app"),
+        )
+        assert first.approval is not None
+        approval_id = first.approval["id"]
+        try:
+            await rt.approve(approval_id, as_="app")
+        except Exception as exc:
+            console.print(f"[bold]4. app tries to approve its own call[/]: refused — {exc}")
+        await rt.approve(approval_id, as_="alice", reason="demo")
+        console.print(f"[bold]5. alice (operator) approves[/] {approval_id}")
+        _show(
+            "6. app re-submits the identical call",
+            await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app"),
+        )
+        _show(
+            "7. the same call id again: the recorded receipt, nothing runs twice",
+            await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app"),
+        )
+        _show(
+            "8. same call id, other arguments",
+            await rt.call(
+                ctx.context_id, "notes.add", "demo-add-1", {**note, "body": "changed"}, as_="app"
+            ),
+        )
+        _show(
+            "9. app searches the notebook",
+            await rt.call(
+                ctx.context_id, "notes.search", "demo-search-1", {"query": "demo"}, as_="app"
+            ),
+        )
+        intruder = await rt.resolve_context("intruder", "reader")
+        _show(
+            "10. intruder (tenant globex) uses acme's context",
+            await rt.call(ctx.context_id, "notes.search", "x", {"query": ""}, as_="intruder"),
+        )
+        del intruder
+        report = await verify_run(rt.store, ctx.run_id, ledger_key_for(directory))
+        console.print(
+            f"[bold]11. Ledger[/] {report.run_id}: "
+            f"{'verified' if report.ok else 'FAILED ' + str(report.reason)} "
+            f"({report.events} events)"
+        )
+        console.print(f"\nSee the events: charter runs events {ctx.run_id} (in {directory})")
+        return report.ok
+
+
+def demo(
+    directory: Path = typer.Argument(
+        Path(".charter-demo"),
+        help="Where to create the example project (replaced if it holds an earlier demo).",
+    ),
+) -> None:
+    """Run the governed flow on the example project: context, a write that waits for an
+    operator's approval, an application that may not approve, at-most-once re-submission,
+    an idempotency conflict, a cross-tenant refusal, and a verified ledger."""
+    with reported_errors():
+        if not (directory / "charter.yaml").exists():
+            init_project(directory)
+        ok = asyncio.run(_demo(directory))
+    raise typer.Exit(0 if ok else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(demo)
