@@ -38,3 +38,20 @@ def ledger(
     argv = [sys.executable, str(_script("ledger")), "--events", str(events)]
     argv += ["--check"] * check + ["--write-results"] * write_results + ["--json"] * as_json
     raise typer.Exit(subprocess.call(argv))
+
+
+@app.command("kernel")
+def kernel(
+    check: bool = typer.Option(False, "--check", help="Exit 1 when a goal is missed."),
+    quick: bool = typer.Option(False, "--quick", help="Fewer samples (about 30 s)."),
+    profile: bool = typer.Option(False, "--profile", help="Add a cProfile of both loops."),
+    write_results: bool = typer.Option(
+        False, "--write-results", help="Replace the ## kernel section of bench/RESULTS.md."
+    ),
+    as_json: bool = typer.Option(False, "--json", help="Print the raw measurements as JSON."),
+) -> None:
+    """Governed call latency and 32-caller throughput beside bare commits and the MCP SDK."""
+    argv = [sys.executable, str(_script("kernel"))]
+    argv += ["--check"] * check + ["--quick"] * quick + ["--profile"] * profile
+    argv += ["--write-results"] * write_results + ["--json"] * as_json
+    raise typer.Exit(subprocess.call(argv))
