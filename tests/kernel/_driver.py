@@ -19,7 +19,12 @@ steps as above — separate processes with their own store connections, started 
 the time N interpreters take — with ``ready``/``go`` suffixed ``-<i>`` per child; each child
 writes its JSON to ``<out>-<i>.json`` and the driver exits 0 only if every child did.
 
-Fault points (``CHARTER_FAULT``) come from the environment the parent gives this process.
+With ``"phases": [{"env": {...}, "steps": [...]}, ...]`` the driver forks one child per
+phase, one after the other, each with the phase's extra environment (``CHARTER_FAULT`` …) and
+steps, and prints ``{"phases": [{"exit": CODE, "results": [...] | null}, ...]}``: a crash test
+runs the dying process and the fresh one after it without paying for two interpreters.
+
+Fault points (``CHARTER_FAULT``) come from the environment of the process that runs the steps.
 """
 
 from __future__ import annotations
@@ -74,23 +79,41 @@ async def main(spec: dict[str, Any]) -> list[Any]:
     return results
 
 
+def _child(spec: dict[str, Any], out: Path, env: dict[str, str] | None = None) -> int:
+    """Fork a child that runs ``spec`` and writes its results to ``out``; return its pid."""
+    pid = os.fork()
+    if pid != 0:
+        return pid
+    code = 1  # the child: run, write the result, leave without cleanup handlers
+    try:
+        os.environ.update(env or {})
+        out.write_text(json.dumps({"results": asyncio.run(main(spec))}))
+        code = 0
+    except BaseException:
+        traceback.print_exc()
+    finally:
+        os._exit(code)
+
+
+def phased(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Run each phase in its own forked child, in order; exit code and results of each."""
+    done = []
+    for i, phase in enumerate(spec["phases"]):
+        out = Path(f"{spec['out']}-{i}.json")
+        pid = _child({**spec, "steps": phase["steps"]}, out, phase.get("env"))
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        results = json.loads(out.read_text())["results"] if code == 0 else None
+        done.append({"exit": code, "results": results})
+    return done
+
+
 def forked(spec: dict[str, Any]) -> int:
     """Fork ``spec["fork"]`` children, each running the steps; 0 if all of them succeeded."""
-    children = []
-    for i in range(int(spec["fork"])):
-        pid = os.fork()
-        if pid == 0:  # the child: run, write the result, leave without cleanup handlers
-            code = 1
-            try:
-                mine = {**spec, "ready": f"{spec['ready']}-{i}"}
-                results = asyncio.run(main(mine))
-                Path(f"{spec['out']}-{i}.json").write_text(json.dumps({"results": results}))
-                code = 0
-            except BaseException:
-                traceback.print_exc()
-            finally:
-                os._exit(code)
-        children.append(pid)
+    children = [
+        _child({**spec, "ready": f"{spec['ready']}-{i}"}, Path(f"{spec['out']}-{i}.json"))
+        for i in range(int(spec["fork"]))
+    ]
     failed = 0
     for pid in children:
         _, status = os.waitpid(pid, 0)
@@ -102,5 +125,8 @@ if __name__ == "__main__":
     given = json.loads(sys.argv[1])
     if given.get("fork"):
         raise SystemExit(forked(given))
+    if given.get("phases"):
+        sys.stdout.write(json.dumps({"phases": phased(given)}) + "\n")
+        raise SystemExit(0)
     out = asyncio.run(main(given))
     sys.stdout.write(json.dumps({"results": out}) + "\n")

@@ -47,6 +47,7 @@ from charter.executors.base import (
     succeeded,
     unknown,
 )
+from charter.kernel import faults
 from charter.project.loader import import_project_module
 
 
@@ -201,7 +202,12 @@ class PythonExecutor:
                 dispatched=False,
             )
 
-        call = functools.partial(tool.function, **kwargs)
+        bound = functools.partial(tool.function, **kwargs)
+
+        def call() -> Any:
+            faults.point("during_dispatch", tool_id)  # test-only: die as the tool starts
+            return bound()
+
         result: Any = None
         raised: Exception | None = None
         try:
