@@ -458,3 +458,35 @@ def test_rejected_values_are_located_by_pointer(raw: str, reason: str, pointer: 
         parse_arguments(raw)
     assert info.value.reason == reason
     assert info.value.details["pointer"] == pointer
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"a":1e-7}',
+        '{"a":[0.00001]}',
+        '{"a":1e16}',
+        '{"a":1e20,"b":-2.5e30}',
+        '{"a":9007199254740993.0}',
+        '{"\\ud83d\\ude00":1,"\\ue000":2}',  # astral vs BMP private-use key order
+        '{"k":{"\\ud800\\udc00":1,"\\uffff":2}}',
+        '{"\\u00e9":"\\u0001\\u001f"}',
+    ],
+)
+def test_fingerprint_of_texts_that_need_the_careful_encoder(text: str) -> None:
+    accepted = Intake(ANY_OBJECT, FP).accept(text)
+    assert accepted.fingerprint == FP.fingerprint(json.loads(text))
+    assert canonical_bytes(accepted.arguments) == canonical_bytes(json.loads(text))
+
+
+def test_plain_texts_skip_the_careful_encoder(monkeypatch: pytest.MonkeyPatch) -> None:
+    from charter.contracts import intake as intake_module
+
+    def forbidden(value: Any) -> bytes:
+        raise AssertionError("plain text went through the careful encoder")
+
+    intake = Intake(SIX_FIELDS, FP)
+    monkeypatch.setattr(intake_module, "canonical_bytes", forbidden)
+    assert intake.accept(json.dumps(GOOD)).fingerprint == FP.fingerprint(GOOD)
+    with pytest.raises(AssertionError):
+        Intake(ANY_OBJECT, FP).accept(json.dumps({**GOOD, "age": 36.5}))

@@ -120,6 +120,18 @@ def canonical_bytes(value: Any) -> bytes:
         ) from None
 
 
+def canonical_bytes_of_plain(value: Any) -> bytes:
+    """``canonical_bytes`` for a value its caller has already proven plain, skipping the check.
+
+    Plain means: a tree (no cycles) of dicts with ASCII string keys, lists, ASCII strings,
+    booleans, ``None`` and integers within ±(2**53 - 1), and no floats. The strict argument
+    intake proves this from the text it parsed (ASCII, no ``\\u`` escape, no float literal,
+    integers range-checked by the parser); anything else must use :func:`canonical_bytes`,
+    or the bytes may not be RFC 8785.
+    """
+    return _encode_fast(value).encode("utf-8")
+
+
 def canonical_text(value: Any) -> str:
     return canonical_bytes(value).decode("utf-8")
 

@@ -39,11 +39,16 @@ import hmac
 import json
 import math
 import re
+import threading
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
-from charter.contracts.canonical import Fingerprinter, canonical_bytes
+from charter.contracts.canonical import (
+    Fingerprinter,
+    canonical_bytes,
+    canonical_bytes_of_plain,
+)
 from charter.contracts.schema import compile_schema, json_pointer
 from charter.errors import InvalidInput
 
@@ -108,6 +113,11 @@ def _object(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     return obj
 
 
+# Whether the parse now running in this thread produced a float (which then needs the
+# careful canonical encoder). Set and read around one synchronous decode call.
+_parsing = threading.local()
+
+
 def _float(text: str) -> float | int:
     value = float(text)
     if value.is_integer():
@@ -115,6 +125,7 @@ def _float(text: str) -> float | int:
             return int(value)
     elif not math.isfinite(value):
         raise _NonFinite
+    _parsing.float = True
     return value
 
 
@@ -186,8 +197,10 @@ def _text(raw: str | bytes, limits: IntakeLimits) -> str:
     return raw
 
 
-def _parse(raw: str | bytes, limits: IntakeLimits) -> dict[str, Any]:
+def _parse(raw: str | bytes, limits: IntakeLimits) -> tuple[dict[str, Any], bool]:
+    """The arguments object, and whether it is plain (see ``canonical_bytes_of_plain``)."""
     text = _text(raw, limits)
+    _parsing.float = False
     try:
         value = _decode(text)
     except _DuplicateKey:
@@ -224,9 +237,10 @@ def _parse(raw: str | bytes, limits: IntakeLimits) -> dict[str, Any]:
         _reject("ARGS_NOT_OBJECT", f"arguments must be a JSON object, not {_json_kind(value)}")
     # Only an escape can smuggle in a lone surrogate (raw ones failed the encoding check),
     # and only more brackets than the limit can nest too deep: walk only then.
-    if "\\u" in text or text.count("{") + text.count("[") > limits.max_depth:
-        return _normalise(value, 1, [], limits.max_depth)  # type: ignore[no-any-return]
-    return value
+    escaped = "\\u" in text
+    if escaped or text.count("{") + text.count("[") > limits.max_depth:
+        value = _normalise(value, 1, [], limits.max_depth)
+    return value, not (escaped or _parsing.float or not text.isascii())
 
 
 def _locate(text: str, limits: IntakeLimits) -> None:
@@ -257,7 +271,7 @@ def parse_arguments(raw: str | bytes, *, limits: IntakeLimits = INTAKE_LIMITS) -
 
     Raises :class:`InvalidInput`; integral floats within ±(2**53 - 1) come back as ints.
     """
-    return _parse(raw, limits)
+    return _parse(raw, limits)[0]
 
 
 # ---------------------------------------------------------------------------------------
@@ -374,10 +388,10 @@ class Intake:
 
     def accept(self, raw: str | bytes) -> Accepted:
         """Parse raw JSON text strictly, validate it, fingerprint it."""
-        arguments = _parse(raw, self._limits)
+        arguments, plain = _parse(raw, self._limits)
         if not self._is_valid(arguments):
             self._mismatch(arguments)
-        data = canonical_bytes(arguments)
+        data = canonical_bytes_of_plain(arguments) if plain else canonical_bytes(arguments)
         return Accepted(arguments=arguments, fingerprint=self._fingerprint(data))
 
     def accept_value(self, value: object) -> Accepted:
