@@ -274,6 +274,7 @@ def _artifact_registered(event: Event, get: Getter) -> Writes:
         "seq": event.seq,
         "path": _str_field(p, "path"),
         "sha256": sha,
+        "type": _opt_str(p, "type"),
         "media_type": _str_field(p, "media_type"),
         "size": size,
         "producer": {
