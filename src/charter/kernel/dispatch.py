@@ -174,7 +174,7 @@ class Dispatcher(KernelCore):
             async with self._lock(ctx.run_id):
                 outcome = await self._execute(contract, request, ctx.run_id, call_id, ctx)
         faults.point("after_result", contract.id)
-        status, data, error, output_bytes = self._accept(contract, outcome, warnings)
+        status, data, error, output_bytes = self._accept(contract, arguments, outcome, warnings)
         return await self._finish(
             ctx,
             principal,
@@ -192,7 +192,11 @@ class Dispatcher(KernelCore):
         )
 
     def _accept(
-        self, contract: ToolContract, outcome: ExecutionOutcome, warnings: list[str]
+        self,
+        contract: ToolContract,
+        arguments: Mapping[str, Any],
+        outcome: ExecutionOutcome,
+        warnings: list[str],
     ) -> tuple[CallStatus, Any, Failure | None, int]:
         if outcome.status == "unknown":
             return CallStatus.UNKNOWN, None, outcome.error, 0
@@ -200,7 +204,10 @@ class Dispatcher(KernelCore):
             return CallStatus.FAILED, None, outcome.error, 0
         try:
             check_result(outcome.result, self._result_schema(contract))
-            redacted = self.redactor.with_pointers(contract.redact).redact(outcome.result)
+            redactor = self.redactor.with_pointers(contract.redact)
+            # A tool may echo a secret argument under an innocent key: scrub those values too.
+            redactor = redactor.remember(redactor.secret_values(arguments))
+            redacted = redactor.redact(outcome.result)
             accepted = clamp(redacted, contract)
         except Failure as exc:
             return CallStatus.FAILED, None, exc, 0
@@ -387,7 +394,7 @@ class Dispatcher(KernelCore):
                 deadline_s=contract.timeout_s,
             )
         )
-        status, data, error, size = self._accept(contract, outcome, [])
+        status, data, error, size = self._accept(contract, accepted.arguments, outcome, [])
         return Envelope(
             call_id=call_id,
             status=status,
