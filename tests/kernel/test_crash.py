@@ -170,6 +170,18 @@ async def test_sigkill_at_fault_point(tmp_path: Path, case: Case) -> None:
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project))
         assert report.ok, report.to_dict()
     assert runs_of(project, case.tool) == max(case.ran, 1 if case.point == "before_intent" else 0)
+    if case.resolve_cli:  # and the operator's command agrees (the key comes from the project)
+        proc = subprocess.run(
+            [str(CHARTER), "runs", "verify", ctx.run_id, "--store", store, "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=clean_env(),
+            cwd=project,
+            check=False,
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        assert json.loads(proc.stdout)["ok"] is True
 
 
 async def resolve(project: Path, store: str, context: str, outcome: str, cli: bool) -> None:
