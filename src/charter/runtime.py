@@ -41,6 +41,7 @@ from charter.kernel.deploy import (
     local_default_deployment,
 )
 from charter.kernel.envelope import Envelope
+from charter.kernel.inflight import CallsInFlight
 from charter.kernel.kernel import Kernel
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import Redactor
@@ -301,7 +302,11 @@ async def open_runtime(
         all_providers["docs"] = FileContextProvider(project_dir / "context")
     all_providers.update(providers or {})
     async with AsyncExitStack() as stack:
-        the_store = await stack.enter_async_context(open_store(url, key=key, clock=clock))
+        guard = CallsInFlight()
+        the_store = await stack.enter_async_context(
+            open_store(url, key=key, clock=clock, in_flight=guard)
+        )
+        guard.store = the_store  # type: ignore[assignment]
         kernel = Kernel(
             build=the_build,
             store=the_store,  # type: ignore[arg-type]

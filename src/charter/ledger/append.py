@@ -57,7 +57,9 @@ async def check_in_flight(
     """Refuse run or task status changes while one of their domain calls is in flight."""
     for entry in entries:
         scoped = STATUS_EVENTS.get(entry.type)
-        if scoped is None:
+        if scoped is None or entry.payload.get("by") == "kernel":
+            # The kernel's own running <-> input_required bookkeeping while approvals are
+            # pending is not a domain transition.
             continue
         task_id = entry.payload.get("task_id") if scoped else None
         task = task_id if isinstance(task_id, str) else None

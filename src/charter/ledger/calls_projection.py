@@ -186,6 +186,7 @@ def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
         "actor": p.get("actor"),
         "state": state,
         "approval_id": p.get("approval_id"),
+        "task_id": p.get("task_id"),
         "summary": p.get("summary"),
         "attempts": 0,
         "receipt": None,
