@@ -24,6 +24,7 @@ from typing import Any
 
 from charter.contracts.model import ToolContract
 from charter.errors import (
+    Failure,
     InternalFailure,
     InvalidInput,
     PermissionDenied,
@@ -200,10 +201,49 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         task_id: str | None = None,
         trace_id: str | None = None,
     ) -> Envelope:
-        """Run one governed call and answer with its v2 envelope. Never raises a Failure."""
+        """Run one governed call and answer with its v2 envelope. Never raises a Failure.
+
+        A store failure before the intent was committed means nothing was dispatched: the
+        answer is ``failed`` (``internal``), safe to retry with the same call id. After the
+        intent, :meth:`_finish` answers ``unknown`` instead.
+        """
         started = time.perf_counter()
-        # 1. attribution
         trace = {"trace_id": trace_id or self._id("trace"), "span_id": self._id("span")}
+        try:
+            return await self._call(
+                context_id,
+                tool,
+                call_id,
+                arguments,
+                principal,
+                approval_id,
+                task_id,
+                started,
+                trace,
+            )
+        except Failure as exc:
+            return self._answer(
+                call_id if isinstance(call_id, str) else "",
+                CallStatus.FAILED,
+                started,
+                trace,
+                tool=tool,
+                error=exc,
+            )
+
+    async def _call(
+        self,
+        context_id: str,
+        tool: str,
+        call_id: str,
+        arguments: str | bytes | Mapping[str, Any],
+        principal: Principal,
+        approval_id: str | None,
+        task_id: str | None,
+        started: float,
+        trace: dict[str, str],
+    ) -> Envelope:
+        # 1. attribution
         ctx = await self.get_context(context_id)
         if ctx is None or ctx.tenant != principal.tenant:
             return self._answer(
