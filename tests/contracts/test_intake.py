@@ -490,3 +490,9 @@ def test_plain_texts_skip_the_careful_encoder(monkeypatch: pytest.MonkeyPatch) -
     assert intake.accept(json.dumps(GOOD)).fingerprint == FP.fingerprint(GOOD)
     with pytest.raises(AssertionError):
         Intake(ANY_OBJECT, FP).accept(json.dumps({**GOOD, "age": 36.5}))
+
+
+def test_check_value_accepts_nested_mappings() -> None:
+    from types import MappingProxyType
+
+    assert check_value({"a": MappingProxyType({"b": (1,)})}) == {"a": {"b": [1]}}

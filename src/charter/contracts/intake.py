@@ -308,14 +308,14 @@ def _normalise(value: Any, depth: int, path: list[str | int], max_depth: int) ->
                 pointer=json_pointer(path),
             )
         return int(value) if value.is_integer() and abs(value) <= _SAFE_INT else value
-    if isinstance(value, dict | list | tuple):
+    if isinstance(value, Mapping | list | tuple):
         if depth > max_depth:
             _reject(
                 "ARGS_TOO_DEEP",
                 f"arguments nest deeper than {max_depth} levels at {json_pointer(path)}",
                 pointer=json_pointer(path),
             )
-        if isinstance(value, dict):
+        if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if not isinstance(key, str):
