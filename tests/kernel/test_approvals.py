@@ -223,3 +223,21 @@ async def test_standalone_approval_token(env: Env) -> None:
     )
     assert decided["decided_by"] == "approval-token"
     assert (await env.kernel.call(cid, "kv.put", "p1", PUT, principal=APP)).ok
+
+
+async def test_concurrent_duplicates_share_one_approval_request(env: Env) -> None:
+    import asyncio
+
+    cid = (await env.kernel.resolve_context(APP, "all")).context_id
+    outs = await asyncio.gather(
+        *(env.kernel.call(cid, "kv.put", "w1", PUT, principal=APP) for _ in range(20))
+    )
+    assert {o.status for o in outs} == {CallStatus.PENDING_APPROVAL}
+    assert len({o.approval["id"] for o in outs if o.approval}) == 1
+    assert len(await env.kernel.list_approvals(tenant="acme", status="pending")) == 1
+    # and the same again once the run is already input_required
+    outs = await asyncio.gather(
+        *(env.kernel.call(cid, "kv.put", "w2", PUT, principal=APP) for _ in range(20))
+    )
+    assert len({o.approval["id"] for o in outs if o.approval}) == 1
+    assert len(await env.kernel.list_approvals(tenant="acme", status="pending")) == 2

@@ -109,6 +109,7 @@ class ApprovalGate(KernelCore):
                     "danger": contract.danger.value if contract.danger else None,
                     "expires_at": expires_at,
                     "run_call_budget": self.settings.run_call_budget,
+                    "replaces": approval["approval_id"] if approval is not None else None,
                 },
             )
         )
@@ -122,7 +123,11 @@ class ApprovalGate(KernelCore):
         try:
             await self.store.append(ctx.run_id, entries)
         except StoreConflict:
-            return None
+            return None  # a concurrent duplicate reserved the call first: read its row
+        except InvalidInput as exc:
+            if exc.reason != "ILLEGAL_TRANSITION":
+                raise
+            return None  # a concurrent request already moved the run to input_required
         except ResourceLimit as exc:
             return await self._refuse(
                 ctx,

@@ -137,9 +137,10 @@ def _reads_call(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
         keys.append(context_key(run_id, cid))
         if isinstance(call, str):
             keys.append(call_key(run_id, cid, call))
-    aid = p.get("approval_id")
-    if isinstance(aid, str):
-        keys.append(approval_key(run_id, aid))
+    for field in ("approval_id", "replaces"):
+        aid = p.get(field)
+        if isinstance(aid, str):
+            keys.append(approval_key(run_id, aid))
     return tuple(keys)
 
 
@@ -203,6 +204,13 @@ def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
     }
 
 
+def _status(get: Getter, run_id: str, approval_id: object) -> str | None:
+    if not isinstance(approval_id, str):
+        return None
+    row = get(approval_key(run_id, approval_id))
+    return None if row is None else str(row["status"])
+
+
 def _approval_requested(event: Event, get: Getter) -> Writes:
     p = event.payload
     aid = _s(p, "approval_id")
@@ -215,10 +223,14 @@ def _approval_requested(event: Event, get: Getter) -> Writes:
     writes: Writes
     if existing is None:
         writes = _reserve(event, get, state="pending_approval")
-    elif existing["state"] == "pending_approval" and existing["fingerprint"] == p.get(
-        "fingerprint"
+    elif (
+        existing["state"] == "pending_approval"
+        and existing["fingerprint"] == p.get("fingerprint")
+        and p.get("replaces") == existing.get("approval_id")
+        and _status(get, event.run_id, existing.get("approval_id")) == "expired"
     ):
-        # A fresh request for the same call (the previous approval expired).
+        # A fresh request for the same call, allowed only once its approval has expired;
+        # a concurrent duplicate asking at the same time conflicts and reads this one.
         writes = {
             ckey: {**existing, "approval_id": aid, "updated_seq": event.seq, "updated_at": event.at}
         }
