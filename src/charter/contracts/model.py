@@ -92,6 +92,21 @@ class Annotations(BaseModel):
     open_world: bool = False
 
 
+class Upstream(BaseModel):
+    """A tool served by a downstream MCP server, pinned by digest (see ``docs/mcp.md``).
+
+    ``digest`` covers the upstream tool's name, description and input schema; readiness
+    compares it with what the server lists now, so a changed description or schema makes the
+    tool not ready.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    server: str = Field(min_length=1, max_length=128)
+    name: str = Field(min_length=1, max_length=128)
+    digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
+
+
 class ToolContract(BaseModel):
     """One tool's versioned contract. Immutable; build with :func:`make_contract`."""
 
@@ -116,6 +131,7 @@ class ToolContract(BaseModel):
     tenancy: Tenancy = Tenancy.TENANT_SCOPED
     agent_scopes: tuple[str, ...] = ()
     redact: tuple[str, ...] = ()
+    upstream: Upstream | None = None  # a downstream MCP server's tool, pinned by digest
 
     @field_validator("id")
     @classmethod
@@ -188,8 +204,14 @@ class ToolContract(BaseModel):
         return self
 
     def canonical(self) -> dict[str, Any]:
-        """The JSON form that is hashed: every field, defaults applied, enums as strings."""
-        return self.model_dump(mode="json")
+        """The JSON form that is hashed: every field, defaults applied, enums as strings.
+
+        ``upstream`` appears only when set, so contracts without one keep their digests.
+        """
+        out = self.model_dump(mode="json")
+        if out.get("upstream") is None:
+            out.pop("upstream", None)
+        return out
 
     @cached_property
     def digest(self) -> str:

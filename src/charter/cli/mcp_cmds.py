@@ -1,0 +1,127 @@
+"""``charter mcp`` (serve a profile over MCP) and ``charter import-mcp`` (pin a server's tools).
+
+``charter mcp --profile P --as PRINCIPAL`` serves over stdio: stdout carries only MCP
+messages, so every diagnostic goes to stderr. ``--transport http`` serves streamable HTTP at
+``http://HOST:PORT/mcp/P``; there the bearer credential of each request decides the principal
+(``--as`` is not used).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shlex
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from charter.cli._output import err_console, fail, reported_errors
+
+PROJECT = typer.Option(Path("."), "--project", "-p", help="The project directory.")
+STORE = typer.Option(
+    None,
+    "--store",
+    envvar="CHARTER_STORE",
+    help="Store URL (default sqlite:///.charter/charter.db in the project).",
+)
+DEPLOY = typer.Option(
+    None,
+    "--deploy",
+    envvar="CHARTER_DEPLOY",
+    help="Deployment file (default: charter.deploy.yaml beside charter.yaml).",
+)
+
+
+def mcp(
+    profile: str = typer.Option(..., "--profile", help="The profile whose tools to serve."),
+    as_: str | None = typer.Option(
+        None, "--as", help="Serve as this principal (stdio; over HTTP the credential decides)."
+    ),
+    transport: str = typer.Option("stdio", "--transport", help="stdio or http."),
+    host: str = typer.Option("127.0.0.1", "--host", help="HTTP: the address to listen on."),
+    port: int = typer.Option(8765, "--port", help="HTTP: the port to listen on."),
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+) -> None:
+    """Serve a profile's tools over MCP, every call governed by the kernel."""
+    if transport not in ("stdio", "http"):
+        fail("--transport must be stdio or http")
+    if transport == "stdio" and as_ is None:
+        fail("--as PRINCIPAL is required for --transport stdio")
+    with reported_errors():
+        asyncio.run(_serve(profile, as_, transport, host, port, project, store, deploy))
+
+
+async def _serve(
+    profile: str,
+    as_: str | None,
+    transport: str,
+    host: str,
+    port: int,
+    project: Path,
+    store: str | None,
+    deploy: Path | None,
+) -> None:
+    from charter.mcp import Gateway, mount_mcp, serve_stdio
+    from charter.runtime import open_runtime
+
+    async with open_runtime(project, store=store, deploy=deploy) as rt:
+        Gateway(rt, profile)  # an unknown profile fails here, before serving
+        if transport == "stdio":
+            assert as_ is not None
+            await serve_stdio(rt, profile, as_)
+            return
+        import uvicorn
+        from starlette.applications import Starlette
+
+        app = Starlette()
+        mount_mcp(app, rt)
+        err_console.print(f"charter mcp: profile {profile} at http://{host}:{port}/mcp/{profile}")
+        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        await server.serve()
+
+
+def import_mcp(
+    command: str | None = typer.Option(
+        None, "--command", help="Start this MCP server over stdio (a shell-quoted command)."
+    ),
+    url: str | None = typer.Option(None, "--url", help="A streamable-HTTP MCP server URL."),
+    credential_env: str | None = typer.Option(
+        None, "--credential-env", help="URL servers: env var holding the bearer credential."
+    ),
+    prefix: str = typer.Option("", "--prefix", help="Prefix for the tool ids (e.g. 'gh')."),
+    server_name: str | None = typer.Option(
+        None, "--server", help="The server's name in the binding (default: from the server)."
+    ),
+    out: Path | None = typer.Option(
+        None, "--out", help="Write the contracts here (default tools/mcp-<server>.yaml)."
+    ),
+    project: Path = PROJECT,
+) -> None:
+    """Write pinned YAML contracts for a downstream MCP server's tools into the project."""
+    from charter.executors.mcp import McpServerSpec, import_contracts
+
+    if (command is None) == (url is None):
+        fail("give exactly one of --command or --url")
+    spec = McpServerSpec(
+        command=tuple(shlex.split(command)) if command is not None else None,
+        url=url,
+        credential_env=credential_env,
+        cwd=project,
+    )
+    with reported_errors():
+        written: dict[str, Any] = asyncio.run(
+            import_contracts(spec, project=project, prefix=prefix, server=server_name, out=out)
+        )
+    err_console.print(
+        f"wrote {len(written['tools'])} contract(s) to {written['file']}; "
+        "confirm each tool's effect and approval, add the file to charter.yaml (tools.files) "
+        "and the binding to charter.deploy.yaml:"
+    )
+    print(written["binding_hint"])
+
+
+def register(app: typer.Typer) -> None:
+    app.command("mcp")(mcp)
+    app.command("import-mcp")(import_mcp)

@@ -1,0 +1,465 @@
+"""Downstream MCP servers as executors, their tools pinned by digest (DESIGN §1.4).
+
+A binding names an MCP server — a stdio command, or a streamable-HTTP URL with a credential —
+and the contract's ``upstream`` names the server's tool and pins a digest over its name,
+description and input schema (:func:`upstream_digest`). A changed description is how tool
+poisoning and "rug pulls" happen, so:
+
+- :func:`check_upstream` (readiness) lists the server's tools and reports every pinned tool
+  whose digest no longer matches, naming what changed;
+- :class:`McpExecutor` lists the tools again before every call and refuses a drifted or
+  missing tool before dispatch (``contract_violation`` / ``TOOL_NOT_READY``, nothing sent).
+
+Outcomes: an answer with ``isError`` → ``failed`` (the server reported it);
+a JSON-RPC error → ``failed``; the server unreachable before the call was sent → ``failed``,
+not dispatched (``EXECUTOR_UNREACHABLE``); the deadline passing or the connection breaking
+after the call was sent → ``unknown``.
+
+Each call opens its own connection (a stdio server is started per call): simple and
+isolated, but it costs a process start per call; see ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx2
+import mcp_types as types
+import yaml
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from charter.contracts.canonical import sha256_digest
+from charter.contracts.model import MODEL_NAME, ToolContract
+from charter.errors import ContractViolation, Failure, TransientExternal, UserError
+from charter.executors.base import (
+    TIMEOUT,
+    ExecutionOutcome,
+    ExecutionRequest,
+    MessageRedactor,
+    ensure_json,
+    failed,
+    failure_from,
+    succeeded,
+    unknown,
+)
+
+TOOL_NOT_READY = "TOOL_NOT_READY"
+EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
+UPSTREAM_TOOL_ERROR = "UPSTREAM_TOOL_ERROR"
+UPSTREAM_PROTOCOL_ERROR = "UPSTREAM_PROTOCOL_ERROR"
+CONNECTION_LOST = "EXECUTOR_CONNECTION_LOST"
+LIST_TIMEOUT_S = 20.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class McpServerSpec:
+    """How to reach one MCP server: ``command`` (stdio) or ``url`` (streamable HTTP)."""
+
+    command: tuple[str, ...] | None = None
+    url: str | None = None
+    credential: bytes | None = field(default=None, repr=False)  # bearer token for ``url``
+    credential_env: str | None = None  # or: read the bearer token from this variable
+    cwd: Path | None = None
+    env: Mapping[str, str] | None = None  # extra environment for a stdio server
+
+    def __post_init__(self) -> None:
+        if (self.command is None) == (self.url is None):
+            raise UserError("an MCP server is either a command (stdio) or a url, not both")
+        if self.command is not None and not self.command:
+            raise UserError("an MCP server command cannot be empty")
+
+    @property
+    def label(self) -> str:
+        return self.url if self.url is not None else " ".join(self.command or ())
+
+    def bearer(self) -> bytes | None:
+        if self.credential is not None:
+            return self.credential
+        if self.credential_env is not None:
+            value = os.environ.get(self.credential_env)
+            if value is None:
+                raise UserError(f"environment variable {self.credential_env} is not set")
+            return value.encode()
+        return None
+
+
+@asynccontextmanager
+async def connect(spec: McpServerSpec) -> AsyncIterator[Client]:
+    """An initialized SDK client for ``spec`` (no response cache: listings are always fresh)."""
+    if spec.command is not None:
+        env = {**os.environ, **spec.env} if spec.env is not None else None
+        params = StdioServerParameters(
+            command=spec.command[0],
+            args=list(spec.command[1:]),
+            cwd=spec.cwd,
+            env=env,
+        )
+        async with Client(params, cache=None) as client:
+            yield client
+        return
+    assert spec.url is not None
+    token = spec.bearer()
+    headers = {"Authorization": f"Bearer {token.decode()}"} if token is not None else {}
+    async with (
+        httpx2.AsyncClient(headers=headers, trust_env=False) as http,
+        Client(streamable_http_client(spec.url, http_client=http), cache=None) as client,
+    ):
+        yield client
+
+
+def upstream_digest(tool: types.Tool) -> str:
+    """``sha256:`` over the canonical JSON of the tool's name, description and input schema."""
+    return sha256_digest(
+        {"name": tool.name, "description": tool.description or "", "inputSchema": tool.input_schema}
+    )
+
+
+async def list_upstream(spec: McpServerSpec) -> list[types.Tool]:
+    """Every tool the server lists (all pages)."""
+    try:
+        with anyio.fail_after(LIST_TIMEOUT_S):
+            async with connect(spec) as client:
+                return await _all_tools(client)
+    except Failure:
+        raise
+    except TimeoutError:
+        raise TransientExternal(
+            f"the MCP server {spec.label} did not list its tools within {LIST_TIMEOUT_S:g} s",
+            reason=EXECUTOR_UNREACHABLE,
+        ) from None
+    except Exception as exc:  # any transport or protocol failure: translated here
+        raise TransientExternal(
+            f"the MCP server {spec.label} could not be reached: {type(exc).__name__}",
+            reason=EXECUTOR_UNREACHABLE,
+        ) from None
+
+
+async def _all_tools(client: Client) -> list[types.Tool]:
+    tools: list[types.Tool] = []
+    cursor: str | None = None
+    for _ in range(100):
+        page = await client.list_tools(cursor=cursor, cache_mode="bypass")
+        tools.extend(page.tools)
+        cursor = page.next_cursor
+        if cursor is None:
+            break
+    return tools
+
+
+# ---------------------------------------------------------------------------------------
+# readiness
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Drift:
+    """One pinned tool that no longer matches what its server lists."""
+
+    tool_id: str
+    upstream: str
+    status: str  # "changed" | "missing"
+    changed: tuple[str, ...] = ()  # of "name", "description", "inputSchema"
+    pinned: str = ""
+    current: str | None = None
+
+    def describe(self) -> str:
+        if self.status == "missing":
+            return f"{self.tool_id}: the server no longer lists {self.upstream!r}"
+        what = ", ".join(self.changed) or "the pinned digest"
+        return f"{self.tool_id}: {self.upstream!r} changed ({what}): {self.pinned} → {self.current}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool_id,
+            "upstream": self.upstream,
+            "status": self.status,
+            "changed": list(self.changed),
+            "pinned": self.pinned,
+            "current": self.current,
+        }
+
+
+def compare(contract: ToolContract, listed: Sequence[types.Tool]) -> Drift | None:
+    """``None`` if the server lists the contract's upstream tool with the pinned digest."""
+    up = contract.upstream
+    if up is None:
+        return None
+    found = next((t for t in listed if t.name == up.name), None)
+    if found is None:
+        return Drift(tool_id=contract.id, upstream=up.name, status="missing", pinned=up.digest)
+    current = upstream_digest(found)
+    if current == up.digest:
+        return None
+    changed = []
+    if (found.description or "") != contract.description:
+        changed.append("description")
+    if found.input_schema != contract.args_schema:
+        changed.append("inputSchema")
+    return Drift(
+        tool_id=contract.id,
+        upstream=up.name,
+        status="changed",
+        changed=tuple(changed),
+        pinned=up.digest,
+        current=current,
+    )
+
+
+async def check_upstream(spec: McpServerSpec, contracts: Sequence[ToolContract]) -> list[Drift]:
+    """Readiness for the contracts served by ``spec``: every drifted or missing tool."""
+    listed = await list_upstream(spec)
+    return [d for c in contracts if (d := compare(c, listed)) is not None]
+
+
+# ---------------------------------------------------------------------------------------
+# the executor
+
+
+class McpExecutor:
+    """Runs calls on downstream MCP servers; one instance serves every ``mcp`` binding."""
+
+    kind = "mcp"
+
+    def __init__(
+        self, *, servers: Mapping[str, McpServerSpec], redact_message: MessageRedactor
+    ) -> None:
+        self._servers = dict(servers)  # tool id -> server
+        self._redact = redact_message
+
+    @property
+    def servers(self) -> Mapping[str, McpServerSpec]:
+        return self._servers
+
+    async def aclose(self) -> None:
+        return None
+
+    async def readiness(self, contracts: Sequence[ToolContract]) -> list[Drift]:
+        """Check every pinned contract against its server (one listing per server)."""
+        by_server: dict[McpServerSpec, list[ToolContract]] = {}
+        for contract in contracts:
+            spec = self._servers.get(contract.id)
+            if spec is not None:
+                by_server.setdefault(spec, []).append(contract)
+        out: list[Drift] = []
+        for spec, group in by_server.items():
+            out.extend(await check_upstream(spec, group))
+        return out
+
+    async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
+        contract = request.contract
+        spec = self._servers.get(contract.id)
+        if spec is None or contract.upstream is None:
+            return failed(
+                ContractViolation(
+                    f"{contract.id} has no MCP server binding or no pinned upstream tool",
+                    reason=TOOL_NOT_READY,
+                ),
+                dispatched=False,
+            )
+        sent = False
+        try:
+            with anyio.fail_after(request.deadline_s):
+                async with connect(spec) as client:
+                    drift = compare(contract, await _all_tools(client))
+                    if drift is not None:
+                        return failed(
+                            ContractViolation(
+                                f"not ready: {drift.describe()}",
+                                reason=TOOL_NOT_READY,
+                                details=drift.to_dict(),
+                            ),
+                            dispatched=False,
+                        )
+                    sent = True
+                    result = await client.call_tool(
+                        contract.upstream.name,
+                        dict(request.arguments),
+                        meta=types.RequestParamsMeta(
+                            {"charter/idempotency_key": request.context.idempotency_key}  # type: ignore[typeddict-unknown-key]
+                        ),
+                    )
+        except TimeoutError:
+            if not sent:
+                return self._unreachable(request, spec, "did not answer in time")
+            return unknown(
+                failure_from(
+                    "timeout", TIMEOUT, "the MCP server did not answer within the deadline"
+                )
+            )
+        except MCPError as exc:
+            if not sent:
+                return self._unreachable(request, spec, f"protocol error {exc.error.code}")
+            return failed(
+                failure_from(
+                    "internal",
+                    UPSTREAM_PROTOCOL_ERROR,
+                    self._redact(f"the MCP server answered an error: {exc.error.message}", request),
+                )
+            )
+        except Exception as exc:  # transport failures of any kind, translated here
+            if not sent:
+                return self._unreachable(request, spec, type(exc).__name__)
+            return unknown(
+                failure_from(
+                    "transient_external",
+                    CONNECTION_LOST,
+                    f"the connection to the MCP server broke after the call was sent "
+                    f"({type(exc).__name__})",
+                )
+            )
+        return self._result(request, result)
+
+    def _unreachable(
+        self, request: ExecutionRequest, spec: McpServerSpec, why: str
+    ) -> ExecutionOutcome:
+        return failed(
+            failure_from(
+                "transient_external",
+                EXECUTOR_UNREACHABLE,
+                self._redact(f"the MCP server {spec.label} is unreachable: {why}", request),
+            ),
+            dispatched=False,
+        )
+
+    def _result(self, request: ExecutionRequest, result: types.CallToolResult) -> ExecutionOutcome:
+        text = "\n".join(b.text for b in result.content if isinstance(b, types.TextContent))
+        if result.is_error:
+            return failed(
+                failure_from(
+                    "internal",
+                    UPSTREAM_TOOL_ERROR,
+                    self._redact(f"the MCP tool reported an error: {text[:2000]}", request),
+                )
+            )
+        value: Any
+        if result.structured_content is not None:
+            value = result.structured_content
+        else:
+            value = {
+                "content": [
+                    b.model_dump(mode="json", by_alias=True, exclude_none=True)
+                    for b in result.content
+                ]
+            }
+        try:
+            return succeeded(ensure_json(value))
+        except Failure as exc:
+            return failed(exc)
+
+
+def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpServerSpec:
+    """A server from a binding's options: ``command: [..]`` or ``url`` + ``credential``.
+
+    ``credential`` is a deployment secret reference (already a loaded ``SecretRef``-like
+    object with ``resolve()``, or ``{env: VAR}``).
+    """
+    command = options.get("command")
+    url = options.get("url")
+    cred = options.get("credential")
+    credential: bytes | None = None
+    credential_env: str | None = None
+    if cred is not None and hasattr(cred, "resolve"):
+        credential = cred.resolve()
+    elif isinstance(cred, Mapping) and isinstance(cred.get("env"), str):
+        credential_env = cred["env"]
+    cwd = options.get("cwd")
+    return McpServerSpec(
+        command=tuple(str(c) for c in command) if isinstance(command, list | tuple) else None,
+        url=str(url) if url is not None else None,
+        credential=credential,
+        credential_env=credential_env,
+        cwd=Path(cwd) if cwd is not None else root,
+    )
+
+
+# ---------------------------------------------------------------------------------------
+# charter import-mcp
+
+
+def _tool_id(prefix: str, server: str, name: str) -> str:
+    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name).strip("_") or "tool"
+    if not safe[0].isalpha():
+        safe = "t_" + safe
+    return f"{prefix or server}.{safe}"
+
+
+def contract_data(tool: types.Tool, *, tool_id: str, server: str) -> dict[str, Any]:
+    """The YAML contract for one upstream tool, pinned by :func:`upstream_digest`."""
+    ann = tool.annotations
+    data: dict[str, Any] = {
+        "id": tool_id,
+        "name": tool.name if MODEL_NAME.match(tool.name) else tool_id.replace(".", "_"),
+        "version": "1.0.0",
+        "description": tool.description or tool.name,
+        "args_schema": tool.input_schema,
+        "effect": "write",
+        "annotations": {"open_world": True},
+        "upstream": {"server": server, "name": tool.name, "digest": upstream_digest(tool)},
+    }
+    if tool.title or (ann is not None and ann.title):
+        data["title"] = tool.title or (ann.title if ann is not None else None)
+    if tool.output_schema is not None and tool.output_schema.get("type") == "object":
+        data["result_schema"] = tool.output_schema
+    if ann is not None:
+        if ann.destructive_hint is not None:
+            data["annotations"]["destructive"] = ann.destructive_hint
+        if ann.idempotent_hint is not None:
+            data["annotations"]["idempotent"] = ann.idempotent_hint
+    return data
+
+
+HEADER = """\
+# Contracts for the tools of the MCP server {server!r}, written by `charter import-mcp`.
+# Each tool is pinned by `upstream.digest` (its name, description and input schema): if the
+# server changes any of them, the tool is not ready until you re-import and review the diff.
+#
+# CONFIRM BEFORE USE: every tool is imported as `effect: write` (approval required) and
+# open-world. Set `effect: read` only for tools that change nothing{hints}, and add the
+# permissions a caller needs.
+"""
+
+
+async def import_contracts(
+    spec: McpServerSpec,
+    *,
+    project: Path,
+    prefix: str = "",
+    server: str | None = None,
+    out: Path | None = None,
+) -> dict[str, Any]:
+    """List ``spec``'s tools and write their contracts as YAML; return what was written."""
+    tools = await list_upstream(spec)
+    if server is None:
+        server = prefix or "mcp"
+    contracts = [
+        contract_data(t, tool_id=_tool_id(prefix, server, t.name), server=server) for t in tools
+    ]
+    read_only = [t.name for t in tools if t.annotations and t.annotations.read_only_hint]
+    hints = f" (the server marks {', '.join(read_only)} read-only)" if read_only else ""
+    target = out if out is not None else project / "tools" / f"mcp-{server}.yaml"
+    if not target.is_absolute():
+        target = project / target
+    target.parent.mkdir(parents=True, exist_ok=True)
+    body = yaml.safe_dump({"tools": contracts}, sort_keys=False, allow_unicode=True, width=100)
+    target.write_text(HEADER.format(server=server, hints=hints) + body, encoding="utf-8")
+    binding: dict[str, Any] = {"executor": "mcp"}
+    if spec.command is not None:
+        binding["command"] = list(spec.command)
+    else:
+        binding["url"] = spec.url
+        binding["credential"] = {"env": spec.credential_env or "MCP_TOKEN"}
+    hint = yaml.safe_dump(
+        {"bindings": {c["id"]: binding for c in contracts}}, sort_keys=False, width=100
+    )
+    try:
+        shown = str(target.relative_to(project))
+    except ValueError:
+        shown = str(target)
+    return {"file": shown, "tools": [c["id"] for c in contracts], "binding_hint": hint}

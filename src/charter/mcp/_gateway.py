@@ -1,0 +1,145 @@
+"""The transport-neutral part of ``charter mcp``: one profile's tools, governed.
+
+A :class:`Gateway` answers ``tools/list`` and ``tools/call`` for a principal within an
+:class:`McpSession`. Every call goes through the kernel (``Runtime.call``) in the session's
+ad-hoc ``mcp-session`` run, which is created lazily on the session's first request and
+reused for the session; the session's context is re-resolved in the same run when it
+expires.
+
+Call ids. A client may pass an ``idempotency_key`` argument (it is not in the schema shown to
+the model and is removed before the kernel sees the arguments, unless the tool's own schema
+declares a property of that name). It becomes the kernel's call id, and the session remembers
+which context first saw it, so a retried request with the same key — the identical retry after
+an approval included — reaches the same ``(context, call id)`` and never dispatches twice.
+Without a key the call id is derived from the session and the JSON-RPC request id
+(``mcp-<session>-<request id>``), unique per request.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+import mcp_types as types
+
+from charter.contracts.model import ToolContract
+from charter.errors import InvalidInput
+from charter.kernel.contexts import ResolvedContext, tool_schemas
+from charter.kernel.core import _parse_at
+from charter.kernel.principals import Principal
+from charter.mcp._results import envelope_result
+from charter.runtime import Runtime
+
+MCP_SESSION_SLUG = "mcp-session"
+IDEMPOTENCY_KEY = "idempotency_key"
+NETWORK_EXECUTORS = frozenset({"http", "mcp"})
+"""Executor kinds that reach over the network: their tools are always advertised open-world."""
+
+
+@dataclass(kw_only=True)
+class McpSession:
+    """What one MCP session keeps: its run, its current context and the keys it has seen."""
+
+    tag: str = field(default_factory=lambda: secrets.token_hex(6))
+    run_id: str | None = None
+    context: ResolvedContext | None = None
+    key_contexts: dict[str, str] = field(default_factory=dict)
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+
+
+class Gateway:
+    """One profile of one runtime, served over MCP."""
+
+    def __init__(self, runtime: Runtime, profile: str) -> None:
+        if profile not in runtime.build.profiles:
+            known = ", ".join(sorted(runtime.build.profiles)) or "(none)"
+            raise InvalidInput(
+                f"unknown profile {profile!r} (known: {known})", reason="PROFILE_UNKNOWN"
+            )
+        self.runtime = runtime
+        self.profile = profile
+
+    # -----------------------------------------------------------------------------------
+    # the session's context
+
+    async def context(self, principal: Principal, session: McpSession) -> ResolvedContext:
+        """The session's live context, resolving it (and the session's run) when needed."""
+        async with session.lock:
+            ctx = session.context
+            now = self.runtime.kernel._now()
+            if ctx is not None and now < _parse_at(ctx.expires_at):
+                return ctx
+            ctx = await self.runtime.kernel.resolve_context(
+                principal,
+                self.profile,
+                run_id=session.run_id,
+                session_id=f"mcp-{session.tag}",
+                workflow_slug=MCP_SESSION_SLUG,
+            )
+            session.run_id = ctx.run_id
+            session.context = ctx
+            return ctx
+
+    # -----------------------------------------------------------------------------------
+    # tools/list
+
+    async def list_tools(self, principal: Principal, session: McpSession) -> list[types.Tool]:
+        ctx = await self.context(principal, session)
+        contracts = [self.runtime.build.tools[t.id].contract for t in ctx.tools]
+        entries = tool_schemas(contracts, "mcp")
+        return [self._tool(c, e) for c, e in zip(contracts, entries, strict=True)]
+
+    def _tool(self, contract: ToolContract, entry: dict[str, Any]) -> types.Tool:
+        binding = self.runtime.deployment.binding_for(contract.id)
+        if binding is not None and binding.executor in NETWORK_EXECUTORS:
+            entry["annotations"]["openWorldHint"] = True
+        output = entry.get("outputSchema")
+        if output is not None and output.get("type") != "object":
+            # MCP clients before 2026-07-28 accept only object output schemas.
+            del entry["outputSchema"]
+        return types.Tool.model_validate(entry)
+
+    # -----------------------------------------------------------------------------------
+    # tools/call
+
+    async def call_tool(
+        self,
+        principal: Principal,
+        session: McpSession,
+        name: str,
+        arguments: Mapping[str, Any] | None,
+        request_id: str | int | None,
+    ) -> types.CallToolResult:
+        args = dict(arguments or {})
+        key = self._take_key(name, args)
+        ctx = await self.context(principal, session)
+        if key is None:
+            call_id = f"mcp-{session.tag}-{request_id if request_id is not None else 'x'}"
+            if request_id is None:
+                call_id += "-" + secrets.token_hex(6)
+            context_id = ctx.context_id
+        else:
+            call_id = key
+            context_id = session.key_contexts.setdefault(key, ctx.context_id)
+        env = await self.runtime.call(context_id, name, call_id, args, as_=principal)
+        return envelope_result(env, name=name, call_id=call_id, keyed=key is not None)
+
+    def _take_key(self, name: str, args: dict[str, Any]) -> str | None:
+        """Remove and return the ``idempotency_key`` argument (unless the tool declares it)."""
+        if IDEMPOTENCY_KEY not in args:
+            return None
+        offered = self.runtime.build.tools.get(name)
+        contract = offered.contract if offered is not None else self._by_name(name)
+        if contract is not None and IDEMPOTENCY_KEY in contract.args_schema.get("properties", {}):
+            return None
+        value = args.pop(IDEMPOTENCY_KEY)
+        return str(value) if value is not None else None
+
+    def _by_name(self, name: str) -> ToolContract | None:
+        for tool in self.runtime.build.tools.values():
+            if tool.contract.name == name:
+                return tool.contract
+        return None

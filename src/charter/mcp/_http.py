@@ -1,0 +1,177 @@
+"""Streamable HTTP: ``charter mcp --transport http`` and the ``/mcp/{profile}`` mount.
+
+The SDK runs in **stateless** mode (a fresh transport per request, JSON responses), so any
+replica can answer any request. Every request is authenticated by its bearer credential
+(``Authorization: Bearer KEY``, checked by ``authenticate`` — normally
+``Deployment.authenticate``); the credential alone decides the principal. An MCP session id,
+if a client sends one, is never used to identify anyone.
+
+Within one process, the governed session (the ad-hoc ``mcp-session`` run, its context and the
+idempotency keys it has seen) is kept per principal and profile, so a client's identical
+retry with the same ``idempotency_key`` reaches the same call. Across replicas that memory is
+not shared: see ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Callable
+from contextlib import AsyncExitStack, asynccontextmanager
+from typing import Any
+
+from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.types import Receive, Scope, Send
+
+from charter.errors import PermissionDenied
+from charter.kernel.principals import Principal
+from charter.mcp._gateway import Gateway, McpSession
+from charter.mcp._server import build_server
+from charter.runtime import Runtime
+
+Authenticate = Callable[[str], Principal | None]
+SCOPE_KEY = "charter.principal"
+
+
+async def _respond(send: Send, status: int, body: dict[str, Any], headers: list[Any]) -> None:
+    data = json.dumps(body).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", str(len(data)).encode()),
+                *headers,
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": data})
+
+
+def bearer(scope: Scope) -> str | None:
+    """The bearer credential of an ASGI request, or ``None``."""
+    for name, value in scope.get("headers", ()):
+        if name == b"authorization":
+            text: str = value.decode("latin-1")
+            kind, _, token = text.partition(" ")
+            if kind.lower() == "bearer" and token.strip():
+                return token.strip()
+    return None
+
+
+class McpEndpoint:
+    """One profile over streamable HTTP: an ASGI app (run :meth:`running` around it)."""
+
+    def __init__(self, runtime: Runtime, profile: str, authenticate: Authenticate) -> None:
+        self.gateway = Gateway(runtime, profile)
+        self.authenticate = authenticate
+        self._sessions: dict[str, McpSession] = {}
+        self.server = build_server(self.gateway, self._identify)
+        self.manager = StreamableHTTPSessionManager(
+            app=self.server, stateless=True, json_response=True
+        )
+
+    async def _identify(self, ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, McpSession]:
+        request = ctx.request
+        scope = getattr(request, "scope", None)
+        principal = scope.get(SCOPE_KEY) if isinstance(scope, dict) else None
+        if not isinstance(principal, Principal):
+            # Unreachable behind __call__ (which refuses unauthenticated requests): fail closed.
+            raise PermissionDenied("unauthenticated", reason="UNAUTHENTICATED")
+        key = f"{principal.tenant}\x00{principal.name}"
+        session = self._sessions.get(key)
+        if session is None:
+            session = self._sessions.setdefault(key, McpSession())
+        return principal, session
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with self.manager.run():
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        token = bearer(scope)
+        principal = self.authenticate(token) if token is not None else None
+        if principal is None:
+            await _respond(
+                send,
+                401,
+                {"error": "unauthenticated", "detail": "send Authorization: Bearer <API key>"},
+                [(b"www-authenticate", b'Bearer realm="charter"')],
+            )
+            return
+        scope = {**scope, SCOPE_KEY: principal}
+        await self.manager.handle_request(scope, receive, send)
+
+
+class McpApp:
+    """Every profile of a runtime at ``/{profile}`` (mounted at ``/mcp`` by :func:`mount_mcp`).
+
+    Unknown profiles answer 404 before authentication is even looked at.
+    """
+
+    def __init__(self, runtime: Runtime, authenticate: Authenticate) -> None:
+        self.endpoints = {
+            name: McpEndpoint(runtime, name, authenticate) for name in runtime.build.profiles
+        }
+
+    @asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        async with AsyncExitStack() as stack:
+            for endpoint in self.endpoints.values():
+                await stack.enter_async_context(endpoint.running())
+            yield
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(self, receive, send)
+            return
+        if scope["type"] != "http":
+            return
+        path: str = scope.get("path", "/")
+        root: str = scope.get("root_path", "")
+        if root and path.startswith(root):
+            path = path[len(root) :]
+        profile = path.strip("/").split("/", 1)[0]
+        endpoint = self.endpoints.get(profile)
+        if endpoint is None or path.strip("/") != profile:
+            await _respond(send, 404, {"error": "not_found", "detail": "no such profile"}, [])
+            return
+        await endpoint(scope, receive, send)
+
+
+async def _lifespan(app: McpApp, receive: Receive, send: Send) -> None:
+    """Run ``app`` standalone under an ASGI server (uvicorn): start and stop its managers."""
+    message = await receive()
+    assert message["type"] == "lifespan.startup"
+    async with app.running():
+        await send({"type": "lifespan.startup.complete"})
+        message = await receive()
+    await send({"type": "lifespan.shutdown.complete"})
+
+
+def mcp_app(runtime: Runtime, authenticate: Authenticate | None = None) -> McpApp:
+    """An ASGI app serving every profile at ``/{profile}`` (standalone: ``uvicorn``).
+
+    ``authenticate`` defaults to the runtime's ``Deployment.authenticate``.
+    """
+    return McpApp(runtime, authenticate or runtime.deployment.authenticate)
+
+
+def mount_mcp(app: Any, runtime: Runtime, authenticate: Authenticate | None = None) -> McpApp:
+    """Mount the MCP endpoints of every profile at ``/mcp/{profile}`` in a Starlette/FastAPI
+    ``app`` and run their session managers inside the app's lifespan."""
+    mcp = mcp_app(runtime, authenticate)
+    app.mount("/mcp", mcp)
+    previous = app.router.lifespan_context
+
+    @asynccontextmanager
+    async def lifespan(inner: Any) -> AsyncIterator[Any]:
+        async with mcp.running(), previous(inner) as state:
+            yield state
+
+    app.router.lifespan_context = lifespan
+    return mcp
