@@ -451,6 +451,7 @@ _TOP = frozenset(
         "enable",
         "kill_switch",
         "default_executor",
+        "jwt",  # read by charter.server.jwt_config (the HTTP server's JWT settings)
     }
 )
 _SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})

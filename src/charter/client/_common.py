@@ -1,0 +1,179 @@
+"""What the sync and async clients share: request bodies, answers, error translation.
+
+No I/O here: both clients build the same requests and read answers the same way, so they
+raise the same exceptions — Charter's own tree (:mod:`charter.errors`), never an HTTP
+library's. A problem+json answer becomes the failure class of its ``code`` with the same
+``reason``; a transport error becomes ``TransientExternal`` (``SERVER_UNREACHABLE``,
+``SERVER_CONNECTION``) or ``TimeoutFailure`` (``SERVER_TIMEOUT``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import httpx2
+
+from charter.errors import (
+    FAILURE_BY_CODE,
+    ErrorCode,
+    Failure,
+    InvalidInput,
+    LedgerIntegrityError,
+    TimeoutFailure,
+    TransientExternal,
+)
+from charter.kernel.envelope import CallStatus, Envelope, Metrics
+
+APPROVAL_TOKEN_HEADER = "X-Charter-Approval-Token"
+TENANT_HEADER = "X-Charter-Tenant"
+ENVELOPE_STATUSES = frozenset({200, 202, 403, 409, 422})
+
+
+@contextmanager
+def translated() -> Iterator[None]:
+    """Transport errors → Charter's exception tree."""
+    try:
+        yield
+    except httpx2.TimeoutException as exc:
+        raise TimeoutFailure(
+            f"the server did not answer in time ({type(exc).__name__})",
+            reason="SERVER_TIMEOUT",
+            retryable=True,
+        ) from None
+    except httpx2.ConnectError:
+        raise TransientExternal(
+            "cannot connect to the server", reason="SERVER_UNREACHABLE", retryable=True
+        ) from None
+    except httpx2.TransportError as exc:
+        raise TransientExternal(
+            f"the connection to the server failed ({type(exc).__name__})",
+            reason="SERVER_CONNECTION",
+            retryable=True,
+        ) from None
+
+
+def failure_from(response: httpx2.Response) -> Failure:
+    """The exception a non-success answer stands for."""
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, Mapping) and isinstance(body.get("code"), str):
+        try:
+            cls = FAILURE_BY_CODE[ErrorCode(body["code"])]
+        except ValueError:
+            cls = FAILURE_BY_CODE[ErrorCode.INTERNAL]
+        return cls(
+            str(body.get("detail", "")),
+            reason=str(body.get("reason") or cls.default_reason),
+            retryable=bool(body.get("retryable", False)),
+        )
+    status = response.status_code
+    if status >= 500:
+        return TransientExternal(f"the server answered {status}", reason=f"HTTP_{status}")
+    return InvalidInput(f"the server answered {status}", reason=f"HTTP_{status}")
+
+
+def check(response: httpx2.Response) -> Any:
+    """The JSON body of a success, or the failure raised."""
+    if response.status_code >= 400:
+        raise failure_from(response)
+    return response.json()
+
+
+def call_body(
+    tool: str,
+    call_id: str,
+    arguments: str | bytes | Mapping[str, Any],
+    approval_id: str | None,
+) -> bytes:
+    """A call body; text arguments travel verbatim (``arguments_json``) to the strict parser."""
+    body: dict[str, Any] = {"tool": tool, "call_id": call_id}
+    if isinstance(arguments, bytes):
+        arguments = arguments.decode("utf-8", "surrogateescape")
+    if isinstance(arguments, str):
+        body["arguments_json"] = arguments
+    else:
+        body["arguments"] = dict(arguments)
+    if approval_id is not None:
+        body["approval_id"] = approval_id
+    return json.dumps(body, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
+
+
+def envelope_from(response: httpx2.Response) -> Envelope:
+    if response.status_code not in ENVELOPE_STATUSES or response.headers.get(
+        "content-type", ""
+    ).startswith("application/problem+json"):
+        raise failure_from(response)
+    d = response.json()
+    metrics = d.get("metrics") or {}
+    return Envelope(
+        call_id=d["call_id"],
+        status=CallStatus(d["status"]),
+        data=d.get("data"),
+        artifact_ids=tuple(d.get("artifact_ids") or ()),
+        warnings=tuple(d.get("warnings") or ()),
+        error=d.get("error"),
+        approval=d.get("approval"),
+        metrics=Metrics(
+            duration_ms=float(metrics.get("duration_ms", 0.0)),
+            cached=bool(metrics.get("cached", False)),
+            attempts=int(metrics.get("attempts", 0)),
+            output_bytes=int(metrics.get("output_bytes", 0)),
+        ),
+        trace=d.get("trace"),
+        context_id=d.get("context_id"),
+        run_id=d.get("run_id"),
+        tool=d.get("tool"),
+    )
+
+
+def context_body(
+    profile: str,
+    agent: str | None,
+    objective: str | None,
+    attachments: Sequence[tuple[str, str]],
+    run_id: str | None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"profile": profile}
+    if agent is not None:
+        body["agent"] = agent
+    if objective is not None:
+        body["objective"] = objective
+    if attachments:
+        body["attachments"] = [{"kind": k, "ref": r} for k, r in attachments]
+    if run_id is not None:
+        body["run"] = run_id
+    return body
+
+
+def decision(
+    reason: str | None, token: str | None, tenant: str | None
+) -> tuple[dict[str, Any], dict[str, str]]:
+    body: dict[str, Any] = {}
+    if reason is not None:
+        body["reason"] = reason
+    headers: dict[str, str] = {}
+    if token is not None:
+        headers[APPROVAL_TOKEN_HEADER] = token
+        if tenant is not None:
+            headers[TENANT_HEADER] = tenant
+    return body, headers
+
+
+def sse_event(sse: httpx2.ServerSentEvent) -> dict[str, Any] | None:
+    """A ledger event from one SSE frame (``None`` for frames that are not events)."""
+    if not sse.id or not sse.data:
+        if sse.event == "error":
+            data = json.loads(sse.data) if sse.data else {}
+            raise LedgerIntegrityError(
+                str(data.get("message", "the event stream failed")),
+                reason=str(data.get("reason", "LEDGER_INTEGRITY")),
+                seq=data.get("seq"),
+            )
+        return None
+    event = json.loads(sse.data)
+    return event if isinstance(event, dict) else None

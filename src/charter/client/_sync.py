@@ -1,0 +1,235 @@
+"""``charter.client.Client``: the HTTP API from synchronous Python."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
+
+import httpx2
+
+from charter.client import _common as c
+from charter.errors import TransientExternal
+from charter.kernel.envelope import Envelope
+
+
+class Client:
+    """A client of one Charter server, acting as the principal its API key (or JWT) names.
+
+    with Client("http://127.0.0.1:8750", api_key=KEY) as cl:
+        ctx = cl.resolve_context("editor")
+        env = cl.call(ctx["context_id"], "notes.add", "c1", {"title": "t", "body": "b"})
+
+    Errors raise Charter's exception tree (``PermissionDenied`` with reason
+    ``CONTEXT_NOT_FOUND``, ``TransientExternal`` with ``SERVER_UNREACHABLE``, ...). A call's
+    outcome is never an exception: :meth:`call` returns the envelope whatever its status.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        timeout: float = 60.0,
+        transport: httpx2.BaseTransport | None = None,
+    ) -> None:
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self._http = httpx2.Client(
+            base_url=base_url.rstrip("/"),
+            headers=headers,
+            timeout=timeout,
+            transport=transport,
+            follow_redirects=False,
+        )
+
+    def __enter__(self) -> Client:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._http.close()
+
+    def _request(self, method: str, path: str, **kw: Any) -> httpx2.Response:
+        with c.translated():
+            return self._http.request(method, path, **kw)
+
+    def _json(self, method: str, path: str, **kw: Any) -> Any:
+        return c.check(self._request(method, path, **kw))
+
+    # -- health -----------------------------------------------------------------------
+
+    def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", "/healthz")
+        return result
+
+    def ready(self) -> dict[str, Any]:
+        """The readiness report (also when not ready: check ``status``)."""
+        response = self._request("GET", "/readyz")
+        if response.status_code not in (200, 503):
+            raise c.failure_from(response)
+        result: dict[str, Any] = response.json()
+        return result
+
+    # -- contexts and calls -----------------------------------------------------------
+
+    def resolve_context(
+        self,
+        profile: str,
+        *,
+        agent: str | None = None,
+        objective: str | None = None,
+        attachments: Sequence[tuple[str, str]] = (),
+        run_id: str | None = None,
+        format: str = "charter",
+    ) -> dict[str, Any]:
+        body = c.context_body(profile, agent, objective, attachments, run_id)
+        result: dict[str, Any] = self._json(
+            "POST", "/v1/contexts", json=body, params={"format": format}
+        )
+        return result
+
+    def get_context(self, context_id: str, *, format: str = "charter") -> dict[str, Any]:
+        result: dict[str, Any] = self._json(
+            "GET", f"/v1/contexts/{context_id}", params={"format": format}
+        )
+        return result
+
+    def call(
+        self,
+        context_id: str,
+        tool: str,
+        call_id: str,
+        arguments: str | bytes | Mapping[str, Any] = "{}",
+        *,
+        approval_id: str | None = None,
+    ) -> Envelope:
+        response = self._request(
+            "POST",
+            f"/v1/contexts/{context_id}/calls",
+            content=c.call_body(tool, call_id, arguments, approval_id),
+            headers={"Content-Type": "application/json"},
+        )
+        return c.envelope_from(response)
+
+    def get_call(self, context_id: str, call_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/calls/{context_id}/{call_id}")
+        return result
+
+    # -- approvals --------------------------------------------------------------------
+
+    def approvals(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit}
+        if status is not None:
+            params["status"] = status
+        result: list[dict[str, Any]] = self._json("GET", "/v1/approvals", params=params)
+        return result
+
+    def get_approval(self, approval_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/approvals/{approval_id}")
+        return result
+
+    def approve(
+        self,
+        approval_id: str,
+        *,
+        reason: str | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, Any]:
+        return self._decide("approve", approval_id, reason, token, tenant)
+
+    def reject(
+        self,
+        approval_id: str,
+        *,
+        reason: str | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+    ) -> dict[str, Any]:
+        return self._decide("reject", approval_id, reason, token, tenant)
+
+    def _decide(
+        self,
+        verb: str,
+        approval_id: str,
+        reason: str | None,
+        token: str | None,
+        tenant: str | None,
+    ) -> dict[str, Any]:
+        body, headers = c.decision(reason, token, tenant)
+        if token is not None:  # the token alone decides: send no bearer credential
+            headers["Authorization"] = ""
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/approvals/{approval_id}/{verb}", json=body, headers=headers
+        )
+        return result
+
+    # -- runs and events --------------------------------------------------------------
+
+    def create_run(self, *, session_id: str | None = None) -> dict[str, Any]:
+        body = {"session_id": session_id} if session_id else {}
+        result: dict[str, Any] = self._json("POST", "/v1/runs", json=body)
+        return result
+
+    def runs(self, *, limit: int = 50) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self._json("GET", "/v1/runs", params={"limit": limit})
+        return result
+
+    def get_run(self, run_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}")
+        return result
+
+    def verify_run(self, run_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}/verify")
+        return result
+
+    def events(self, run_id: str, *, after: int = 0, limit: int = 500) -> dict[str, Any]:
+        """One page of events as JSON: ``{"events": [...], "next_after": SEQ}``."""
+        result: dict[str, Any] = self._json(
+            "GET", f"/v1/runs/{run_id}/events", params={"after": after, "limit": limit}
+        )
+        return result
+
+    def stream_events(
+        self,
+        run_id: str,
+        *,
+        after: int = 0,
+        max_reconnects: int = 5,
+        retry_s: float = 0.2,
+        read_timeout: float | None = 60.0,
+    ) -> Iterator[dict[str, Any]]:
+        """Follow the run's events over SSE; a dropped connection is resumed with
+        ``Last-Event-ID`` so no event is missed or repeated. Ends when the server ends the
+        stream (the run reached a terminal status)."""
+        last = after
+        failures = 0
+        while True:
+            headers = {"Accept": "text/event-stream", "Last-Event-ID": str(last)}
+            try:
+                with (
+                    c.translated(),
+                    self._http.stream(
+                        "GET",
+                        f"/v1/runs/{run_id}/events",
+                        headers=headers,
+                        timeout=httpx2.Timeout(10.0, read=read_timeout),
+                    ) as response,
+                ):
+                    if response.status_code >= 400:
+                        response.read()
+                        raise c.failure_from(response)
+                    for sse in httpx2.EventSource(response):
+                        event = c.sse_event(sse)
+                        if event is not None:
+                            last = int(event["seq"])
+                            failures = 0
+                            yield event
+                return
+            except TransientExternal:
+                failures += 1
+                if failures > max_reconnects:
+                    raise
+                time.sleep(retry_s)

@@ -1,0 +1,238 @@
+"""The FastAPI application over a runtime: ``create_app(runtime) -> FastAPI``.
+
+Routes live one resource per module under :mod:`charter.server.routes` and reach the
+runtime through :class:`~charter.server.state.ServerState` (``app.state.charter``). Errors
+are problem+json (:mod:`charter.server.problems`); one pure ASGI middleware adds trace ids,
+the body size limit, access logs and request metrics. ``/docs`` serves Swagger UI from the
+assets vendored in ``static/swagger`` (no CDN), ``/openapi.json`` the OpenAPI 3.1 document.
+
+Other ASGI apps (the MCP server at ``/mcp/{profile}``, a console) mount beside ``/v1`` with
+``create_app(runtime, mounts={"/mcp": mcp_app})`` or ``app.mount(...)`` afterwards; they share
+``app.state.charter`` (the runtime, the authenticator) when they need it.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.types import ASGIApp
+
+import charter
+from charter.errors import ErrorCode, Failure, UserError
+from charter.ledger.chain import LedgerKey
+from charter.runtime import Runtime
+from charter.server.auth import APPROVAL_TOKEN_HEADER, Authenticator
+from charter.server.jwt_config import JwtConfig, load_jwt_config
+from charter.server.logs import log
+from charter.server.middleware import ServerMiddleware
+from charter.server.problems import Problem, failure_response, problem_response
+from charter.server.routes import approvals, calls, contexts, ops, runs
+from charter.server.schemas import CallRequest
+from charter.server.state import ReadinessCheck, ServerState
+
+STATIC = Path(__file__).parent / "static"
+SWAGGER = "/static/swagger"
+_AUTO = object()
+_PUBLIC = frozenset({"/healthz", "/readyz", "/metrics"})
+_DECISIONS = ("/v1/approvals/{approval_id}/approve", "/v1/approvals/{approval_id}/reject")
+
+RuntimeOpener = Callable[[], AbstractAsyncContextManager[Runtime]]
+
+
+def make_state(
+    runtime: Runtime,
+    *,
+    jwt_config: JwtConfig | object | None = _AUTO,
+    readiness: Sequence[ReadinessCheck] = (),
+    max_body_bytes: int | None = None,
+    sse_keepalive_s: float = 15.0,
+) -> ServerState:
+    config = load_jwt_config(runtime.deployment) if jwt_config is _AUTO else jwt_config
+    assert config is None or isinstance(config, JwtConfig)
+    key = getattr(runtime.store, "key", None)
+    limit = max_body_bytes or runtime.deployment.limits.max_args_bytes + 64 * 1024
+    return ServerState(
+        runtime=runtime,
+        authenticator=Authenticator(runtime.deployment, config),
+        ledger_key=key if isinstance(key, LedgerKey) else None,
+        readiness=tuple(readiness),
+        max_body_bytes=limit,
+        sse_keepalive_s=sse_keepalive_s,
+    )
+
+
+def create_app(
+    runtime: Runtime | None = None,
+    *,
+    opener: RuntimeOpener | None = None,
+    jwt_config: JwtConfig | object | None = _AUTO,
+    readiness: Sequence[ReadinessCheck] = (),
+    mounts: Mapping[str, ASGIApp] | None = None,
+    max_body_bytes: int | None = None,
+    sse_keepalive_s: float = 15.0,
+) -> FastAPI:
+    """The HTTP API over ``runtime`` — or over the runtime ``opener`` opens at start-up
+    (``charter serve`` does that, so the store's pool lives on the server's event loop).
+
+    ``jwt_config`` defaults to the deployment file's ``jwt:`` section; ``readiness`` adds
+    checks to ``/readyz``; ``mounts`` maps path prefixes to other ASGI apps.
+    """
+    if (runtime is None) == (opener is None):
+        raise TypeError("give exactly one of runtime or opener")
+    options: dict[str, Any] = {
+        "jwt_config": jwt_config,
+        "readiness": readiness,
+        "max_body_bytes": max_body_bytes,
+        "sse_keepalive_s": sse_keepalive_s,
+    }
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if opener is None:
+            yield
+            return
+        async with opener() as opened:
+            app.state.charter = make_state(opened, **options)
+            log(logging.INFO, "ready", environment=opened.deployment.environment)
+            yield
+
+    app = FastAPI(
+        title="Charter",
+        version=charter.__version__,
+        summary="A governed tool-execution runtime for AI agents.",
+        docs_url=None,
+        redoc_url=None,
+        lifespan=lifespan,
+    )
+    app.state.charter = make_state(runtime, **options) if runtime is not None else None
+    for module in (contexts, calls, approvals, runs):
+        app.include_router(module.router, prefix="/v1")
+    app.include_router(ops.router)
+    app.mount(SWAGGER, StaticFiles(directory=STATIC / "swagger"), name="swagger")
+    for prefix, sub in (mounts or {}).items():
+        app.mount(prefix, sub)
+    _handlers(app)
+    _docs(app)
+    app.add_middleware(ServerMiddleware, state_of=lambda: app.state.charter)
+    return app
+
+
+def _handlers(app: FastAPI) -> None:
+    @app.exception_handler(Failure)
+    async def on_failure(request: Request, exc: Failure) -> JSONResponse:
+        return failure_response(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [
+            {"loc": list(e.get("loc", ())), "msg": e.get("msg", ""), "type": e.get("type", "")}
+            for e in exc.errors()
+        ]  # never the offending input: it may hold a secret
+        if any(e["type"] == "json_invalid" for e in errors):
+            return problem_response(
+                code=ErrorCode.INVALID_INPUT,
+                reason="BODY_MALFORMED",
+                detail="the body is not valid JSON",
+            )
+        return problem_response(
+            code=ErrorCode.INVALID_INPUT,
+            reason="REQUEST_INVALID",
+            detail="the request does not match the API's schema",
+            errors=errors,
+        )
+
+    @app.exception_handler(StarletteHTTPException)
+    async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        reason = {404: "ROUTE_NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
+            exc.status_code, "REQUEST_INVALID"
+        )
+        return problem_response(
+            code=ErrorCode.INVALID_INPUT,
+            reason=reason,
+            detail=str(exc.detail),
+            status=exc.status_code,
+            headers=getattr(exc, "headers", None),
+        )
+
+    @app.exception_handler(UserError)
+    async def on_user_error(request: Request, exc: UserError) -> JSONResponse:
+        log(logging.ERROR, "configuration error", error=str(exc))
+        return problem_response(
+            code=ErrorCode.INTERNAL,
+            reason="SERVER_MISCONFIGURED",
+            detail="the server's configuration is incomplete; see its log",
+        )
+
+    @app.exception_handler(Exception)
+    async def on_error(request: Request, exc: Exception) -> JSONResponse:
+        log(logging.ERROR, "unhandled error", error_type=type(exc).__name__)
+        return problem_response(code=ErrorCode.INTERNAL, reason="INTERNAL", detail="internal error")
+
+
+def _docs(app: FastAPI) -> None:
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json",
+            title="Charter API",
+            swagger_js_url=f"{SWAGGER}/swagger-ui-bundle.js",
+            swagger_css_url=f"{SWAGGER}/swagger-ui.css",
+            swagger_favicon_url=f"{SWAGGER}/favicon-32x32.png",
+        )
+
+    original = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        if app.openapi_schema is not None:
+            return app.openapi_schema
+        doc = original()
+        _rewrite_openapi(doc)
+        app.openapi_schema = doc
+        return doc
+
+    app.openapi = openapi  # type: ignore[method-assign]
+
+
+def _rewrite_openapi(doc: dict[str, Any]) -> None:
+    """Problem schemas for every 422, the call body schema, security schemes."""
+    components = doc.setdefault("components", {})
+    schemas = components.setdefault("schemas", {})
+    schemas["Problem"] = Problem.model_json_schema(ref_template="#/components/schemas/{model}")
+    schemas["CallRequest"] = CallRequest.model_json_schema(
+        ref_template="#/components/schemas/{model}"
+    )
+    for name in ("HTTPValidationError", "ValidationError"):
+        schemas.pop(name, None)
+    components["securitySchemes"] = {
+        "bearer": {"type": "http", "scheme": "bearer", "description": "API key or JWT"},
+        "approvalToken": {"type": "apiKey", "in": "header", "name": APPROVAL_TOKEN_HEADER},
+    }
+    for path, item in doc.get("paths", {}).items():
+        for operation in item.values():
+            responses = operation.get("responses", {})
+            invalid = responses.get("422", {}).get("content", {}).get("application/json")
+            if invalid is not None and "HTTPValidationError" in str(invalid):
+                responses["422"] = {
+                    "description": "Unprocessable Content",
+                    "content": {
+                        "application/problem+json": {
+                            "schema": {"$ref": "#/components/schemas/Problem"}
+                        }
+                    },
+                }
+            if path in _PUBLIC:
+                operation["security"] = []
+            elif path in _DECISIONS:
+                operation["security"] = [{"bearer": []}, {"approvalToken": []}]
+            else:
+                operation["security"] = [{"bearer": []}]

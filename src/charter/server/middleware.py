@@ -1,0 +1,139 @@
+"""One pure ASGI middleware for every request: trace id, body size limit, access log, metrics.
+
+Pure ASGI (not ``BaseHTTPMiddleware``) so streaming answers — SSE — pass through untouched
+and the per-request overhead stays small. The trace id comes from the W3C ``traceparent``
+header, else ``X-Charter-Trace-Id``, else a fresh one; it is echoed in ``X-Charter-Trace-Id``
+and handed to the kernel, so the envelope, the ledger and the log line share it.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import secrets
+import time
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from charter.errors import ErrorCode
+from charter.server.logs import log
+from charter.server.problems import problem_response
+from charter.server.state import ServerState
+
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_TRACE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
+_BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+
+
+def trace_id_of(headers: dict[bytes, bytes]) -> str:
+    parent = headers.get(b"traceparent", b"").decode("latin-1").strip()
+    match = _TRACEPARENT.match(parent)
+    if match:
+        return match.group(1)
+    given = headers.get(b"x-charter-trace-id", b"").decode("latin-1").strip()
+    if _TRACE_ID.match(given):
+        return given
+    return secrets.token_hex(16)
+
+
+class ServerMiddleware:
+    def __init__(self, app: ASGIApp, *, state_of: Any) -> None:
+        self.app = app
+        self.state_of = state_of  # () -> ServerState | None (set once the runtime is open)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        state: ServerState | None = self.state_of()
+        started = time.perf_counter()
+        headers = dict(scope["headers"])
+        trace_id = trace_id_of(headers)
+        scope.setdefault("state", {})["trace_id"] = trace_id
+        if state is not None and scope["method"] in _BODY_METHODS:
+            buffered = await self._read_body(receive, headers, state.max_body_bytes)
+            if buffered is None:
+                response = problem_response(
+                    code=ErrorCode.INVALID_INPUT,
+                    reason="BODY_TOO_LARGE",
+                    detail=f"the request body is larger than {state.max_body_bytes} bytes",
+                )
+                await response(scope, receive, send)
+                self._log(scope, state, 413, started, trace_id)
+                return
+            receive = _replay(buffered, receive)
+        status = 500
+
+        async def send_wrapper(message: Message) -> None:
+            nonlocal status
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [
+                    *message.get("headers", []),
+                    (b"x-charter-trace-id", trace_id.encode("latin-1")),
+                ]
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_wrapper)
+        finally:
+            self._log(scope, state, status, started, trace_id)
+
+    @staticmethod
+    async def _read_body(
+        receive: Receive, headers: dict[bytes, bytes], limit: int
+    ) -> list[Message] | None:
+        declared = headers.get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            return None
+        messages: list[Message] = []
+        total = 0
+        while True:
+            message = await receive()
+            messages.append(message)
+            if message["type"] != "http.request":
+                return messages
+            total += len(message.get("body", b""))
+            if total > limit:
+                return None
+            if not message.get("more_body", False):
+                return messages
+
+    @staticmethod
+    def _log(
+        scope: Scope, state: ServerState | None, status: int, started: float, trace_id: str
+    ) -> None:
+        route = scope.get("route")
+        template = getattr(route, "path", None) or "(unmatched)"
+        seconds = time.perf_counter() - started
+        if state is not None:
+            state.metrics.requests.inc(
+                (("method", scope["method"]), ("route", template), ("status", str(status)))
+            )
+        fields = scope.get("state", {})
+        principal = fields.get("principal")
+        log(
+            logging.INFO,
+            "request",
+            method=scope["method"],
+            route=template,
+            status=status,
+            duration_ms=round(seconds * 1000, 3),
+            trace_id=trace_id,
+            principal=getattr(principal, "name", None),
+            tenant=getattr(principal, "tenant", None),
+            run_id=fields.get("run_id"),
+            call_id=fields.get("call_id"),
+        )
+
+
+def _replay(messages: list[Message], receive: Receive) -> Receive:
+    pending = list(messages)
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop(0)
+        return await receive()
+
+    return replay

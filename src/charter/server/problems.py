@@ -1,0 +1,147 @@
+"""``application/problem+json`` answers (RFC 9457) carrying Charter's code and reason.
+
+Every error the HTTP API answers — authentication, a malformed body, a missing resource, a
+refused approval — is one problem document::
+
+    {"type": "urn:charter:problem:CONTEXT_NOT_FOUND", "title": "Not Found", "status": 404,
+     "detail": "no such context", "code": "permission_denied",
+     "reason": "CONTEXT_NOT_FOUND", "retryable": false}
+
+``code`` is one of the seven error codes and ``reason`` the fine-grained upper-case reason,
+exactly as the library raises them, so :mod:`charter.client` rebuilds the same exception. A
+resource of another tenant answers exactly like a missing one (404, the same reason).
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Any
+
+from pydantic import BaseModel
+from starlette.responses import JSONResponse
+
+from charter.errors import ErrorCode, Failure
+
+PROBLEM_MEDIA_TYPE = "application/problem+json"
+
+STATUS_BY_CODE: dict[ErrorCode, int] = {
+    ErrorCode.INVALID_INPUT: 422,
+    ErrorCode.PERMISSION_DENIED: 403,
+    ErrorCode.TRANSIENT_EXTERNAL: 503,
+    ErrorCode.TIMEOUT: 504,
+    ErrorCode.RESOURCE_LIMIT: 422,
+    ErrorCode.CONTRACT_VIOLATION: 502,
+    ErrorCode.INTERNAL: 500,
+}
+
+STATUS_BY_REASON: dict[str, int] = {
+    "AUTH_MISSING": 401,
+    "AUTH_INVALID": 401,
+    "AUTH_TOKEN_EXPIRED": 401,
+    "AUTH_TOKEN_NOT_YET_VALID": 401,
+    "AUTH_AUDIENCE": 401,
+    "AUTH_ISSUER": 401,
+    "AUTH_UNKNOWN_SUBJECT": 401,
+    "CONTEXT_NOT_FOUND": 404,
+    "CALL_NOT_FOUND": 404,
+    "RUN_NOT_FOUND": 404,
+    "APPROVAL_NOT_FOUND": 404,
+    "ROUTE_NOT_FOUND": 404,
+    "METHOD_NOT_ALLOWED": 405,
+    "NOT_ACCEPTABLE": 406,
+    "APPROVAL_NOT_PENDING": 409,
+    "BODY_TOO_LARGE": 413,
+    "UNSUPPORTED_MEDIA_TYPE": 415,
+    "BODY_MALFORMED": 400,
+}
+
+
+class Problem(BaseModel):
+    """The problem document (the OpenAPI schema of every error answer)."""
+
+    type: str
+    title: str
+    status: int
+    detail: str
+    code: str
+    reason: str
+    retryable: bool = False
+    errors: list[dict[str, Any]] | None = None
+
+
+def status_for(code: ErrorCode, reason: str) -> int:
+    return STATUS_BY_REASON.get(reason, STATUS_BY_CODE[code])
+
+
+def problem_body(
+    *,
+    status: int,
+    code: ErrorCode,
+    reason: str,
+    detail: str,
+    retryable: bool = False,
+    errors: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    body: dict[str, Any] = {
+        "type": f"urn:charter:problem:{reason}",
+        "title": HTTPStatus(status).phrase,
+        "status": status,
+        "detail": detail,
+        "code": code.value,
+        "reason": reason,
+        "retryable": retryable,
+    }
+    if errors:
+        body["errors"] = errors
+    return body
+
+
+def problem_response(
+    *,
+    code: ErrorCode,
+    reason: str,
+    detail: str,
+    status: int | None = None,
+    retryable: bool = False,
+    errors: list[dict[str, Any]] | None = None,
+    headers: dict[str, str] | None = None,
+) -> JSONResponse:
+    status = status or status_for(code, reason)
+    return JSONResponse(
+        problem_body(
+            status=status,
+            code=code,
+            reason=reason,
+            detail=detail,
+            retryable=retryable,
+            errors=errors,
+        ),
+        status_code=status,
+        media_type=PROBLEM_MEDIA_TYPE,
+        headers=headers,
+    )
+
+
+def failure_response(exc: Failure, *, headers: dict[str, str] | None = None) -> JSONResponse:
+    """The problem answer for a Charter failure (its message is already free of secrets)."""
+    if exc.reason.startswith("AUTH_"):
+        headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="charter"'}
+    return problem_response(
+        code=exc.code,
+        reason=exc.reason,
+        detail=exc.message,
+        retryable=exc.retryable,
+        headers=headers,
+    )
+
+
+def problem_schema_ref() -> dict[str, Any]:
+    return {PROBLEM_MEDIA_TYPE: {"schema": {"$ref": "#/components/schemas/Problem"}}}
+
+
+def problem_responses(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """OpenAPI ``responses`` entries for problem answers with these statuses."""
+    return {
+        status: {"description": HTTPStatus(status).phrase, "content": problem_schema_ref()}
+        for status in statuses
+    }

@@ -1,0 +1,112 @@
+"""``/v1/approvals``: the approvals inbox of the caller's tenant; approve and reject.
+
+Approve/reject accept an **operator** principal holding ``approvals:approve`` (bearer API key
+or JWT), or — in a standalone deployment — the approval token in ``X-Charter-Approval-Token``
+with the tenant in ``X-Charter-Tenant`` (or the body's ``tenant``). An application principal
+is refused with ``403 APPROVER_NOT_HUMAN``, whatever permissions it lists.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Body, Depends, Query, Request
+
+from charter.errors import PermissionDenied
+from charter.kernel.principals import Principal
+from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER
+from charter.server.problems import problem_responses
+from charter.server.schemas import ApprovalStatus, DecisionRequest
+from charter.server.state import ServerState, get_principal, get_state
+
+router = APIRouter(tags=["approvals"])
+
+
+@router.get(
+    "/approvals",
+    responses=problem_responses(401, 422),
+    summary="Approvals of your tenant, oldest first",
+)
+async def list_approvals(
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+    status: ApprovalStatus | None = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> list[dict[str, Any]]:
+    return await state.runtime.kernel.list_approvals(
+        tenant=principal.tenant, status=status, limit=limit
+    )
+
+
+@router.get(
+    "/approvals/{approval_id}",
+    responses=problem_responses(401, 404),
+    summary="One approval: what it is bound to, its summary, its status",
+)
+async def get_approval(
+    approval_id: str,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    row = await state.runtime.kernel.find_approval(approval_id, principal.tenant)
+    if row is None:
+        raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
+    return row
+
+
+async def _decide(
+    approve: bool,
+    approval_id: str,
+    request: Request,
+    body: DecisionRequest | None,
+    state: ServerState,
+) -> dict[str, Any]:
+    body = body or DecisionRequest()
+    runtime = state.runtime
+    token = request.headers.get(APPROVAL_TOKEN_HEADER)
+    if request.headers.get("authorization") or not token:
+        principal = get_principal(request)
+        return await runtime.kernel.decide(
+            approval_id, approve=approve, principal=principal, reason=body.reason
+        )
+    if not runtime.deployment.approval_token_matches(token):
+        raise PermissionDenied("the approval token is not valid", reason="AUTH_INVALID")
+    return await runtime.kernel.decide(
+        approval_id,
+        approve=approve,
+        token=token,
+        tenant=request.headers.get(TENANT_HEADER) or body.tenant,
+        reason=body.reason,
+        token_matches=runtime.deployment.approval_token_matches,
+    )
+
+
+DECISION_RESPONSES = problem_responses(401, 403, 404, 409, 413, 415, 422)
+
+
+@router.post(
+    "/approvals/{approval_id}/approve",
+    responses=DECISION_RESPONSES,
+    summary="Approve a pending call (operators or the approval token only)",
+)
+async def approve(
+    approval_id: str,
+    request: Request,
+    state: Annotated[ServerState, Depends(get_state)],
+    body: Annotated[DecisionRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    return await _decide(True, approval_id, request, body, state)
+
+
+@router.post(
+    "/approvals/{approval_id}/reject",
+    responses=DECISION_RESPONSES,
+    summary="Reject a pending call; final for that call id",
+)
+async def reject(
+    approval_id: str,
+    request: Request,
+    state: Annotated[ServerState, Depends(get_state)],
+    body: Annotated[DecisionRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    return await _decide(False, approval_id, request, body, state)

@@ -1,0 +1,128 @@
+"""``POST /v1/contexts/{id}/calls`` and ``GET /v1/calls/{context_id}/{call_id}``.
+
+A call answers with the v2 envelope; the HTTP status follows the call's status (table in
+docs/server.md). Every outcome the kernel *recorded after dispatch* — succeeded, failed,
+unknown, cancelled, abandoned — is ``200``: the request was processed and the envelope's
+``status`` is the truth. A 5xx would invite generic HTTP retry logic to repeat a call whose
+outcome is unknown, which is exactly what must never happen automatically.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
+
+from charter.errors import InvalidInput, PermissionDenied
+from charter.kernel.envelope import CallStatus, Envelope
+from charter.kernel.principals import Principal
+from charter.server.body import check_members, optional_str, parse_object, required_str
+from charter.server.problems import problem_responses
+from charter.server.schemas import EnvelopeOut
+from charter.server.state import ServerState, get_principal, get_state
+
+router = APIRouter(tags=["calls"])
+
+HTTP_STATUS: dict[CallStatus, int] = {
+    CallStatus.SUCCEEDED: 200,
+    CallStatus.FAILED: 200,
+    CallStatus.UNKNOWN: 200,
+    CallStatus.CANCELLED: 200,
+    CallStatus.ABANDONED: 200,
+    CallStatus.PENDING_APPROVAL: 202,
+    CallStatus.DISPATCHING: 202,
+    CallStatus.DENIED: 403,
+    CallStatus.CONFLICT: 409,
+    CallStatus.REJECTED: 422,
+}
+_MEMBERS = frozenset({"tool", "call_id", "arguments", "arguments_json", "approval_id"})
+
+
+def _envelope_response(status: int, description: str) -> dict[str, Any]:
+    return {
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/EnvelopeOut"}}},
+    }
+
+
+CALL_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: _envelope_response(200, "succeeded, failed, unknown, cancelled or abandoned"),
+    202: _envelope_response(202, "pending_approval, or a duplicate still dispatching"),
+    403: _envelope_response(403, "denied"),
+    409: _envelope_response(409, "conflict: the call id was used with other arguments"),
+    422: _envelope_response(422, "rejected: invalid arguments or call id"),
+    **problem_responses(400, 401, 404, 413, 415),
+}
+
+
+@router.post(
+    "/contexts/{context_id}/calls",
+    response_model=EnvelopeOut,
+    responses=CALL_RESPONSES,
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": "#/components/schemas/CallRequest"}}
+            },
+        }
+    },
+    summary="Make one governed call",
+)
+async def make_call(
+    context_id: str,
+    request: Request,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> JSONResponse:
+    body = parse_object(await request.body(), keep_raw=frozenset({"arguments"}))
+    check_members(body, _MEMBERS)
+    tool = required_str(body, "tool")
+    call_id = required_str(body, "call_id")
+    approval_id = optional_str(body, "approval_id")
+    raw_args = optional_str(body, "arguments")  # the member's exact text (kept raw)
+    args_json = optional_str(body, "arguments_json")
+    if raw_args is not None and args_json is not None:
+        raise InvalidInput("give arguments or arguments_json, not both", reason="REQUEST_INVALID")
+    arguments = raw_args if raw_args is not None else (args_json if args_json else "{}")
+    started = time.perf_counter()
+    envelope = await state.runtime.kernel.call(
+        context_id,
+        tool,
+        call_id,
+        arguments,
+        principal=principal,
+        approval_id=approval_id,
+        trace_id=getattr(request.state, "trace_id", None),
+    )
+    if envelope.error is not None and envelope.error.get("reason") == "CONTEXT_NOT_FOUND":
+        raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
+    state.metrics.record_call(
+        envelope.tool or "(undisclosed)", envelope.status.value, time.perf_counter() - started
+    )
+    request.state.run_id = envelope.run_id
+    request.state.call_id = envelope.call_id
+    return envelope_json(envelope)
+
+
+def envelope_json(envelope: Envelope) -> JSONResponse:
+    return JSONResponse(envelope.to_dict(), status_code=HTTP_STATUS.get(envelope.status, 200))
+
+
+@router.get(
+    "/calls/{context_id}/{call_id}",
+    responses=problem_responses(401, 404),
+    summary="A call's state and recorded receipt (readable after the context expired)",
+)
+async def get_call(
+    context_id: str,
+    call_id: str,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    row = await state.runtime.kernel.get_call(context_id, call_id, principal.tenant)
+    if row is None:
+        raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
+    return row

@@ -1,0 +1,95 @@
+"""``/healthz`` (the process answers), ``/readyz`` (it can serve), ``/metrics`` (Prometheus).
+
+These three are not under ``/v1`` and need no credential: orchestrators and scrapers call
+them. ``/readyz`` checks that the store answers (a read through the same pool the API uses;
+the store applied its migrations when it opened and refuses a schema newer than this code)
+and runs every extra check the app was given — executor readiness plugs in there — and
+answers ``503`` with the reasons when any check fails. ``/metrics`` reveals counts by tool and
+status, never arguments, tenants or ids.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse, PlainTextResponse
+
+from charter.errors import CharterError
+from charter.server.metrics import Labels, gauge
+from charter.server.schemas import HealthOut, ReadyOut
+from charter.server.state import ServerState, get_state
+
+router = APIRouter(tags=["operations"])
+
+PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+_GAUGE_SCAN = 100_000
+
+
+@router.get("/healthz", response_model=HealthOut, summary="The process is up")
+async def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+async def _store_check(state: ServerState) -> dict[str, Any]:
+    try:
+        await state.runtime.store.list_runs(limit=1)
+    except CharterError as exc:
+        return {"name": "store", "ok": False, "reason": getattr(exc, "reason", "STORE_ERROR")}
+    except OSError:
+        return {"name": "store", "ok": False, "reason": "STORE_UNREACHABLE"}
+    return {"name": "store", "ok": True}
+
+
+@router.get(
+    "/readyz",
+    response_model=ReadyOut,
+    responses={503: {"model": ReadyOut, "description": "Not ready; checks say why"}},
+    summary="The server can serve: store reachable, schema current, executors ready",
+)
+async def readyz(state: Annotated[ServerState, Depends(get_state)]) -> JSONResponse:
+    checks = [await _store_check(state)]
+    for check in state.readiness:
+        try:
+            checks.extend(await check(state.runtime))
+        except CharterError as exc:
+            checks.append({"name": "readiness", "ok": False, "reason": str(exc)})
+    ok = all(c.get("ok") for c in checks)
+    return JSONResponse(
+        {"status": "ready" if ok else "not_ready", "checks": checks},
+        status_code=200 if ok else 503,
+    )
+
+
+async def _shared_gauges(state: ServerState) -> list[str]:
+    store = state.runtime.store
+    lines: list[str] = []
+    try:
+        pending = await store.query_rows("approvals", {"status": "pending"}, limit=_GAUGE_SCAN)
+        unknown = await store.query_rows("calls", {"state": "unknown"}, limit=_GAUGE_SCAN)
+    except CharterError:
+        return lines
+    by_tool: dict[str, int] = {}
+    for row in unknown:
+        by_tool[row["tool_id"]] = by_tool.get(row["tool_id"], 0) + 1
+    samples: list[tuple[Labels, float]] = [((), float(len(pending)))]
+    lines.extend(gauge("charter_pending_approvals", "Approvals waiting for a decision.", samples))
+    lines.extend(
+        gauge(
+            "charter_unknown_calls",
+            "Calls whose outcome is unknown and not yet resolved by an operator.",
+            [((("tool", tool),), float(n)) for tool, n in sorted(by_tool.items())],
+        )
+    )
+    return lines
+
+
+@router.get(
+    "/metrics",
+    response_class=PlainTextResponse,
+    responses={200: {"content": {PROMETHEUS_TEXT: {"schema": {"type": "string"}}}}},
+    summary="Prometheus metrics",
+)
+async def metrics(state: Annotated[ServerState, Depends(get_state)]) -> PlainTextResponse:
+    text = state.metrics.render(await _shared_gauges(state))
+    return PlainTextResponse(text, media_type=PROMETHEUS_TEXT)

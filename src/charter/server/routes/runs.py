@@ -1,0 +1,152 @@
+"""``/v1/runs``: create an ad-hoc run, list your tenant's runs, read a manifest, read or
+stream its events (JSON or SSE), verify its ledger."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Header, Query, Request
+from fastapi.responses import JSONResponse, Response
+from fastapi.sse import EventSourceResponse
+
+from charter.errors import ConfigError, PermissionDenied
+from charter.kernel.kernel import ADHOC_SLUG
+from charter.kernel.principals import Principal
+from charter.ledger.events import NewEvent
+from charter.ledger.ids import new_id
+from charter.ledger.projections import artifact_index, manifest
+from charter.ledger.subscribe import read_events
+from charter.ledger.verify import verify_run
+from charter.server.problems import problem_responses
+from charter.server.schemas import EventsOut, RunRequest, VerifyOut
+from charter.server.sse import event_stream, parse_last_event_id
+from charter.server.state import ServerState, get_principal, get_state
+
+router = APIRouter(tags=["runs"])
+
+# Runs carry their tenant in their first event, not in an indexed column, so listing reads
+# this many recent runs and keeps the caller's (see docs/server.md, "limits").
+LIST_SCAN = 1000
+
+
+@router.post(
+    "/runs",
+    status_code=201,
+    responses=problem_responses(401, 413, 415, 422),
+    summary="Create an ad-hoc run; resolve contexts into it with POST /contexts {run}",
+)
+async def create_run(
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+    body: RunRequest | None = None,
+) -> dict[str, Any]:
+    run_id = new_id(ADHOC_SLUG)
+    await state.runtime.store.append(
+        run_id,
+        [
+            NewEvent(
+                type="run_created",
+                payload={
+                    "session_id": (body.session_id if body and body.session_id else run_id),
+                    "workflow_slug": ADHOC_SLUG,
+                    "tenant": principal.tenant,
+                    "created_by": principal.name,
+                },
+            ),
+            NewEvent(type="run_status_changed", payload={"status": "planning"}),
+            NewEvent(type="run_status_changed", payload={"status": "running"}),
+        ],
+    )
+    return await _manifest(state, run_id)
+
+
+@router.get("/runs", responses=problem_responses(401, 422), summary="Your tenant's runs")
+async def list_runs(
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+    limit: Annotated[int, Query(ge=1, le=LIST_SCAN)] = 50,
+) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    for summary in await state.runtime.store.list_runs(limit=LIST_SCAN):
+        if await state.run_tenant(summary.run["run_id"]) == principal.tenant:
+            out.append({**summary.run, "event_count": summary.event_count})
+            if len(out) >= limit:
+                break
+    return out
+
+
+async def _manifest(state: ServerState, run_id: str) -> dict[str, Any]:
+    snap = await state.runtime.store.snapshot(run_id)
+    if snap is None or snap.run is None:
+        raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
+    doc = manifest(snap.run, snap.tables["tasks"], snap.tables["artifacts"], head_seq=snap.head.seq)
+    doc["artifact_index"] = artifact_index(run_id, snap.tables["artifacts"])["artifacts"]
+    return doc
+
+
+@router.get("/runs/{run_id}", responses=problem_responses(401, 404), summary="A run's manifest")
+async def get_run(
+    run_id: str,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    await state.check_run(run_id, principal)
+    return await _manifest(state, run_id)
+
+
+@router.get(
+    "/runs/{run_id}/events",
+    response_model=EventsOut,
+    responses={
+        200: {
+            "description": "JSON, or an SSE stream when the client accepts text/event-stream",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **problem_responses(401, 404, 422),
+    },
+    summary="A run's events after a sequence number (JSON) or as a resumable SSE stream",
+)
+async def run_events(
+    run_id: str,
+    request: Request,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+    after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 500,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> Response:
+    await state.check_run(run_id, principal)
+    store = state.runtime.store
+    resume = parse_last_event_id(last_event_id)
+    start = max(after, resume) if resume is not None else after
+    if "text/event-stream" in request.headers.get("accept", ""):
+        return EventSourceResponse(
+            event_stream(store, run_id, after=start, keepalive_s=state.sse_keepalive_s),
+            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+        )
+    head = await store.head(run_id)
+    events = []
+    if head is not None and start < head.seq:
+        events = await read_events(store, run_id, after=start, limit=limit)
+    next_after = events[-1].seq if events else start
+    return JSONResponse(
+        {"run_id": run_id, "events": [e.to_dict() for e in events], "next_after": next_after}
+    )
+
+
+@router.get(
+    "/runs/{run_id}/verify",
+    response_model=VerifyOut,
+    responses=problem_responses(401, 404),
+    summary="Verify a run's ledger: chain, head MAC, lifecycles, projections",
+)
+async def verify(
+    run_id: str,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    await state.check_run(run_id, principal)
+    if state.ledger_key is None:
+        raise ConfigError("this server was started without the ledger key")
+    report = await verify_run(state.runtime.store, run_id, state.ledger_key)
+    return report.to_dict()

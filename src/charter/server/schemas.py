@@ -1,0 +1,133 @@
+"""Request and response models: the OpenAPI document's schemas, checked at the edge."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+SchemaFormat = Literal["charter", "openai", "anthropic", "mcp"]
+ApprovalStatus = Literal["pending", "approved", "rejected", "expired", "consumed"]
+
+
+class Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class AttachmentRef(Strict):
+    kind: str = Field(min_length=1, max_length=64)
+    ref: str = Field(min_length=1, max_length=128)
+
+
+class ContextRequest(Strict):
+    profile: str = Field(min_length=1, max_length=128)
+    agent: str | None = Field(default=None, max_length=128)
+    objective: str | None = Field(default=None, max_length=4096)
+    attachments: list[AttachmentRef] = Field(default_factory=list, max_length=64)
+    run: str | None = Field(default=None, max_length=128, description="Record in this run.")
+
+
+class OfferedToolOut(BaseModel):
+    id: str
+    name: str
+    version: str
+    digest: str
+    effect: str
+    call_limit: int | None = None
+
+
+class ContextOut(BaseModel):
+    context_id: str
+    run_id: str
+    build_digest: str
+    principal: str
+    tenant: str
+    kind: str
+    profile: str
+    agent: str | None
+    objective: str | None
+    tools: list[OfferedToolOut]
+    schema_digest: str
+    token_estimate: int
+    token_budget: int
+    unresolved: list[str]
+    created_at: str
+    expires_at: str
+    format: SchemaFormat
+    tool_schemas: list[dict[str, Any]]
+
+
+class CallRequest(BaseModel):
+    """Documented shape of a call body (the server reads it strictly; see docs/server.md)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    tool: str = Field(description="The tool's model-facing name or id.")
+    call_id: str = Field(description="Your id for this call, unique within the context.")
+    arguments: dict[str, Any] | None = Field(
+        default=None, description="The arguments object (its exact text reaches the kernel)."
+    )
+    arguments_json: str | None = Field(
+        default=None, description="Or: the arguments object as JSON text."
+    )
+    approval_id: str | None = None
+
+
+class ErrorOut(BaseModel):
+    code: str
+    reason: str
+    message: str
+    retryable: bool
+    details: dict[str, Any] | None = None
+
+
+class EnvelopeOut(BaseModel):
+    schema_version: int
+    call_id: str
+    status: str
+    data: Any = None
+    artifact_ids: list[str]
+    warnings: list[str]
+    error: ErrorOut | None
+    approval: dict[str, Any] | None = None
+    metrics: dict[str, Any]
+    trace: dict[str, str] | None
+    context_id: str | None = None
+    run_id: str | None = None
+    tool: str | None = None
+
+
+class DecisionRequest(Strict):
+    reason: str | None = Field(default=None, max_length=2048)
+    tenant: str | None = Field(
+        default=None, max_length=128, description="With the approval token: whose approval."
+    )
+
+
+class RunRequest(Strict):
+    session_id: str | None = Field(default=None, max_length=128)
+
+
+class EventsOut(BaseModel):
+    run_id: str
+    events: list[dict[str, Any]]
+    next_after: int
+
+
+class VerifyOut(BaseModel):
+    run_id: str
+    ok: bool
+    events: int
+    head_seq: int | None
+    reason: str | None
+    seq: int | None
+    message: str | None
+
+
+class HealthOut(BaseModel):
+    status: str
+
+
+class ReadyOut(BaseModel):
+    status: str
+    checks: list[dict[str, Any]]

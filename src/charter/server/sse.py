@@ -1,0 +1,73 @@
+"""A run's events as ``text/event-stream``: id = sequence number, resumable, kept alive.
+
+The stream reads the ledger after the client's position (``Last-Event-ID`` or ``?after=``),
+checks every event's chain link as it goes (a gap or a rewritten event ends the stream with
+an ``error`` event rather than skipping), and then waits on the store's
+``wait_for_events`` — which PostgreSQL wakes through ``LISTEN/NOTIFY``, so a client of one
+replica sees events another replica appended. While nothing happens a ``: ping`` comment is
+sent every ``keepalive_s`` seconds so proxies keep the connection open.
+
+Each event is ``id: <seq>``, ``event: <type>``, ``data: <the event as JSON>``. Because ids
+are sequence numbers and reading always starts strictly after the client's last id, a client
+that reconnects with ``Last-Event-ID`` gets every later event exactly once.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+
+from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
+
+from charter.errors import LedgerIntegrityError
+from charter.ledger.lifecycle import RUN_TERMINAL
+from charter.ledger.ports import EventLog
+from charter.ledger.subscribe import read_events
+
+RETRY_MS = 1000
+_TERMINAL = frozenset(s.value for s in RUN_TERMINAL)
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """The sequence number a ``Last-Event-ID`` names (``None`` when absent or not a number)."""
+    if value is None:
+        return None
+    value = value.strip()
+    return int(value) if value.isdigit() and len(value) <= 18 else None
+
+
+async def event_stream(
+    log: EventLog,
+    run_id: str,
+    *,
+    after: int,
+    keepalive_s: float = 15.0,
+    batch: int = 500,
+) -> AsyncIterator[bytes]:
+    """SSE frames for the run's events after ``after``, following until the run ends."""
+    yield format_sse_event(comment="charter run events", retry=RETRY_MS)
+    last = after
+    last_hash: str | None = None
+    while True:
+        try:
+            events = await read_events(log, run_id, after=last, after_hash=last_hash, limit=batch)
+        except LedgerIntegrityError as exc:
+            data = json.dumps({"reason": exc.reason, "seq": exc.seq, "message": exc.message})
+            yield format_sse_event(event="error", data_str=data)
+            return
+        ended = False
+        for event in events:
+            last, last_hash = event.seq, event.hash
+            yield format_sse_event(
+                id=str(event.seq),
+                event=event.type,
+                data_str=json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False),
+            )
+            if event.type == "run_status_changed" and event.payload.get("status") in _TERMINAL:
+                ended = True
+        if ended:
+            return
+        if len(events) == batch:
+            continue
+        if not await log.wait_for_events(run_id, after=last, timeout=keepalive_s):
+            yield KEEPALIVE_COMMENT

@@ -1,0 +1,66 @@
+"""What every route needs: the runtime, the authenticator, metrics, readiness checks.
+
+The state lives on ``app.state.charter``; routes get it (and the caller's principal) through
+the dependencies below, never from module globals, so several apps can live in one process.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import Request
+
+from charter.errors import PermissionDenied
+from charter.kernel.principals import Principal
+from charter.ledger.chain import LedgerKey
+from charter.ledger.events import decode
+from charter.runtime import Runtime
+from charter.server.auth import Authenticator
+from charter.server.metrics import ServerMetrics
+
+ReadinessCheck = Callable[[Runtime], Awaitable[Sequence[dict[str, Any]]]]
+"""An extra readiness check: returns ``[{"name", "ok", "reason"?, ...}]`` entries; any entry
+with ``ok: false`` makes ``/readyz`` answer 503 (executor readiness plugs in here)."""
+
+
+@dataclass(kw_only=True)
+class ServerState:
+    runtime: Runtime
+    authenticator: Authenticator
+    ledger_key: LedgerKey | None
+    metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    readiness: Sequence[ReadinessCheck] = ()
+    max_body_bytes: int = 1024 * 1024 + 64 * 1024
+    sse_keepalive_s: float = 15.0
+    _run_tenants: dict[str, str | None] = field(default_factory=dict)
+
+    async def run_tenant(self, run_id: str) -> str | None:
+        """The tenant a run belongs to (from its ``run_created`` event; runs never move)."""
+        if run_id in self._run_tenants:
+            return self._run_tenants[run_id]
+        rows = await self.runtime.store.read_stored(run_id, after=0, limit=1)
+        if not rows:
+            return None  # not cached: the run may be created later under this id
+        tenant = decode(rows[0]).payload.get("tenant")
+        found = tenant if isinstance(tenant, str) else None
+        self._run_tenants[run_id] = found
+        return found
+
+    async def check_run(self, run_id: str, principal: Principal) -> None:
+        """Another tenant's run answers exactly like a missing one."""
+        if await self.run_tenant(run_id) != principal.tenant:
+            raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
+
+
+def get_state(request: Request) -> ServerState:
+    state: ServerState = request.app.state.charter
+    return state
+
+
+def get_principal(request: Request) -> Principal:
+    """The authenticated caller (``401`` problem otherwise); remembered for the access log."""
+    principal = get_state(request).authenticator.principal(request.headers.get("authorization"))
+    request.state.principal = principal
+    return principal
