@@ -29,13 +29,16 @@ from typing import Any, TypeVar
 from charter.contracts.canonical import Fingerprinter
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
 from charter.executors.base import Executor
+from charter.executors.http import DEFAULT_MAX_RESPONSE_BYTES, HttpEndpoint, HttpExecutor
 from charter.executors.python import PythonExecutor
 from charter.executors.subprocess import SubprocessExecutor
 from charter.kernel.audit import AuditSink, FanoutAuditSink, JsonlAuditSink
 from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
 from charter.kernel.deploy import (
+    Binding,
     Deployment,
+    SecretRef,
     deployment_path,
     load_deployment,
     local_default_deployment,
@@ -44,6 +47,7 @@ from charter.kernel.envelope import Envelope
 from charter.kernel.inflight import CallsInFlight
 from charter.kernel.kernel import Kernel
 from charter.kernel.principals import Principal
+from charter.kernel.readiness import Readiness, ReadinessReport
 from charter.kernel.redaction import Redactor
 from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
@@ -66,6 +70,17 @@ class Runtime:
     @property
     def build(self) -> Build:
         return self.kernel.build
+
+    async def readiness(self, *, fresh: bool = False) -> ReadinessReport:
+        """Every bound tool's readiness (cached a few seconds unless ``fresh``).
+
+        ``report.ready`` is true when every *required* tool is ready; ``report.to_dict()``
+        is what ``/readyz`` and ``charter check --json`` show.
+        """
+        readiness = self.kernel.readiness
+        if readiness is None:
+            return ReadinessReport(tools=(), checked_at="")
+        return await readiness.report(fresh=fresh)
 
     @property
     def store(self) -> KernelStore:
@@ -250,6 +265,80 @@ def _resolve_source(
     return build_project(path), path
 
 
+def _http_endpoint(binding: Binding) -> HttpEndpoint:
+    options = binding.options
+    credential, signing_key = options["credential"], options["signing_key"]
+    assert isinstance(credential, SecretRef)
+    assert isinstance(signing_key, SecretRef)
+    return HttpEndpoint(
+        url=str(options["url"]),
+        credential=credential.resolve(),
+        signing_key=signing_key.resolve(),
+        timeout_s=options.get("timeout_s"),
+        max_response_bytes=int(options.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)),
+    )
+
+
+def _executors(
+    build: Build,
+    deployment: Deployment,
+    project_dir: Path | None,
+    redactor: Redactor,
+    functions: Mapping[str, Callable[..., Any]] | None,
+) -> tuple[dict[str, Executor], Readiness]:
+    """One executor per kind (``http`` serves every http binding) and the readiness check."""
+    entrypoints = {tool_id: t.entrypoint for tool_id, t in build.tools.items() if t.entrypoint}
+    bindings: dict[str, Binding] = {}
+    for tool_id in build.tools:
+        binding = deployment.binding_for(tool_id)
+        if binding is not None:
+            bindings[tool_id] = binding
+    endpoints = {
+        tool_id: _http_endpoint(b) for tool_id, b in bindings.items() if b.executor == "http"
+    }
+    executors: dict[str, Executor] = {
+        "python": PythonExecutor(
+            redact_message=redactor.message_redactor(),
+            root=project_dir,
+            entrypoints=entrypoints,
+            functions=functions,
+        ),
+        "subprocess": SubprocessExecutor(
+            redact_message=redactor.message_redactor(), entrypoints=entrypoints, root=project_dir
+        ),
+    }
+    http: HttpExecutor | None = None
+    if endpoints:
+        http = HttpExecutor(endpoints=endpoints, redact_message=redactor.message_redactor())
+        executors["http"] = http
+    readiness = Readiness(
+        build=build,
+        bindings=bindings,
+        http=http,
+        root=project_dir,
+        functions=frozenset(functions or ()),
+    )
+    return executors, readiness
+
+
+async def check_readiness(
+    source: str | os.PathLike[str] = ".",
+    *,
+    deploy: str | os.PathLike[str] | None = None,
+    build: str | None = None,
+) -> ReadinessReport:
+    """Readiness of a project's bindings without opening a store (``charter check``)."""
+    the_build, project_dir = _resolve_source(source, build)
+    base = project_dir or Path.cwd()
+    deployment = load_deployment(Path(deploy) if deploy is not None else None, project_dir=base)
+    executors, readiness = _executors(the_build, deployment, project_dir, Redactor(), None)
+    try:
+        return await readiness.report(fresh=True)
+    finally:
+        for executor in executors.values():
+            await executor.aclose()
+
+
 @asynccontextmanager
 async def open_runtime(
     source: str | os.PathLike[str] = ".",
@@ -277,23 +366,8 @@ async def open_runtime(
             "sqlite:///", "sqlite:////", 1
         ).replace("sqlite://///", "sqlite:////")
     redactor = Redactor()
-    entrypoints = {tool_id: t.entrypoint for tool_id, t in the_build.tools.items() if t.entrypoint}
-    executors: dict[str, Executor] = {
-        "python": PythonExecutor(
-            redact_message=redactor.message_redactor(),
-            root=project_dir,
-            entrypoints=entrypoints,
-            functions=functions,
-        ),
-        "subprocess": SubprocessExecutor(
-            redact_message=redactor.message_redactor(), entrypoints=entrypoints, root=project_dir
-        ),
-    }
-    bindings = {}
-    for tool_id in the_build.tools:
-        binding = deployment.binding_for(tool_id)
-        if binding is not None:
-            bindings[tool_id] = binding.executor
+    executors, readiness = _executors(the_build, deployment, project_dir, redactor, functions)
+    bindings = {tool_id: b.executor for tool_id, b in readiness.bindings.items()}
     sinks: list[AuditSink] = list(audit)
     if audit_file is not None:
         sinks.append(JsonlAuditSink(Path(audit_file)))
@@ -319,6 +393,7 @@ async def open_runtime(
             providers=all_providers,
             clock=clock,
         )
+        kernel.readiness = readiness
         for executor in executors.values():
             stack.push_async_callback(executor.aclose)
         if reconcile and deployment.mode.value != "off":

@@ -50,10 +50,15 @@ LOCAL_KEY_FILES: Mapping[str, str] = MappingProxyType(
         "operator_api_key": "operator.key",
     }
 )
-EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
+EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess", "http"})
 _BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
-    {"python": frozenset(), "subprocess": frozenset()}
+    {
+        "python": frozenset(),
+        "subprocess": frozenset(),
+        "http": frozenset({"url", "credential", "signing_key", "timeout_s", "max_response_bytes"}),
+    }
 )
+_DEFAULT_EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
 MIN_SECRET_BYTES = 16
 DEFAULT_APPROVAL_LIFETIME_S = 300.0
 DEFAULT_CONTEXT_LIFETIME_S = 900.0
@@ -61,6 +66,7 @@ DEFAULT_CONTEXT_LIFETIME_S = 900.0
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
+_HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
 
 
 class Mode(StrEnum):
@@ -278,7 +284,14 @@ class Deployment:
                 for name, p in sorted(self.principals.items())
             },
             "bindings": {
-                tool: {"executor": b.executor, "required": b.required, **dict(b.options)}
+                tool: {
+                    "executor": b.executor,
+                    "required": b.required,
+                    **{
+                        k: v.reference if isinstance(v, SecretRef) else v
+                        for k, v in b.options.items()
+                    },
+                }
                 for tool, b in sorted(self.bindings.items())
             },
         }
@@ -498,8 +511,10 @@ def parse_deployment(
     principals, key_refs, key_digests = _principals(r, doc.get("principals"), file, env)
     default_executor = None
     if doc.get("default_executor") is not None:
-        default_executor = _executor_kind(r, doc["default_executor"], "default_executor")
-    bindings = _bindings(r, doc.get("bindings"))
+        default_executor = _executor_kind(
+            r, doc["default_executor"], "default_executor", kinds=_DEFAULT_EXECUTOR_KINDS
+        )
+    bindings = _bindings(r, doc.get("bindings"), env)
 
     enabled: frozenset[str] = frozenset()
     if doc.get("enable") is not None:
@@ -622,14 +637,50 @@ def _principals(
     return principals, refs, digests
 
 
-def _executor_kind(r: _Reader, value: Any, where: str) -> str:
-    if not isinstance(value, str) or value not in EXECUTOR_KINDS:
-        known = ", ".join(sorted(EXECUTOR_KINDS))
+def _executor_kind(
+    r: _Reader, value: Any, where: str, *, kinds: frozenset[str] = EXECUTOR_KINDS
+) -> str:
+    if not isinstance(value, str) or value not in kinds:
+        known = ", ".join(sorted(kinds))
         raise r.fail(where, f"unknown executor kind (known: {known})")
     return value
 
 
-def _bindings(r: _Reader, value: Any) -> dict[str, Binding]:
+def _http_options(
+    r: _Reader, spec: Mapping[str, Any], where: str, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """``executor: http``: ``url`` and two distinct secrets are required; see docs/deploy.md."""
+    for key in ("url", "credential", "signing_key"):
+        if key not in spec:
+            raise r.fail(_join(where, key), "is required for executor: http")
+    url = spec["url"]
+    if not isinstance(url, str) or not _HTTP_URL.match(url):
+        raise r.fail(
+            _join(where, "url"),
+            "must be an http:// or https:// base URL without credentials, query or fragment",
+        )
+    options: dict[str, Any] = {"url": url.rstrip("/")}
+    loaded: dict[str, bytes] = {}
+    for key in ("credential", "signing_key"):
+        ref = r.secret(spec[key], _join(where, key))
+        assert isinstance(ref, SecretRef)
+        loaded[key] = ref.load(env, what=f"{r.file}: {_join(where, key)}")
+        options[key] = ref
+    if hmac.compare_digest(loaded["credential"], loaded["signing_key"]):
+        raise r.fail(
+            _join(where, "signing_key"),
+            "must differ from the credential (the credential is sent; the signing key never is)",
+        )
+    if "timeout_s" in spec:
+        options["timeout_s"] = r.positive(spec["timeout_s"], _join(where, "timeout_s"))
+    if "max_response_bytes" in spec:
+        options["max_response_bytes"] = int(
+            r.positive(spec["max_response_bytes"], _join(where, "max_response_bytes"), integer=True)
+        )
+    return options
+
+
+def _bindings(r: _Reader, value: Any, env: Mapping[str, str] = os.environ) -> dict[str, Binding]:
     bindings: dict[str, Binding] = {}
     if value is None:
         return bindings
@@ -647,7 +698,10 @@ def _bindings(r: _Reader, value: Any) -> dict[str, Binding]:
         allowed = frozenset({"executor", "required"}) | _BINDING_OPTIONS[kind]
         r.mapping(spec, where, allowed)
         required = r.boolean(spec.get("required", True), _join(where, "required"))
-        options = {k: v for k, v in spec.items() if k not in ("executor", "required")}
+        if kind == "http":
+            options = _http_options(r, spec, where, env)
+        else:
+            options = {k: v for k, v in spec.items() if k not in ("executor", "required")}
         bindings[tool_id] = Binding(
             executor=kind, required=required, options=MappingProxyType(options)
         )

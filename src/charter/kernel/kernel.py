@@ -30,6 +30,7 @@ from charter.errors import (
     PermissionDenied,
     ResourceLimit,
     StoreConflict,
+    TransientExternal,
 )
 from charter.kernel import faults
 from charter.kernel.approvals import ApprovalGate
@@ -46,6 +47,7 @@ from charter.kernel.dispatch import Dispatcher
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.operators import Operators
 from charter.kernel.principals import Principal
+from charter.kernel.readiness import Readiness
 from charter.kernel.settings import Mode
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.projections import run_key
@@ -56,6 +58,10 @@ ADHOC_SLUG = "adhoc"
 
 class Kernel(ApprovalGate, Dispatcher, Operators):
     """The governed call path over one Build, one store and one deployment."""
+
+    # Set by the runtime: tools that are not ready are omitted (optional) or block resolution
+    # (required). ``None``: every bound tool counts as ready.
+    readiness: Readiness | None = None
 
     # -----------------------------------------------------------------------------------
     # contexts
@@ -85,6 +91,21 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
             for c in self.build.profile_tools(profile)
             if self._visible(principal, c, agent, agent_tools)
         ]
+        if self.readiness is not None and contracts:
+            report = await self.readiness.report()
+            ready = []
+            for c in contracts:
+                state = report.get(c.id)
+                if state is None or state.ready:
+                    ready.append(c)
+                elif state.required:
+                    raise TransientExternal(
+                        f"required tool {c.id} is not ready: {state.reason} ({state.message})",
+                        reason="TOOL_NOT_READY",
+                        details={"tool": c.id, "readiness_reason": state.reason},
+                        retryable=state.reason == "EXECUTOR_UNREACHABLE",
+                    )
+            contracts = ready
         resolved: list[Attachment] = []
         unresolved: list[str] = []
         allowed_providers = (

@@ -1,0 +1,527 @@
+"""``charter.executor.app``: an ASGI app serving ``@charter.tool`` functions over
+``charter.executor.v1`` — ``GET /describe`` and ``POST /execute``.
+
+Every request must carry the bearer credential and a fresh, valid signature (see
+:mod:`charter.executors.http_protocol`); otherwise 401 with the reason. ``/execute`` then:
+
+1. parses the body strictly (400 ``BAD_REQUEST``), finds the tool (404
+   ``TOOL_NOT_DESCRIBED``), checks the caller's tool version and contract digest against this
+   executor's (409 ``CONTRACT_MISMATCH``), the deadline (408 ``DEADLINE_PASSED``) and the
+   arguments against the contract's schema and the function's signature (400
+   ``ARGS_INVALID``) — every 4xx is answered before anything runs;
+2. claims the idempotency key in the journal (a key seen before answers with the recorded
+   response; the same key with another call or other arguments is 409
+   ``IDEMPOTENCY_CONFLICT``);
+3. runs the function (sync functions in a worker thread), records the response, answers 200
+   with ``{call_id, status: succeeded, result}`` or ``{call_id, status: failed, error}``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import hashlib
+import hmac
+import inspect
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import anyio
+import anyio.to_thread
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from charter.contracts.canonical import canonical_bytes
+from charter.contracts.decorator import declaration, declared_contract
+from charter.contracts.model import ToolContract
+from charter.contracts.schema import CompiledSchema, compile_schema
+from charter.contracts.tool_context import Context
+from charter.errors import ConfigError, Failure
+from charter.executor._journal import Claim, Journal
+from charter.executors.base import ensure_json
+from charter.executors.http_protocol import (
+    AUTH_INVALID,
+    AUTH_MISSING,
+    DEFAULT_TOLERANCE_S,
+    NONCE_HEADER,
+    PROTOCOL,
+    REPLAYED,
+    SIGNATURE_HEADER,
+    SIGNATURE_INVALID,
+    TIMESTAMP_HEADER,
+    TIMESTAMP_STALE,
+    StrictJSONError,
+    dumps,
+    loads_strict,
+    nonce_valid,
+    signature_matches,
+    timestamp_fresh,
+)
+
+MIN_SECRET_BYTES = 16
+DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+IN_FLIGHT_POLL_S = 0.05
+IN_FLIGHT_WAIT_S = 30.0
+CREDENTIAL_ENV = "CHARTER_EXECUTOR_CREDENTIAL"
+SIGNING_KEY_ENV = "CHARTER_EXECUTOR_SIGNING_KEY"
+
+
+class _Tool:
+    __slots__ = ("args", "context_param", "contract", "function", "is_async", "signature")
+
+    def __init__(self, function: Callable[..., Any]) -> None:
+        self.function = function
+        self.contract: ToolContract = declared_contract(function)
+        decl = declaration(function)
+        self.context_param = decl.context_param if decl is not None else None
+        self.is_async = inspect.iscoroutinefunction(function)
+        self.signature = inspect.signature(function)
+        self.args: CompiledSchema = compile_schema(self.contract.args_schema)
+
+
+class _Refused(Exception):
+    """Answer with a 4xx/5xx before anything runs."""
+
+    def __init__(self, status: int, reason: str, message: str, code: str = "invalid_input"):
+        super().__init__(message)
+        self.status, self.reason, self.message, self.code = status, reason, message, code
+
+
+def _secret(value: str | bytes | None, env: str, what: str) -> bytes:
+    if value is None:
+        found = os.environ.get(env)
+        if found is None:
+            raise ConfigError(f"charter.executor.app: give {what}= or set {env}")
+        value = found
+    raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
+    raw = raw.rstrip(b"\r\n")
+    if len(raw) < MIN_SECRET_BYTES:
+        raise ConfigError(f"charter.executor.app: {what} is shorter than {MIN_SECRET_BYTES} bytes")
+    return raw
+
+
+def _collect(tools: Iterable[Callable[..., Any]] | ModuleType) -> list[Callable[..., Any]]:
+    if isinstance(tools, ModuleType):
+        module = tools
+        return [
+            obj
+            for _, obj in sorted(vars(module).items())
+            if callable(obj)
+            and declaration(obj) is not None
+            and getattr(obj, "__module__", None) == module.__name__
+        ]
+    return list(tools)
+
+
+def app(
+    tools: Iterable[Callable[..., Any]] | ModuleType,
+    *,
+    name: str,
+    version: str,
+    credential: str | bytes | None = None,
+    signing_key: str | bytes | None = None,
+    journal: str | Path = "executor-journal.db",
+    tolerance_s: float = DEFAULT_TOLERANCE_S,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    clock: Callable[[], float] = time.time,
+) -> Starlette:
+    """Build the ASGI app serving ``tools`` (``@charter.tool`` functions, or a module's).
+
+    ``credential`` (the bearer token) and ``signing_key`` (the HMAC key) default to the
+    environment variables ``CHARTER_EXECUTOR_CREDENTIAL`` / ``CHARTER_EXECUTOR_SIGNING_KEY``;
+    each is at least 16 bytes and they must differ. ``journal`` is the SQLite file of the
+    idempotency journal. Serve it with any ASGI server, e.g.
+    ``uvicorn.run(app, host="127.0.0.1", port=8765)``.
+    """
+    cred = _secret(credential, CREDENTIAL_ENV, "credential")
+    key = _secret(signing_key, SIGNING_KEY_ENV, "signing_key")
+    if hmac.compare_digest(cred, key):
+        raise ConfigError("charter.executor.app: credential and signing_key must differ")
+    served: dict[str, _Tool] = {}
+    for function in _collect(tools):
+        tool = _Tool(function)
+        if tool.contract.id in served:
+            raise ConfigError(f"charter.executor.app: tool {tool.contract.id} is served twice")
+        served[tool.contract.id] = tool
+    if not served:
+        raise ConfigError("charter.executor.app: no @charter.tool function to serve")
+    server = _Server(
+        tools=served,
+        name=name,
+        version=version,
+        credential_digest=hashlib.sha256(cred).digest(),
+        signing_key=key,
+        journal=Journal(journal),
+        tolerance_s=tolerance_s,
+        max_body_bytes=max_body_bytes,
+        clock=clock,
+    )
+    application = Starlette(
+        routes=[
+            Route("/describe", server.describe, methods=["GET"]),
+            Route("/execute", server.execute, methods=["POST"]),
+        ]
+    )
+    application.state.journal = server.journal
+    application.state.tools = tuple(sorted(served))
+    return application
+
+
+def _json(status: int, value: Any) -> Response:
+    return Response(dumps(value), status_code=status, media_type="application/json")
+
+
+def _recorded(claim: Claim) -> Response:
+    """The response recorded for an idempotency key, byte for byte."""
+    assert claim.http_status is not None
+    assert claim.response is not None
+    return Response(claim.response, status_code=claim.http_status, media_type="application/json")
+
+
+def _refusal(exc: _Refused) -> Response:
+    return _json(
+        exc.status, {"error": {"code": exc.code, "reason": exc.reason, "message": exc.message}}
+    )
+
+
+class _Server:
+    def __init__(
+        self,
+        *,
+        tools: Mapping[str, _Tool],
+        name: str,
+        version: str,
+        credential_digest: bytes,
+        signing_key: bytes,
+        journal: Journal,
+        tolerance_s: float,
+        max_body_bytes: int,
+        clock: Callable[[], float],
+    ) -> None:
+        self.tools = dict(tools)
+        self.credential_digest = credential_digest
+        self.signing_key = signing_key
+        self.journal = journal
+        self.tolerance_s = tolerance_s
+        self.max_body_bytes = max_body_bytes
+        self.clock = clock
+        self.description = dumps(
+            {
+                "protocol": PROTOCOL,
+                "executor": {"name": name, "version": version},
+                "tools": [
+                    {
+                        "id": t.contract.id,
+                        "version": t.contract.version,
+                        "contract_digest": t.contract.digest,
+                    }
+                    for _, t in sorted(self.tools.items())
+                ],
+            }
+        )
+
+    # -----------------------------------------------------------------------------------
+    # authentication
+
+    async def _body(self, request: Request) -> bytes:
+        declared = request.headers.get("content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
+            raise _Refused(413, "BODY_TOO_LARGE", "the request body is too large", "resource_limit")
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > self.max_body_bytes:
+                raise _Refused(
+                    413, "BODY_TOO_LARGE", "the request body is too large", "resource_limit"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    async def _authenticate(self, request: Request, body: bytes) -> None:
+        auth = request.headers.get("authorization", "")
+        scheme, _, token = auth.partition(" ")
+        if scheme.lower() != "bearer" or not token:
+            raise _Refused(
+                401, AUTH_MISSING, "a bearer credential is required", "permission_denied"
+            )
+        offered = hashlib.sha256(token.strip().encode("utf-8", "surrogateescape")).digest()
+        if not hmac.compare_digest(offered, self.credential_digest):
+            raise _Refused(401, AUTH_INVALID, "the credential is not valid", "permission_denied")
+        timestamp = request.headers.get(TIMESTAMP_HEADER, "")
+        now = self.clock()
+        if not timestamp_fresh(timestamp, now, self.tolerance_s):
+            raise _Refused(
+                401,
+                TIMESTAMP_STALE,
+                f"the request timestamp is missing or more than {self.tolerance_s:g} s off",
+                "permission_denied",
+            )
+        nonce = request.headers.get(NONCE_HEADER, "")
+        offered_sig = request.headers.get(SIGNATURE_HEADER, "")
+        if not nonce_valid(nonce) or not signature_matches(
+            self.signing_key,
+            offered_sig,
+            request.method,
+            request.url.path,
+            timestamp,
+            nonce,
+            body,
+        ):
+            raise _Refused(
+                401, SIGNATURE_INVALID, "the request signature is not valid", "permission_denied"
+            )
+        fresh = await anyio.to_thread.run_sync(
+            self.journal.remember_nonce, nonce, now, self.tolerance_s
+        )
+        if not fresh:
+            raise _Refused(
+                401, REPLAYED, "this request was already received (replay)", "permission_denied"
+            )
+
+    # -----------------------------------------------------------------------------------
+    # endpoints
+
+    async def describe(self, request: Request) -> Response:
+        try:
+            body = await self._body(request)
+            await self._authenticate(request, body)
+        except _Refused as exc:
+            return _refusal(exc)
+        return Response(self.description, media_type="application/json")
+
+    async def execute(self, request: Request) -> Response:
+        try:
+            body = await self._body(request)
+            await self._authenticate(request, body)
+            call = self._parse(body)
+        except _Refused as exc:
+            return _refusal(exc)
+        return await self._run(call)
+
+    def _parse(self, body: bytes) -> _Call:
+        try:
+            doc = loads_strict(body)
+        except StrictJSONError:
+            raise _Refused(400, "BAD_REQUEST", "the body is not valid JSON") from None
+        if not isinstance(doc, dict):
+            raise _Refused(400, "BAD_REQUEST", "the body must be a JSON object")
+        call_id, key = doc.get("call_id"), doc.get("idempotency_key")
+        tool, arguments = doc.get("tool"), doc.get("arguments")
+        if not isinstance(call_id, str) or not call_id or len(call_id) > 256:
+            raise _Refused(400, "BAD_REQUEST", "call_id must be a non-empty string")
+        if not isinstance(key, str) or not key or len(key) > 256:
+            raise _Refused(400, "BAD_REQUEST", "idempotency_key must be a non-empty string")
+        if not isinstance(tool, dict) or not all(
+            isinstance(tool.get(k), str) for k in ("id", "version", "contract_digest")
+        ):
+            raise _Refused(400, "BAD_REQUEST", "tool must be {id, version, contract_digest}")
+        if not isinstance(arguments, dict):
+            raise _Refused(400, "BAD_REQUEST", "arguments must be a JSON object")
+        served = self.tools.get(tool["id"])
+        if served is None:
+            raise _Refused(404, "TOOL_NOT_DESCRIBED", f"this executor does not serve {tool['id']}")
+        contract = served.contract
+        if tool["version"] != contract.version or tool["contract_digest"] != contract.digest:
+            raise _Refused(
+                409,
+                "CONTRACT_MISMATCH",
+                f"tool {contract.id}: the caller's version or contract digest differs from "
+                f"this executor's ({contract.version}, {contract.digest})",
+                "contract_violation",
+            )
+        deadline = self._deadline(doc.get("deadline"))
+        violation = served.args.first_error(arguments)
+        if violation is not None:
+            raise _Refused(
+                400,
+                "ARGS_INVALID",
+                f"the arguments do not match the schema at {violation.pointer or '/'} "
+                f"({violation.keyword})",
+            )
+        attribution = doc.get("attribution")
+        if attribution is not None and not isinstance(attribution, dict):
+            raise _Refused(400, "BAD_REQUEST", "attribution must be an object")
+        ctx = _context(call_id, key, contract.id, attribution or {})
+        kwargs = dict(arguments)
+        if served.context_param is not None:
+            kwargs[served.context_param] = ctx
+        try:
+            served.signature.bind(**kwargs)
+        except TypeError:
+            raise _Refused(
+                400, "ARGS_INVALID", f"the arguments do not fit the signature of {contract.id}"
+            ) from None
+        digest = hashlib.sha256(canonical_bytes({"tool": tool, "arguments": arguments})).hexdigest()
+        return _Call(
+            call_id=call_id,
+            key=key,
+            tool=served,
+            kwargs=kwargs,
+            context=ctx,
+            deadline_s=deadline,
+            request_sha256=digest,
+        )
+
+    def _deadline(self, value: Any) -> float:
+        """Seconds from now: a number of seconds, or an RFC 3339 instant; default 30 s."""
+        if value is None:
+            return IN_FLIGHT_WAIT_S
+        if isinstance(value, bool):
+            raise _Refused(400, "BAD_REQUEST", "deadline must be seconds or an RFC 3339 time")
+        if isinstance(value, int | float):
+            seconds = float(value)
+        elif isinstance(value, str):
+            try:
+                instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
+            except ValueError:
+                raise _Refused(
+                    400, "BAD_REQUEST", "deadline must be seconds or an RFC 3339 time"
+                ) from None
+            if instant.tzinfo is None:
+                raise _Refused(400, "BAD_REQUEST", "an RFC 3339 deadline needs a time zone")
+            seconds = instant.timestamp() - self.clock()
+        else:
+            raise _Refused(400, "BAD_REQUEST", "deadline must be seconds or an RFC 3339 time")
+        if not seconds > 0:
+            raise _Refused(408, "DEADLINE_PASSED", "the deadline has already passed", "timeout")
+        return seconds
+
+    async def _run(self, call: _Call) -> Response:
+        claim = await anyio.to_thread.run_sync(
+            functools.partial(
+                self.journal.claim,
+                call.key,
+                call_id=call.call_id,
+                tool_id=call.tool.contract.id,
+                request_sha256=call.request_sha256,
+                now=self.clock(),
+            )
+        )
+        if claim.state == "conflict":
+            return _refusal(
+                _Refused(
+                    409,
+                    "IDEMPOTENCY_CONFLICT",
+                    "this idempotency key was used for another call or other arguments",
+                )
+            )
+        if claim.state == "running":
+            return await self._await_recorded(call)
+        if claim.state == "done":
+            return _recorded(claim)
+        answer = await self._invoke(call)
+        payload = dumps(answer)
+        await anyio.to_thread.run_sync(
+            functools.partial(
+                self.journal.finish, call.key, http_status=200, response=payload, now=self.clock()
+            )
+        )
+        return Response(payload, media_type="application/json")
+
+    async def _await_recorded(self, call: _Call) -> Response:
+        """A duplicate of a call still running (or orphaned by a crash): wait, then 503."""
+        with anyio.move_on_after(min(call.deadline_s, IN_FLIGHT_WAIT_S)):
+            while True:
+                claim = await anyio.to_thread.run_sync(
+                    functools.partial(
+                        self.journal.lookup,
+                        call.key,
+                        call_id=call.call_id,
+                        tool_id=call.tool.contract.id,
+                        request_sha256=call.request_sha256,
+                    )
+                )
+                if claim.state == "done":
+                    return _recorded(claim)
+                await anyio.sleep(IN_FLIGHT_POLL_S)
+        return _refusal(
+            _Refused(
+                503,
+                "IN_FLIGHT",
+                "the same idempotency key is still running (or its process died); "
+                "its outcome is not recorded yet",
+                "transient_external",
+            )
+        )
+
+    async def _invoke(self, call: _Call) -> dict[str, Any]:
+        tool = call.tool
+        bound = functools.partial(tool.function, **call.kwargs)
+        try:
+            if tool.is_async:
+                result = await bound()
+            else:
+                result = await anyio.to_thread.run_sync(bound)
+            return {"call_id": call.call_id, "status": "succeeded", "result": ensure_json(result)}
+        except Failure as exc:
+            error: dict[str, Any] = {
+                "code": exc.code.value,
+                "reason": exc.reason,
+                "message": exc.message,
+                "retryable": exc.retryable,
+            }
+            if exc.details:
+                with contextlib.suppress(Failure):
+                    error["details"] = ensure_json(dict(exc.details))
+            return {"call_id": call.call_id, "status": "failed", "error": error}
+        except Exception as exc:
+            return {
+                "call_id": call.call_id,
+                "status": "failed",
+                "error": {
+                    "code": "internal",
+                    "reason": "TOOL_RAISED",
+                    "message": f"tool {tool.contract.id} raised {type(exc).__name__}: "
+                    f"{str(exc)[:500]}",
+                },
+            }
+
+
+class _Call:
+    __slots__ = ("call_id", "context", "deadline_s", "key", "kwargs", "request_sha256", "tool")
+
+    def __init__(
+        self,
+        *,
+        call_id: str,
+        key: str,
+        tool: _Tool,
+        kwargs: dict[str, Any],
+        context: Context,
+        deadline_s: float,
+        request_sha256: str,
+    ) -> None:
+        self.call_id = call_id
+        self.key = key
+        self.tool = tool
+        self.kwargs = kwargs
+        self.context = context
+        self.deadline_s = deadline_s
+        self.request_sha256 = request_sha256
+
+
+def _context(call_id: str, key: str, tool_id: str, attribution: Mapping[str, Any]) -> Context:
+    def text(name: str) -> str | None:
+        value = attribution.get(name)
+        return value if isinstance(value, str) else None
+
+    return Context(
+        call_id=call_id,
+        idempotency_key=key,
+        context_id=text("context_id") or "",
+        run_id=text("run_id") or "",
+        tool_id=tool_id,
+        tenant=text("tenant"),
+        principal=text("principal"),
+        agent=text("agent"),
+        task_id=text("task_id"),
+        trace_id=text("trace_id"),
+    )

@@ -1,0 +1,294 @@
+"""Readiness: can each bound tool run as the Build says it should? (DESIGN §2, SEIF point 3)
+
+For every tool the deployment binds:
+
+- ``http`` — the executor's ``GET /describe`` must list the tool with exactly the Build's
+  version and contract digest. Not ready: ``EXECUTOR_UNREACHABLE`` (no answer, 5xx, timeout),
+  ``EXECUTOR_REFUSED`` (401/403: wrong credential or signing key), ``DESCRIBE_INVALID``,
+  ``TOOL_NOT_DESCRIBED``, ``VERSION_MISMATCH``, ``DIGEST_MISMATCH``.
+- ``python`` / ``subprocess`` — the entrypoint file exists inside the project, parses, and
+  defines the function (checked without importing it: importing runs module code, and the
+  Build already imported it once). A function handed to the runtime directly is ready.
+  Not ready: ``ENTRYPOINT_MISSING`` / ``ENTRYPOINT_INVALID``.
+
+A report is cached for ``ttl_s`` seconds (default 5) so resolving a context is not one
+network round trip per call; concurrent callers share one refresh. Required tools that are
+not ready block context resolution (``TOOL_NOT_READY``); optional ones are omitted.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from charter.errors import Failure
+from charter.executors.http import Described, HttpEndpoint, HttpExecutor
+from charter.kernel.deploy import Binding
+from charter.project.build import Build
+
+EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
+VERSION_MISMATCH = "VERSION_MISMATCH"
+DIGEST_MISMATCH = "DIGEST_MISMATCH"
+TOOL_NOT_DESCRIBED = "TOOL_NOT_DESCRIBED"
+ENTRYPOINT_MISSING = "ENTRYPOINT_MISSING"
+ENTRYPOINT_INVALID = "ENTRYPOINT_INVALID"
+EXECUTOR_MISSING = "EXECUTOR_MISSING"
+DEFAULT_TTL_S = 5.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolReadiness:
+    """One tool's readiness: expected (the Build) against reported (the executor)."""
+
+    tool_id: str
+    executor: str  # python | subprocess | http
+    endpoint: str | None  # the base URL for http
+    required: bool
+    ready: bool
+    expected_version: str
+    expected_digest: str
+    reported_version: str | None = None
+    reported_digest: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "ready" if self.ready else "not_ready"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool_id,
+            "executor": self.executor,
+            "endpoint": self.endpoint,
+            "required": self.required,
+            "status": self.status,
+            "expected": {"version": self.expected_version, "digest": self.expected_digest},
+            "reported": {"version": self.reported_version, "digest": self.reported_digest},
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadinessReport:
+    tools: tuple[ToolReadiness, ...]
+    checked_at: str  # RFC 3339, UTC
+
+    @property
+    def ready(self) -> bool:
+        """Every *required* tool is ready (optional ones may be missing)."""
+        return all(t.ready for t in self.tools if t.required)
+
+    def get(self, tool_id: str) -> ToolReadiness | None:
+        return next((t for t in self.tools if t.tool_id == tool_id), None)
+
+    def not_ready(self) -> tuple[ToolReadiness, ...]:
+        return tuple(t for t in self.tools if not t.ready)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ready": self.ready,
+            "checked_at": self.checked_at,
+            "tools": [t.to_dict() for t in self.tools],
+        }
+
+
+class Readiness:
+    """Checks and caches the readiness of every bound tool of one Build."""
+
+    def __init__(
+        self,
+        *,
+        build: Build,
+        bindings: Mapping[str, Binding],
+        http: HttpExecutor | None = None,
+        root: Path | None = None,
+        functions: frozenset[str] = frozenset(),
+        ttl_s: float = DEFAULT_TTL_S,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self._build = build
+        self._bindings = dict(bindings)
+        self._http = http
+        self._root = root
+        self._functions = functions
+        self._ttl_s = ttl_s
+        self._monotonic = monotonic
+        self._cached: tuple[float, ReadinessReport] | None = None
+        self._lock = asyncio.Lock()
+
+    @property
+    def bindings(self) -> Mapping[str, Binding]:
+        return self._bindings
+
+    async def report(self, *, fresh: bool = False) -> ReadinessReport:
+        """The readiness of every bound tool; from the cache unless older than ``ttl_s``."""
+        cached = self._cached
+        if not fresh and cached is not None and self._monotonic() - cached[0] < self._ttl_s:
+            return cached[1]
+        async with self._lock:
+            cached = self._cached
+            if not fresh and cached is not None and self._monotonic() - cached[0] < self._ttl_s:
+                return cached[1]
+            report = await self._check()
+            self._cached = (self._monotonic(), report)
+            return report
+
+    async def _check(self) -> ReadinessReport:
+        endpoints: dict[str, HttpEndpoint] = {}
+        if self._http is not None:
+            for tool_id, binding in self._bindings.items():
+                endpoint = self._http.endpoints.get(tool_id)
+                if binding.executor == "http" and endpoint is not None:
+                    endpoints.setdefault(endpoint.url, endpoint)
+        described = dict(
+            zip(
+                endpoints,
+                await asyncio.gather(*(self._describe(e) for e in endpoints.values())),
+                strict=True,
+            )
+        )
+        results = []
+        for tool_id, binding in sorted(self._bindings.items()):
+            if tool_id not in self._build.tools:
+                continue  # a binding for a tool this Build does not have: nothing to serve
+            if binding.executor == "http":
+                results.append(self._http_tool(tool_id, binding, described))
+            else:
+                results.append(self._local_tool(tool_id, binding))
+        return ReadinessReport(
+            tools=tuple(results),
+            checked_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        )
+
+    async def _describe(self, endpoint: HttpEndpoint) -> Described | Failure:
+        assert self._http is not None
+        try:
+            return await self._http.describe(endpoint)
+        except Failure as exc:
+            return exc
+
+    def _base(self, tool_id: str, binding: Binding, **kw: Any) -> ToolReadiness:
+        contract = self._build.tools[tool_id].contract
+        url = binding.options.get("url")
+        return ToolReadiness(
+            tool_id=tool_id,
+            executor=binding.executor,
+            endpoint=url if isinstance(url, str) else None,
+            required=binding.required,
+            expected_version=contract.version,
+            expected_digest=contract.digest,
+            **kw,
+        )
+
+    def _http_tool(
+        self, tool_id: str, binding: Binding, described: Mapping[str, Described | Failure]
+    ) -> ToolReadiness:
+        endpoint = self._http.endpoints.get(tool_id) if self._http is not None else None
+        if endpoint is None:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=EXECUTOR_MISSING,
+                message="no http executor is configured for this binding",
+            )
+        found = described[endpoint.url]
+        if isinstance(found, Failure):
+            return self._base(
+                tool_id, binding, ready=False, reason=found.reason, message=found.message
+            )
+        contract = self._build.tools[tool_id].contract
+        tool = found.tools.get(tool_id)
+        if tool is None:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=TOOL_NOT_DESCRIBED,
+                message=f"executor {found.name} {found.version} does not describe {tool_id}",
+            )
+        reported = {"reported_version": tool.version, "reported_digest": tool.contract_digest}
+        if tool.version != contract.version:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=VERSION_MISMATCH,
+                message=f"the executor serves version {tool.version}; the Build has "
+                f"{contract.version}",
+                **reported,
+            )
+        if tool.contract_digest != contract.digest:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=DIGEST_MISMATCH,
+                message="the executor's contract digest differs from the Build's",
+                **reported,
+            )
+        return self._base(tool_id, binding, ready=True, **reported)
+
+    def _local_tool(self, tool_id: str, binding: Binding) -> ToolReadiness:
+        contract = self._build.tools[tool_id].contract
+        reported = {"reported_version": contract.version, "reported_digest": contract.digest}
+        if tool_id in self._functions and binding.executor == "python":
+            return self._base(tool_id, binding, ready=True, **reported)
+        entrypoint = self._build.tools[tool_id].entrypoint
+        if entrypoint is None or self._root is None:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=ENTRYPOINT_MISSING,
+                message=f"tool {tool_id} has no Python entrypoint for the "
+                f"{binding.executor} executor",
+            )
+        problem = _entrypoint_problem(self._root, entrypoint)
+        if problem is not None:
+            return self._base(
+                tool_id, binding, ready=False, reason=ENTRYPOINT_INVALID, message=problem
+            )
+        return self._base(tool_id, binding, ready=True, **reported)
+
+
+def _entrypoint_problem(root: Path, entrypoint: str) -> str | None:
+    """Why ``tools/x.py:fn`` cannot be loaded, judged without importing it; else ``None``."""
+    relative, _, qualname = entrypoint.partition(":")
+    path = (root / relative).resolve()
+    try:
+        path.relative_to(root.resolve())
+    except ValueError:
+        return f"{relative} is outside the project"
+    try:
+        tree = ast.parse(path.read_bytes(), filename=relative)
+    except FileNotFoundError:
+        return f"{relative} does not exist"
+    except (OSError, SyntaxError, ValueError) as exc:
+        return f"{relative} cannot be parsed: {type(exc).__name__}"
+    top = qualname.split(".", 1)[0]
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            if node.name == top:
+                return None
+        elif _binds(node, top):
+            return None
+    return f"{relative} defines no {top}"
+
+
+def _binds(node: ast.stmt, name: str) -> bool:
+    if isinstance(node, ast.Assign):
+        return any(isinstance(t, ast.Name) and t.id == name for t in node.targets)
+    if isinstance(node, ast.AnnAssign):
+        return isinstance(node.target, ast.Name) and node.target.id == name
+    if isinstance(node, ast.Import | ast.ImportFrom):
+        return any((alias.asname or alias.name.split(".")[0]) == name for alias in node.names)
+    return False
