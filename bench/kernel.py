@@ -155,8 +155,9 @@ def bare_two_commits(path: Path, n: int) -> list[float]:
 
 
 async def mcp_sdk(fn: Callable[..., Awaitable[Any]], n: int) -> list[float]:
-    from mcp import Client
     from mcp.server.mcpserver import MCPServer
+
+    from mcp import Client
 
     server = MCPServer("bench")
     server.add_tool(fn, name="echo")
@@ -398,6 +399,7 @@ def environment() -> dict[str, str]:
         "uname": " ".join(platform.uname()),
         "nproc": str(os.cpu_count()),
         "python": platform.python_version(),
+        "load_before": " ".join(f"{x:.2f}" for x in os.getloadavg()),
     }
 
 
@@ -418,6 +420,8 @@ def render_table(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> No
             f"{m['per_s']:.0f}",
         )
     console.print(table)
+    for line in notes(res):
+        console.print(line)
     goal_table = Table(title="goals")
     for col in ("goal", "met", "measured"):
         goal_table.add_column(col)
@@ -471,15 +475,32 @@ def rows(res: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
     ]
 
 
+def notes(res: dict[str, Any]) -> list[str]:
+    c = res["charter"]
+    floor = res["floors"]["two_commits"]["p50_us"] / res["floors"]["mcp_sdk"]["p50_us"]
+    return [
+        f"The two bare commits alone are {floor:.2f}× the MCP SDK call in this run (the "
+        "p50 ≤ 0.5× MCP goal needs this floor below 0.5× with room for the kernel's CPU).",
+        f"CPU per governed call (process time, all threads): 1 caller "
+        f"{c['one_caller']['cpu_us_per_call']:.0f} µs, {CALLERS} callers "
+        f"{c['callers32']['cpu_us_per_call']:.0f} µs. "
+        f"Commits per call, 1 caller: {c['one_caller']['commits_per_call']:.2f}; "
+        f"calls per commit, {CALLERS} callers: {c['callers32']['calls_per_commit']:.1f} "
+        "(group commit).",
+    ]
+
+
 def render_markdown(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> str:
     env = res["environment"]
     c = res["charter"]
     lines = [
         SECTION,
         "",
-        f"`python bench/kernel.py` (or `charter bench kernel`), {env['date']}; "
+        "`charter bench kernel --profile --write-results` (runs `bench/kernel.py`), "
+        f"{env['date']}; "
         f"`{env['uname']}`, nproc {env['nproc']}, Python {env['python']}; "
-        f"{res['samples']} sequential samples, {CALLERS} callers × {res['per_caller']} calls. "
+        f"{res['samples']} sequential samples, {CALLERS} callers × {res['per_caller']} calls; "
+        f"load average {env['load_before']} before, {env['load_after']} after. "
         "Two shared cores: numbers drift 10–50 % between runs, the ratios are what matter.",
         "",
         "| measurement | p50 µs | p95 µs | p99 µs | calls/s |",
@@ -490,19 +511,8 @@ def render_markdown(res: dict[str, Any], checks: list[tuple[str, bool, str]]) ->
             f"| {label} | {m['p50_us']:.1f} | {m['p95_us']:.1f} | {m['p99_us']:.1f} "
             f"| {m['per_s']:.0f} |"
         )
-    floor = res["floors"]["two_commits"]["p50_us"] / res["floors"]["mcp_sdk"]["p50_us"]
+    lines += ["", notes(res)[0], "", notes(res)[1], ""]
     lines += [
-        "",
-        f"The two bare commits alone are {floor:.2f}× the MCP SDK call in this run (the "
-        "p50 ≤ 0.5× MCP goal needs this floor below 0.5× with room for the kernel's CPU).",
-        "",
-        f"CPU per governed call (process time, all threads): 1 caller "
-        f"{c['one_caller']['cpu_us_per_call']:.0f} µs, {CALLERS} callers "
-        f"{c['callers32']['cpu_us_per_call']:.0f} µs. "
-        f"Commits per call, 1 caller: {c['one_caller']['commits_per_call']:.2f}; "
-        f"calls per commit, {CALLERS} callers: {c['callers32']['calls_per_commit']:.1f} "
-        "(group commit).",
-        "",
         "| goal | met | measured |",
         "|---|---|---|",
     ]
@@ -564,6 +574,7 @@ def main() -> int:
         }
         res["floors"] = asyncio.run(floors_suite(fn, tmp, args.samples))
         res["charter"] = asyncio.run(charter_suite(project, tmp, args))
+        res["environment"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     checks = goals(res)
     res["goals"] = [{"goal": n, "met": ok, "measured": d} for n, ok, d in checks]
     if args.json:
