@@ -1,0 +1,144 @@
+"""``charter mcp --transport http``: stateless streamable HTTP on loopback, bearer-authenticated,
+driven by the official MCP SDK client; and :func:`charter.mcp.mount_mcp` in a FastAPI app."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+import anyio
+import httpx2
+import pytest
+import uvicorn
+from fastapi import FastAPI
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+
+from charter.mcp import mount_mcp
+from charter.runtime import open_runtime
+from tests.mcp import _flow
+from tests.mcp._project import make_project
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+async def wait_listening(base: str) -> None:
+    async with httpx2.AsyncClient(trust_env=False) as http:
+        with anyio.fail_after(60):
+            while True:
+                try:
+                    await http.get(base + "/mcp/main")
+                    return
+                except httpx2.TransportError:
+                    await anyio.sleep(0.1)
+
+
+@contextmanager
+def charter_http(project: Path, port: int) -> Iterator[str]:
+    proc = subprocess.Popen(
+        [
+            _flow.CHARTER,
+            "mcp",
+            "--profile",
+            "main",
+            "--transport",
+            "http",
+            "--port",
+            str(port),
+            "--project",
+            str(project),
+        ],
+        cwd=project,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        if proc.stderr is not None:
+            proc.stderr.close()
+
+
+@asynccontextmanager
+async def client(url: str, key: str) -> AsyncIterator[Client]:
+    async with (
+        httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}, trust_env=False) as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as mcp_client,
+    ):
+        yield mcp_client
+
+
+async def test_http_acceptance(tmp_path: Path) -> None:
+    keys = make_project(tmp_path)
+    with charter_http(tmp_path, free_port()) as base:
+        await wait_listening(base)
+        url = base + "/mcp/main"
+        async with httpx2.AsyncClient(trust_env=False) as http:
+            body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+            assert (await http.post(url, json=body)).status_code == 401
+            bad = {"Authorization": "Bearer not-a-key"}
+            assert (await http.post(url, json=body, headers=bad)).status_code == 401
+            # a session id is never authentication
+            sid = {"Mcp-Session-Id": "anything"}
+            assert (await http.post(url, json=body, headers=sid)).status_code == 401
+            missing = await http.post(base + "/mcp/nope", json=body)
+            assert missing.status_code == 404
+        async with client(url, keys["app"]) as main, client(url, keys["viewer"]) as viewer:
+            await _flow.check_listing(main, viewer)
+            await _flow.check_read_and_ledger(main, tmp_path)
+            await _flow.check_invalid(main)
+            await _flow.check_approval_and_retry(main, tmp_path, "store-http")
+            await _flow.check_read_key_dedup(main, tmp_path, "echo-http")
+        # a new connection of the same principal: the identical keyed retry is still a receipt
+        async with client(url, keys["app"]) as again:
+            args = {"text": "keep me", "idempotency_key": "store-http"}
+            result = await again.call_tool("svc_store", args)
+            assert not result.is_error and result.structured_content == {
+                "stored": "keep me",
+                "n": 1,
+            }
+
+
+async def test_mount_mcp_in_fastapi(tmp_path: Path) -> None:
+    """What ``charter serve`` does: mount every profile at /mcp/{profile}."""
+    keys = make_project(tmp_path)
+    port = free_port()
+    async with open_runtime(tmp_path) as rt:
+        app = FastAPI()
+
+        @app.get("/healthz")
+        async def healthz() -> dict[str, bool]:
+            return {"ok": True}
+
+        mount_mcp(app, rt)
+        server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning", lifespan="on")
+        )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(server.serve)
+            base = f"http://127.0.0.1:{port}"
+            await wait_listening(base)
+            async with client(base + "/mcp/reader", keys["viewer"]) as reader:
+                tools = (await reader.list_tools()).tools
+                assert [t.name for t in tools] == ["svc_echo"]
+                result = await reader.call_tool("svc_echo", {"text": "x"})
+                assert result.structured_content == {"echo": "x", "n": 1}
+            async with httpx2.AsyncClient(trust_env=False) as http:
+                assert (await http.get(base + "/healthz")).json() == {"ok": True}
+            server.should_exit = True
