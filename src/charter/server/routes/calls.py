@@ -52,7 +52,13 @@ CALL_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: _envelope_response(202, "pending_approval, or a duplicate still dispatching"),
     403: _envelope_response(403, "denied"),
     409: _envelope_response(409, "conflict: the call id was used with other arguments"),
-    422: _envelope_response(422, "rejected: invalid arguments or call id"),
+    422: {
+        "description": "rejected (an envelope), or a body that breaks the API (a problem)",
+        "content": {
+            **_envelope_response(422, "")["content"],
+            **problem_responses(422)[422]["content"],
+        },
+    },
     **problem_responses(400, 401, 404, 413, 415),
 }
 
@@ -83,6 +89,8 @@ async def make_call(
     call_id = required_str(body, "call_id")
     approval_id = optional_str(body, "approval_id")
     raw_args = optional_str(body, "arguments")  # the member's exact text (kept raw)
+    if raw_args is not None and raw_args.strip() == "null":
+        raw_args = None
     args_json = optional_str(body, "arguments_json")
     if raw_args is not None and args_json is not None:
         raise InvalidInput("give arguments or arguments_json, not both", reason="REQUEST_INVALID")

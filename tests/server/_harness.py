@@ -1,0 +1,182 @@
+"""A test project with two tenants, API keys and a JWT secret; live servers on loopback.
+
+Servers run for real: uvicorn on a socket bound to 127.0.0.1 on a free port, either in a
+thread of the test process (:class:`ThreadServer`) or as ``charter serve`` subprocesses
+(:func:`spawn_serve`) for the replica tests.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import socket
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx2
+import uvicorn
+from fastapi import FastAPI
+
+from tests.kernel._project import write_runtime_project
+
+CHARTER_YAML = """
+name: served
+tools: {python: [tools.py]}
+profiles:
+  all:
+    include: [kv.get, kv.put, kv.echo, kv.boom, kv.slow]
+  reader:
+    include: [kv.get, kv.echo]
+"""
+
+PRINCIPALS = {
+    "alice": ("operator", "acme", ["kv:read", "kv:write", "approvals:approve"]),
+    "app": ("application", "acme", ["kv:read", "kv:write", "approvals:approve"]),
+    "bob": ("operator", "globex", ["kv:read", "kv:write", "approvals:approve"]),
+    "gapp": ("application", "globex", ["kv:read", "kv:write"]),
+}
+JWT_AUDIENCE = "charter-test"
+
+
+@dataclass(frozen=True)
+class Project:
+    root: Path
+    keys: dict[str, str]
+    approval_token: str
+    jwt_secret: bytes
+
+
+def write_served_project(root: Path) -> Project:
+    write_runtime_project(root)
+    (root / "charter.yaml").write_text(textwrap.dedent(CHARTER_YAML))
+    keys = {name: secrets.token_urlsafe(24) for name in PRINCIPALS}
+    lines = [
+        "environment: test",
+        "mode: enforce",
+        "secrets:",
+        "  fingerprint_key: {file: .charter/secrets/fingerprint.key}",
+        "  ledger_key: {file: .charter/secrets/ledger.key}",
+        "  approval_token: {file: .charter/secrets/approval.token}",
+        "enable: [kv.put]",
+        "jwt:",
+        "  algorithms: [HS256]",
+        "  secret: {file: .charter/secrets/jwt.key}",
+        f"  audience: {JWT_AUDIENCE}",
+        "principals:",
+    ]
+    for name, (kind, tenant, perms) in PRINCIPALS.items():
+        digest = hashlib.sha256(keys[name].encode()).hexdigest()
+        lines += [
+            f"  {name}:",
+            f"    kind: {kind}",
+            f"    tenant: {tenant}",
+            f"    permissions: [{', '.join(perms)}]",
+            f"    api_key: {{sha256: {digest}}}",
+        ]
+    (root / "charter.deploy.yaml").write_text("\n".join(lines) + "\n")
+    token = secrets.token_urlsafe(24)
+    jwt_secret = secrets.token_bytes(32).hex().encode()
+    for name, value in (("approval.token", token.encode()), ("jwt.key", jwt_secret)):
+        path = root / ".charter" / "secrets" / name
+        path.write_bytes(value + b"\n")
+        path.chmod(0o600)
+    return Project(root=root, keys=keys, approval_token=token, jwt_secret=jwt_secret)
+
+
+def free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+class ThreadServer:
+    """uvicorn serving ``app`` on a free loopback port, in a thread with its own loop."""
+
+    def __init__(self, app: FastAPI) -> None:
+        self.sock = free_socket()
+        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
+        config = uvicorn.Config(
+            app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
+        )
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(
+            target=self.server.run, kwargs={"sockets": [self.sock]}, daemon=True
+        )
+
+    def __enter__(self) -> ThreadServer:
+        self.thread.start()
+        deadline = time.monotonic() + 30
+        while not self.server.started:
+            if not self.thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the test server did not start")
+            time.sleep(0.02)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=20)
+        self.sock.close()
+
+
+def free_port() -> int:
+    with free_socket() as sock:
+        return int(sock.getsockname()[1])
+
+
+@contextmanager
+def spawn_serve(project: Path, store: str, *, port: int | None = None) -> Iterator[str]:
+    """``charter serve`` as a subprocess on a free loopback port; yields its base URL."""
+    port = port or free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
+    log = open(project / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed below
+    proc = subprocess.Popen(
+        [
+            str(Path(sys.executable).parent / "charter"),
+            "serve",
+            "--project",
+            str(project),
+            "--store",
+            store,
+            "--port",
+            str(port),
+            "--log-level",
+            "warning",
+        ],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            if proc.poll() is not None:
+                raise RuntimeError(
+                    f"charter serve exited: {(project / f'serve-{port}.log').read_text()}"
+                )
+            try:
+                if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
+                    break
+            except httpx2.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("charter serve did not start")
+            time.sleep(0.1)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()

@@ -1,0 +1,109 @@
+"""SSE over a real server: ids are sequence numbers, keep-alives flow while idle, and a client
+that drops the connection and comes back with Last-Event-ID misses nothing and sees nothing
+twice; a run's terminal status ends the stream."""
+
+from __future__ import annotations
+
+import threading
+
+import anyio
+import httpx2
+import pytest
+
+from charter.client import AsyncClient, Client
+from charter.ledger.events import NewEvent
+from tests.server._harness import Project, ThreadServer
+
+
+def _read_frames(response: httpx2.Response, count: int) -> tuple[list[int], bool]:
+    seqs: list[int] = []
+    saw_ping = False
+    for sse in httpx2.EventSource(response):
+        if sse.id:
+            seqs.append(int(sse.id))
+        if len(seqs) >= count:
+            break
+    return seqs, saw_ping
+
+
+def test_resume_after_a_dropped_connection(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    cl = clients["app"]
+    run = cl.create_run()
+    ctx = cl.resolve_context("reader", run_id=run["run_id"])
+    for i in range(3):
+        cl.call(ctx["context_id"], "kv.echo", f"a{i}", {"payload": {"i": i}})
+    head = cl.get_run(run["run_id"])["event_count"]
+    headers = {"Authorization": f"Bearer {project.keys['app']}", "Accept": "text/event-stream"}
+    url = f"{server.url}/v1/runs/{run['run_id']}/events"
+    with httpx2.Client(timeout=30) as http:
+        with http.stream("GET", url, headers=headers) as response:
+            assert response.headers["content-type"].startswith("text/event-stream")
+            first, _ = _read_frames(response, 5)
+        # the connection is gone; more events are appended meanwhile
+        for i in range(3, 6):
+            cl.call(ctx["context_id"], "kv.echo", f"a{i}", {"payload": {"i": i}})
+        total = cl.get_run(run["run_id"])["event_count"]
+        assert total > head
+        resumed_headers = {**headers, "Last-Event-ID": str(first[-1])}
+        with http.stream("GET", url, headers=resumed_headers) as response:
+            second, _ = _read_frames(response, total - first[-1])
+    assert first == [1, 2, 3, 4, 5]
+    assert first + second == list(range(1, total + 1))
+
+
+def test_keepalive_then_live_event_then_terminal_end(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    cl = clients["app"]
+    run = cl.create_run()
+    headers = {"Authorization": f"Bearer {project.keys['app']}", "Accept": "text/event-stream"}
+    url = f"{server.url}/v1/runs/{run['run_id']}/events"
+    lines: list[str] = []
+    with (
+        httpx2.Client(timeout=30) as http,
+        http.stream("GET", url, headers={**headers, "Last-Event-ID": "3"}) as response,
+    ):
+        for line in response.iter_lines():
+            lines.append(line)
+            if line == ": ping":
+                break  # idle: the server keeps the connection alive (0.5 s in tests)
+    assert "id: 1" not in lines  # resumed after 3: nothing old again
+    seen: list[dict[str, object]] = []
+
+    def follow() -> None:
+        seen.extend(cl.stream_events(run["run_id"], after=3))
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    anyio.run(_finish_run, project, run["run_id"])
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "the stream did not end with the run"
+    assert [e["type"] for e in seen] == ["run_status_changed"]
+    assert seen[0]["payload"] == {"status": "completed"}  # type: ignore[comparison-overlap]
+
+
+async def _finish_run(project: Project, run_id: str) -> None:
+    from charter.runtime import open_runtime
+
+    await anyio.sleep(0.3)
+    async with open_runtime(project.root, store="sqlite:///.charter/charter.db") as rt:
+        await rt.store.append(
+            run_id, [NewEvent(type="run_status_changed", payload={"status": "completed"})]
+        )
+
+
+@pytest.mark.anyio
+async def test_async_client_streams_and_resumes(server: ThreadServer, project: Project) -> None:
+    async with AsyncClient(server.url, project.keys["app"]) as cl:
+        run = await cl.create_run()
+        ctx = await cl.resolve_context("reader", run_id=run["run_id"])
+        await cl.call(ctx["context_id"], "kv.echo", "x1", {"payload": {}})
+        got: list[int] = []
+        with anyio.fail_after(20):
+            async for event in cl.stream_events(run["run_id"], after=2):
+                got.append(event["seq"])
+                if len(got) == 3:
+                    break
+        assert got == [3, 4, 5]
