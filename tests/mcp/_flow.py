@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-from mcp import Client
 
+from mcp import Client
 from tests.mcp._project import count
 
 CHARTER = str(Path(sys.executable).with_name("charter"))
@@ -38,13 +38,15 @@ async def check_listing(main: Client, viewer: Client) -> None:
     assert echo.description == "Echo a text back, counting the calls."
     assert echo.input_schema["required"] == ["text"]
     assert "idempotency_key" not in echo.input_schema["properties"]
-    assert echo.annotations is not None and store.annotations is not None
+    assert echo.annotations is not None
+    assert store.annotations is not None
     assert echo.annotations.read_only_hint is True
     assert echo.annotations.idempotent_hint is True
     assert echo.annotations.open_world_hint is False
     assert store.annotations.read_only_hint is False
     assert store.annotations.destructive_hint is True
-    assert echo.output_schema is not None and echo.output_schema["type"] == "object"
+    assert echo.output_schema is not None
+    assert echo.output_schema["type"] == "object"
     # a principal without svc:write and svc:admin sees fewer tools
     assert {t.name for t in (await viewer.list_tools()).tools} == {"svc_echo"}
 
@@ -76,9 +78,11 @@ async def check_invalid(client: Client) -> None:
     assert result.is_error
     assert text(result).startswith("invalid_input ARGS_")
     error = (result.structured_content or {})["error"]
-    assert error["code"] == "invalid_input" and error["reason"].startswith("ARGS_")
+    assert error["code"] == "invalid_input"
+    assert error["reason"].startswith("ARGS_")
     denied = await client.call_tool("svc_nope", {})
-    assert denied.is_error and "TOOL_NOT_DISCLOSED" in text(denied)
+    assert denied.is_error
+    assert "TOOL_NOT_DISCLOSED" in text(denied)
 
 
 async def check_approval_and_retry(client: Client, project: Path, key: str) -> None:
@@ -87,7 +91,8 @@ async def check_approval_and_retry(client: Client, project: Path, key: str) -> N
     assert pending.is_error
     message = text(pending)
     approval = (pending.structured_content or {})["approval"]
-    assert approval["id"] in message and approval["expires_at"] in message
+    assert approval["id"] in message
+    assert approval["expires_at"] in message
     assert f"charter approvals approve {approval['id']} --as OPERATOR" in message
     assert key in message
     assert count(project, "store") == 0
@@ -102,7 +107,8 @@ async def check_approval_and_retry(client: Client, project: Path, key: str) -> N
     assert count(project, "store") == 1
     # the same key with other arguments is a conflict
     other = await client.call_tool("svc_store", {**args, "text": "other"})
-    assert other.is_error and "IDEMPOTENCY_CONFLICT" in text(other)
+    assert other.is_error
+    assert "IDEMPOTENCY_CONFLICT" in text(other)
 
 
 async def check_read_key_dedup(client: Client, project: Path, key: str) -> None:

@@ -102,15 +102,15 @@ KEYS = ("fingerprint", "ledger", "alice", "app", "viewer")
 
 
 def make_project(
-    root: Path, *, extra_deploy: str = "", with_yaml_glob: bool = False
+    root: Path, *, extra_deploy: str = "", extra_profiles: str = "", with_yaml_glob: bool = False
 ) -> dict[str, str]:
     """Write the project under ``root``; return the principals' API keys by name."""
-    (root / "tools").mkdir(parents=True)
+    (root / "tools").mkdir(parents=True, exist_ok=True)
     (root / "tools" / "svc.py").write_text(textwrap.dedent(TOOLS))
     charter_yaml = CHARTER_YAML
     if not with_yaml_glob:
         charter_yaml = charter_yaml.replace("  files:\n    - tools/*.yaml\n", "")
-    (root / "charter.yaml").write_text(charter_yaml)
+    (root / "charter.yaml").write_text(charter_yaml + extra_profiles)
     (root / "charter.deploy.yaml").write_text(DEPLOY_YAML + extra_deploy)
     secrets_dir = root / ".charter" / "secrets"
     secrets_dir.mkdir(parents=True, mode=0o700)

@@ -14,11 +14,11 @@ import httpx2
 import pytest
 import uvicorn
 from fastapi import FastAPI
-from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from charter.mcp import mount_mcp
 from charter.runtime import open_runtime
+from mcp import Client
 from tests.mcp import _flow
 from tests.mcp._project import make_project
 
@@ -109,7 +109,8 @@ async def test_http_acceptance(tmp_path: Path) -> None:
         async with client(url, keys["app"]) as again:
             args = {"text": "keep me", "idempotency_key": "store-http"}
             result = await again.call_tool("svc_store", args)
-            assert not result.is_error and result.structured_content == {
+            assert not result.is_error
+            assert result.structured_content == {
                 "stored": "keep me",
                 "n": 1,
             }

@@ -67,7 +67,8 @@ async def _serve(
     from charter.runtime import open_runtime
 
     async with open_runtime(project, store=store, deploy=deploy) as rt:
-        Gateway(rt, profile)  # an unknown profile fails here, before serving
+        # an unknown profile, or a required tool that is not ready, fails here, before serving
+        await Gateway(rt, profile).check_ready()
         if transport == "stdio":
             assert as_ is not None
             await serve_stdio(rt, profile, as_)
@@ -108,7 +109,7 @@ def import_mcp(
         command=tuple(shlex.split(command)) if command is not None else None,
         url=url,
         credential_env=credential_env,
-        cwd=project,
+        cwd=Path.cwd(),
     )
     with reported_errors():
         written: dict[str, Any] = asyncio.run(

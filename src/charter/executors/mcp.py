@@ -32,7 +32,6 @@ import anyio
 import httpx2
 import mcp_types as types
 import yaml
-from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -50,6 +49,7 @@ from charter.executors.base import (
     succeeded,
     unknown,
 )
+from mcp import Client, StdioServerParameters
 
 TOOL_NOT_READY = "TOOL_NOT_READY"
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
@@ -240,16 +240,25 @@ class McpExecutor:
     async def aclose(self) -> None:
         return None
 
-    async def readiness(self, contracts: Sequence[ToolContract]) -> list[Drift]:
-        """Check every pinned contract against its server (one listing per server)."""
-        by_server: dict[McpServerSpec, list[ToolContract]] = {}
+    async def readiness(self, contracts: Sequence[ToolContract]) -> dict[str, Drift | Failure]:
+        """Check every pinned contract against its server (one listing per server).
+
+        Returns the tools that are not ready: their drift, or the failure to reach their server.
+        """
+        groups: dict[tuple[Any, ...], tuple[McpServerSpec, list[ToolContract]]] = {}
         for contract in contracts:
             spec = self._servers.get(contract.id)
             if spec is not None:
-                by_server.setdefault(spec, []).append(contract)
-        out: list[Drift] = []
-        for spec, group in by_server.items():
-            out.extend(await check_upstream(spec, group))
+                key = (spec.command, spec.url, spec.cwd)
+                groups.setdefault(key, (spec, []))[1].append(contract)
+        out: dict[str, Drift | Failure] = {}
+        for spec, group in groups.values():
+            try:
+                drifts = await check_upstream(spec, group)
+            except Failure as exc:
+                out.update(dict.fromkeys((c.id for c in group), exc))
+                continue
+            out.update({d.tool_id: d for d in drifts})
         return out
 
     async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
@@ -355,28 +364,35 @@ class McpExecutor:
 
 
 def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpServerSpec:
-    """A server from a binding's options: ``command: [..]`` or ``url`` + ``credential``.
-
-    ``credential`` is a deployment secret reference (already a loaded ``SecretRef``-like
-    object with ``resolve()``, or ``{env: VAR}``).
-    """
+    """A server from an ``executor: mcp`` binding's options (``command`` or ``url`` +
+    ``credential``, a loaded secret reference; ``cwd`` relative to the project)."""
     command = options.get("command")
     url = options.get("url")
     cred = options.get("credential")
-    credential: bytes | None = None
-    credential_env: str | None = None
-    if cred is not None and hasattr(cred, "resolve"):
-        credential = cred.resolve()
-    elif isinstance(cred, Mapping) and isinstance(cred.get("env"), str):
-        credential_env = cred["env"]
-    cwd = options.get("cwd")
+    cwd_opt = options.get("cwd")
+    cwd = Path(cwd_opt) if cwd_opt is not None else root
+    if cwd is not None and not cwd.is_absolute() and root is not None:
+        cwd = root / cwd
     return McpServerSpec(
         command=tuple(str(c) for c in command) if isinstance(command, list | tuple) else None,
         url=str(url) if url is not None else None,
-        credential=credential,
-        credential_env=credential_env,
-        cwd=Path(cwd) if cwd is not None else root,
+        credential=cred.resolve() if cred is not None and hasattr(cred, "resolve") else None,
+        cwd=cwd,
     )
+
+
+def mcp_executor(
+    bindings: Mapping[str, Any], *, root: Path | None, redact_message: MessageRedactor
+) -> McpExecutor | None:
+    """The executor for every ``executor: mcp`` binding (``{tool id: Binding}``), or ``None``."""
+    servers = {
+        tool_id: spec_from_options(b.options, root=root)
+        for tool_id, b in bindings.items()
+        if b.executor == "mcp"
+    }
+    if not servers:
+        return None
+    return McpExecutor(servers=servers, redact_message=redact_message)
 
 
 # ---------------------------------------------------------------------------------------
@@ -452,6 +468,11 @@ async def import_contracts(
     binding: dict[str, Any] = {"executor": "mcp"}
     if spec.command is not None:
         binding["command"] = list(spec.command)
+        if spec.cwd is not None and spec.cwd.resolve() != project.resolve():
+            try:
+                binding["cwd"] = str(spec.cwd.resolve().relative_to(project.resolve()))
+            except ValueError:
+                binding["cwd"] = str(spec.cwd.resolve())
     else:
         binding["url"] = spec.url
         binding["credential"] = {"env": spec.credential_env or "MCP_TOKEN"}

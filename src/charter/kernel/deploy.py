@@ -50,12 +50,13 @@ LOCAL_KEY_FILES: Mapping[str, str] = MappingProxyType(
         "operator_api_key": "operator.key",
     }
 )
-EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess", "http"})
+EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess", "http", "mcp"})
 _BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         "python": frozenset(),
         "subprocess": frozenset(),
         "http": frozenset({"url", "credential", "signing_key", "timeout_s", "max_response_bytes"}),
+        "mcp": frozenset({"command", "url", "credential", "cwd"}),
     }
 )
 _DEFAULT_EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
@@ -680,6 +681,40 @@ def _http_options(
     return options
 
 
+def _mcp_options(
+    r: _Reader, spec: Mapping[str, Any], where: str, env: Mapping[str, str]
+) -> dict[str, Any]:
+    """``executor: mcp``: a downstream MCP server, ``command: [argv…]`` (stdio) or ``url`` (+
+    an optional bearer ``credential``); see docs/mcp.md."""
+    if ("command" in spec) == ("url" in spec):
+        raise r.fail(where, "executor: mcp needs exactly one of `command` or `url`")
+    options: dict[str, Any] = {}
+    if "command" in spec:
+        command = spec["command"]
+        if (
+            not isinstance(command, list)
+            or not command
+            or not all(isinstance(c, str) and c for c in command)
+        ):
+            raise r.fail(_join(where, "command"), "must be a non-empty list of strings (argv)")
+        options["command"] = tuple(command)
+        if "credential" in spec:
+            raise r.fail(_join(where, "credential"), "applies to `url` servers only")
+    else:
+        url = spec["url"]
+        if not isinstance(url, str) or not _HTTP_URL.match(url):
+            raise r.fail(_join(where, "url"), "must be an http:// or https:// URL")
+        options["url"] = url
+        if "credential" in spec:
+            ref = r.secret(spec["credential"], _join(where, "credential"))
+            assert isinstance(ref, SecretRef)
+            ref.load(env, what=f"{r.file}: {_join(where, 'credential')}")
+            options["credential"] = ref
+    if "cwd" in spec:
+        options["cwd"] = r.string(spec["cwd"], _join(where, "cwd"))
+    return options
+
+
 def _bindings(r: _Reader, value: Any, env: Mapping[str, str] = os.environ) -> dict[str, Binding]:
     bindings: dict[str, Binding] = {}
     if value is None:
@@ -700,6 +735,8 @@ def _bindings(r: _Reader, value: Any, env: Mapping[str, str] = os.environ) -> di
         required = r.boolean(spec.get("required", True), _join(where, "required"))
         if kind == "http":
             options = _http_options(r, spec, where, env)
+        elif kind == "mcp":
+            options = _mcp_options(r, spec, where, env)
         else:
             options = {k: v for k, v in spec.items() if k not in ("executor", "required")}
         bindings[tool_id] = Binding(

@@ -6,6 +6,9 @@ For every tool the deployment binds:
   version and contract digest. Not ready: ``EXECUTOR_UNREACHABLE`` (no answer, 5xx, timeout),
   ``EXECUTOR_REFUSED`` (401/403: wrong credential or signing key), ``DESCRIBE_INVALID``,
   ``TOOL_NOT_DESCRIBED``, ``VERSION_MISMATCH``, ``DIGEST_MISMATCH``.
+- ``mcp`` — the downstream MCP server must list the contract's ``upstream`` tool with the
+  pinned digest over its name, description and input schema. Not ready: ``UPSTREAM_DRIFT``
+  (the message names what changed), ``UPSTREAM_NOT_PINNED``, ``EXECUTOR_UNREACHABLE``.
 - ``python`` / ``subprocess`` — the entrypoint file exists inside the project, parses, and
   defines the function (checked without importing it: importing runs module code, and the
   Build already imported it once). A function handed to the runtime directly is ready.
@@ -29,6 +32,7 @@ from typing import Any
 
 from charter.errors import Failure
 from charter.executors.http import Described, HttpEndpoint, HttpExecutor
+from charter.executors.mcp import Drift, McpExecutor
 from charter.kernel.deploy import Binding
 from charter.project.build import Build
 
@@ -39,6 +43,8 @@ TOOL_NOT_DESCRIBED = "TOOL_NOT_DESCRIBED"
 ENTRYPOINT_MISSING = "ENTRYPOINT_MISSING"
 ENTRYPOINT_INVALID = "ENTRYPOINT_INVALID"
 EXECUTOR_MISSING = "EXECUTOR_MISSING"
+UPSTREAM_DRIFT = "UPSTREAM_DRIFT"  # a downstream MCP tool's name, description or schema changed
+UPSTREAM_NOT_PINNED = "UPSTREAM_NOT_PINNED"
 DEFAULT_TTL_S = 5.0
 
 
@@ -109,6 +115,7 @@ class Readiness:
         build: Build,
         bindings: Mapping[str, Binding],
         http: HttpExecutor | None = None,
+        mcp: McpExecutor | None = None,
         root: Path | None = None,
         functions: frozenset[str] = frozenset(),
         ttl_s: float = DEFAULT_TTL_S,
@@ -117,6 +124,7 @@ class Readiness:
         self._build = build
         self._bindings = dict(bindings)
         self._http = http
+        self._mcp = mcp
         self._root = root
         self._functions = functions
         self._ttl_s = ttl_s
@@ -155,12 +163,15 @@ class Readiness:
                 strict=True,
             )
         )
+        upstream = await self._upstream()
         results = []
         for tool_id, binding in sorted(self._bindings.items()):
             if tool_id not in self._build.tools:
                 continue  # a binding for a tool this Build does not have: nothing to serve
             if binding.executor == "http":
                 results.append(self._http_tool(tool_id, binding, described))
+            elif binding.executor == "mcp":
+                results.append(self._mcp_tool(tool_id, binding, upstream.get(tool_id)))
             else:
                 results.append(self._local_tool(tool_id, binding))
         return ReadinessReport(
@@ -236,6 +247,58 @@ class Readiness:
                 **reported,
             )
         return self._base(tool_id, binding, ready=True, **reported)
+
+    async def _upstream(self) -> dict[str, Drift | Failure]:
+        """Downstream MCP servers: each pinned tool that drifted, or why its server failed."""
+        if self._mcp is None:
+            return {}
+        contracts = [
+            self._build.tools[t].contract
+            for t, b in self._bindings.items()
+            if b.executor == "mcp" and t in self._build.tools
+        ]
+        return await self._mcp.readiness(contracts)
+
+    def _mcp_tool(
+        self, tool_id: str, binding: Binding, problem: Drift | Failure | None
+    ) -> ToolReadiness:
+        contract = self._build.tools[tool_id].contract
+        if self._mcp is None or tool_id not in self._mcp.servers:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=EXECUTOR_MISSING,
+                message="no mcp executor is configured for this binding",
+            )
+        if contract.upstream is None:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=UPSTREAM_NOT_PINNED,
+                message="the contract pins no upstream tool (re-import it with charter import-mcp)",
+            )
+        if isinstance(problem, Failure):
+            return self._base(
+                tool_id, binding, ready=False, reason=problem.reason, message=problem.message
+            )
+        if problem is not None:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=UPSTREAM_DRIFT,
+                message=problem.describe(),
+                reported_digest=problem.current,
+            )
+        return self._base(
+            tool_id,
+            binding,
+            ready=True,
+            reported_version=contract.version,
+            reported_digest=contract.digest,
+        )
 
     def _local_tool(self, tool_id: str, binding: Binding) -> ToolReadiness:
         contract = self._build.tools[tool_id].contract

@@ -26,11 +26,11 @@ import anyio
 import mcp_types as types
 
 from charter.contracts.model import ToolContract
-from charter.errors import InvalidInput
+from charter.errors import Failure, InvalidInput, TransientExternal
 from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.core import _parse_at
 from charter.kernel.principals import Principal
-from charter.mcp._results import envelope_result
+from charter.mcp._results import envelope_result, failure_result
 from charter.runtime import Runtime
 
 MCP_SESSION_SLUG = "mcp-session"
@@ -86,6 +86,21 @@ class Gateway:
     # -----------------------------------------------------------------------------------
     # tools/list
 
+    async def check_ready(self) -> None:
+        """Raise ``TOOL_NOT_READY`` if a required tool of the profile is not ready (before
+        serving)."""
+        report = await self.runtime.readiness(fresh=True)
+        profile = {c.id for c in self.runtime.build.profile_tools(self.profile)}
+        bad = [t for t in report.not_ready() if t.required and t.tool_id in profile]
+        if bad:
+            raise TransientExternal(
+                "required tools of profile "
+                f"{self.profile!r} are not ready: "
+                + "; ".join(f"{t.tool_id}: {t.reason} ({t.message})" for t in bad),
+                reason="TOOL_NOT_READY",
+                details={"tools": [t.to_dict() for t in bad]},
+            )
+
     async def list_tools(self, principal: Principal, session: McpSession) -> list[types.Tool]:
         ctx = await self.context(principal, session)
         contracts = [self.runtime.build.tools[t.id].contract for t in ctx.tools]
@@ -115,7 +130,10 @@ class Gateway:
     ) -> types.CallToolResult:
         args = dict(arguments or {})
         key = self._take_key(name, args)
-        ctx = await self.context(principal, session)
+        try:
+            ctx = await self.context(principal, session)
+        except Failure as exc:  # e.g. a required tool is no longer ready: TOOL_NOT_READY
+            return failure_result(exc, name=name)
         if key is None:
             call_id = f"mcp-{session.tag}-{request_id if request_id is not None else 'x'}"
             if request_id is None:

@@ -16,7 +16,8 @@ from typing import Any
 
 import mcp_types as types
 
-from charter.kernel.envelope import CallStatus, Envelope
+from charter.errors import Failure
+from charter.kernel.envelope import CallStatus, Envelope, error_dict
 
 APPROVE_COMMAND = "charter approvals approve {id} --as OPERATOR"
 
@@ -73,4 +74,14 @@ def envelope_result(env: Envelope, *, name: str, call_id: str, keyed: bool) -> t
         structured_content={"status": env.status.value, "call_id": call_id, "error": error},
         is_error=True,
         _meta=meta,
+    )
+
+
+def failure_result(exc: Failure, *, name: str) -> types.CallToolResult:
+    """An ``isError`` result for a call refused before the kernel saw it (no context)."""
+    error = error_dict(exc)
+    return types.CallToolResult(
+        content=[types.TextContent(text=f"{error['code']} {error['reason']}: {error['message']}")],
+        structured_content={"status": "denied", "tool": name, "error": error},
+        is_error=True,
     )
