@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from charter.cli import bench_cmds, demo_cmds, kernel_cmds, project_cmds, runs, serve_cmds
+from charter.cli import (
+    bench_cmds,
+    check_cmds,
+    demo_cmds,
+    kernel_cmds,
+    project_cmds,
+    runs,
+    serve_cmds,
+)
 
 app = typer.Typer(
     name="charter",
@@ -22,6 +30,7 @@ app = typer.Typer(
 project_cmds.register(app)
 kernel_cmds.register(app)
 demo_cmds.register(app)
+check_cmds.register(app)
 serve_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 app.add_typer(bench_cmds.app, name="bench")

@@ -11,6 +11,7 @@ import typer
 from rich.panel import Panel
 
 from charter.cli._output import console, reported_errors
+from charter.cli.tutoring_demo import tutoring_demo
 from charter.kernel.envelope import Envelope
 from charter.ledger.verify import verify_run
 from charter.project.build import build_project, save_build
@@ -96,19 +97,34 @@ async def _demo(directory: Path) -> bool:
         return report.ok
 
 
+EXAMPLES = ("tutoring-panel",)
+
+
 def demo(
-    directory: Path = typer.Argument(
-        Path(".charter-demo"),
-        help="Where to create the example project (replaced if it holds an earlier demo).",
+    target: str = typer.Argument(
+        ".charter-demo",
+        metavar="[EXAMPLE] [DIRECTORY]",
+        help="Where to create the example project (replaced if it holds an earlier demo); "
+        "or an example name (tutoring-panel) followed by the directory.",
     ),
+    directory: Path | None = typer.Argument(None, hidden=True),
 ) -> None:
     """Run the governed flow on the example project: context, a write that waits for an
     operator's approval, an application that may not approve, at-most-once re-submission,
-    an idempotency conflict, a cross-tenant refusal, and a verified ledger."""
+    an idempotency conflict, a cross-tenant refusal, and a verified ledger.
+
+    `charter demo tutoring-panel [DIR]` runs it against a separate HTTP executor process."""
     with reported_errors():
-        if not (directory / "charter.yaml").exists():
-            init_project(directory)
-        ok = asyncio.run(_demo(directory))
+        if target in EXAMPLES:
+            where = directory or Path(f".charter-{target}")
+            if not (where / "charter.yaml").exists():
+                init_project(where, template=target)
+            ok = asyncio.run(tutoring_demo(where))
+        else:
+            where = Path(target)
+            if not (where / "charter.yaml").exists():
+                init_project(where)
+            ok = asyncio.run(_demo(where))
     raise typer.Exit(0 if ok else 1)
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from charter.errors import UserError
 
-TEMPLATES = ("basic",)
+TEMPLATES = ("basic", "tutoring-panel")
 _RENAMES = {"gitignore.txt": ".gitignore"}
 _SKIP = {"__pycache__"}
 
@@ -54,7 +54,7 @@ def init_project(
         dest.parent.mkdir(parents=True, exist_ok=True)
         dest.write_bytes(node.read_bytes())
     written = [rel for rel, _ in files]
-    written += make_dev_secrets(target)
+    written += make_dev_secrets(target, TEMPLATE_SECRETS.get(template, ()))
     return written
 
 
@@ -66,10 +66,13 @@ DEV_SECRETS = (
     "app.key",
     "intruder.key",
 )
+TEMPLATE_SECRETS = {
+    "tutoring-panel": ("rivera.key", "panel.key", "executor.credential", "executor.signing.key"),
+}
 SECRETS_DIR = ".charter/secrets"
 
 
-def make_dev_secrets(target: Path) -> list[str]:
+def make_dev_secrets(target: Path, extra: tuple[str, ...] = ()) -> list[str]:
     """Random development secrets the example deployment file references (mode 0600).
 
     Existing files are kept, so re-running ``init --force`` never changes a key that data
@@ -79,7 +82,7 @@ def make_dev_secrets(target: Path) -> list[str]:
     directory.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.chmod(directory, 0o700)
     made = []
-    for name in DEV_SECRETS:
+    for name in DEV_SECRETS + extra:
         path = directory / name
         try:
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

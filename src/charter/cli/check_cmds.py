@@ -1,0 +1,72 @@
+"""``charter check``: is every bound tool ready? (readiness of the deployment's bindings)
+
+For each bound tool: the executor, the Build's version and contract digest against what the
+executor reports, the status and the reason when not ready. Exit code 0 when every required
+tool is ready, 1 otherwise (optional tools that are not ready are shown but do not fail).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import typer
+from rich.table import Table
+
+from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
+from charter.kernel.readiness import ReadinessReport
+from charter.runtime import check_readiness
+
+
+def _short(digest: str | None) -> str:
+    return digest[:19] if digest else "-"
+
+
+def _print(report: ReadinessReport) -> None:
+    table = Table(title="Readiness", title_justify="left")
+    for col in ("tool", "executor", "required", "expected", "reported", "status", "reason"):
+        table.add_column(col, overflow="fold")
+    for t in report.tools:
+        table.add_row(
+            t.tool_id,
+            t.executor + (f" {t.endpoint}" if t.endpoint else ""),
+            "yes" if t.required else "no",
+            f"{t.expected_version} {_short(t.expected_digest)}",
+            f"{t.reported_version or '-'} {_short(t.reported_digest)}",
+            "[green]ready[/]" if t.ready else "[red]not ready[/]",
+            f"{t.reason}: {t.message}" if t.reason else "",
+        )
+    console.print(table)
+    if report.ready:
+        console.print("[green]every required tool is ready[/]")
+    else:
+        missing = ", ".join(t.tool_id for t in report.not_ready() if t.required)
+        console.print(f"[red]required tools not ready:[/] {missing}")
+
+
+def check(
+    project: Path = typer.Option(Path("."), "--project", "-p", help="The project directory."),
+    deploy: Path | None = typer.Option(
+        None,
+        "--deploy",
+        envvar="CHARTER_DEPLOY",
+        help="Deployment file (default: charter.deploy.yaml beside charter.yaml).",
+    ),
+    build: str | None = typer.Option(
+        None, "--build", help="Check this Build (file, digest or 'latest') instead of the source."
+    ),
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Check that every bound tool is ready: executors reachable, versions and contract
+    digests equal to the Build's."""
+    with reported_errors(as_json):
+        report = asyncio.run(check_readiness(project, deploy=deploy, build=build))
+    if as_json:
+        print_json(report.to_dict())
+    else:
+        _print(report)
+    raise typer.Exit(0 if report.ready else 1)
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(check)

@@ -1,0 +1,44 @@
+"""Tools served by the fault executor (and copied into the test project, so digests match).
+
+``shop.order`` counts its business effect in its own SQLite table (``FAULT_DB``): the fault
+tests read that count to prove an effect happened once.
+"""
+
+from __future__ import annotations
+
+import os
+import sqlite3
+from typing import Any
+
+import charter
+
+
+def _db() -> sqlite3.Connection:
+    db = sqlite3.connect(os.environ["FAULT_DB"], isolation_level=None, timeout=30)
+    db.execute("CREATE TABLE IF NOT EXISTS effects (idempotency_key TEXT, item TEXT)")
+    return db
+
+
+@charter.tool(
+    "shop.lookup",
+    timeout_s=2,
+    result_schema={
+        "type": "object",
+        "properties": {"item": {"type": "string"}, "stock": {"type": "integer"}},
+        "required": ["item", "stock"],
+    },
+)
+def lookup(item: str) -> dict[str, Any]:
+    """Look up an item's stock."""
+    if item == "bad-shape":
+        return {"item": item, "stock": "many"}  # breaks the result schema
+    return {"item": item, "stock": 3}
+
+
+@charter.tool("shop.order", effect="write", timeout_s=1.5)
+def order(item: str, ctx: charter.Context) -> dict[str, Any]:
+    """Order one item (a business effect, counted in the executor's own table)."""
+    with _db() as db:
+        db.execute("INSERT INTO effects VALUES (?, ?)", (ctx.idempotency_key, item))
+        count = db.execute("SELECT count(*) FROM effects").fetchone()[0]
+    return {"ordered": item, "effects": count}
