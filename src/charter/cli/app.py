@@ -9,6 +9,7 @@ from charter.cli import (
     check_cmds,
     demo_cmds,
     kernel_cmds,
+    mcp_cmds,
     project_cmds,
     runs,
     serve_cmds,
@@ -32,5 +33,6 @@ kernel_cmds.register(app)
 demo_cmds.register(app)
 check_cmds.register(app)
 serve_cmds.register(app)
+mcp_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 app.add_typer(bench_cmds.app, name="bench")
