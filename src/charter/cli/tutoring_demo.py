@@ -107,6 +107,7 @@ def _show(title: str, env: Envelope) -> None:
 
 
 async def tutoring_demo(directory: Path) -> bool:
+    directory = directory.resolve()
     b = build_project(directory)
     save_build(b, directory)
     console.print(f"[bold]1. Build[/] {b.digest} ({len(b.tools)} tools)")
