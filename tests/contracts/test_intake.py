@@ -496,3 +496,12 @@ def test_check_value_accepts_nested_mappings() -> None:
     from types import MappingProxyType
 
     assert check_value({"a": MappingProxyType({"b": (1,)})}) == {"a": {"b": [1]}}
+
+
+def test_encoding_errors_give_positions() -> None:
+    with pytest.raises(InvalidInput) as info:
+        parse_arguments(b'{"a":"ok\xff"}')
+    assert info.value.details["position"] == 8
+    with pytest.raises(InvalidInput) as info:
+        parse_arguments('{"a":"ok\ud800"}')
+    assert info.value.details["position"] == 8

@@ -179,7 +179,11 @@ def _text(raw: str | bytes, limits: IntakeLimits) -> str:
         try:
             return bytes(raw).decode("utf-8")
         except UnicodeDecodeError as exc:
-            _reject("ARGS_INVALID_UTF8", f"arguments are not valid UTF-8 (byte {exc.start})")
+            _reject(
+                "ARGS_INVALID_UTF8",
+                f"arguments are not valid UTF-8 (byte {exc.start})",
+                position=exc.start,
+            )
     if not isinstance(raw, str):
         raise TypeError(f"arguments must be JSON text (str or bytes), not {type(raw).__name__}")
     if len(raw) > limits.max_bytes:
@@ -191,6 +195,7 @@ def _text(raw: str | bytes, limits: IntakeLimits) -> str:
             _reject(
                 "ARGS_LONE_SURROGATE",
                 f"arguments contain a lone surrogate (character {exc.start})",
+                position=exc.start,
             )
         if size > limits.max_bytes:
             _reject("ARGS_TOO_LARGE", f"arguments exceed {limits.max_bytes} bytes")
