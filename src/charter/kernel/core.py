@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import hashlib
 import os
+import random
 import socket
 import time
 from collections.abc import Mapping, Sequence
@@ -88,6 +89,9 @@ class KernelCore:
         self.clock = clock
         self._hex = hex_source
         self._intakes: dict[str, Intake] = {}
+        self._redactors: dict[str, Redactor] = {}
+        self._run_created: dict[str, datetime] = {}
+        self._random = random.Random()
         self._result_schemas: dict[str, CompiledSchema | None] = {}
         self._contexts: dict[str, ResolvedContext] = {}
         self._context_runs: dict[str, str] = {}
@@ -103,6 +107,12 @@ class KernelCore:
 
     def _id(self, slug: str) -> str:
         return new_id(slug, hex_source=self._hex) if self._hex else new_id(slug)
+
+    def _trace_id(self, slug: str) -> str:
+        """Trace and span ids identify, they do not authorize: no system entropy needed."""
+        if self._hex:
+            return new_id(slug, hex_source=self._hex)
+        return f"{slug}-{self._random.getrandbits(48):012x}"
 
     def _now(self) -> datetime:
         return self.clock()
@@ -124,8 +134,16 @@ class KernelCore:
             )
         return self._result_schemas[contract.digest]
 
+    def _redactor_for(self, contract: ToolContract) -> Redactor:
+        """The deployment's redactor plus the contract's ``redact`` pointers (cached)."""
+        redactor = self._redactors.get(contract.digest)
+        if redactor is None:
+            redactor = self.redactor.with_pointers(contract.redact)
+            self._redactors[contract.digest] = redactor
+        return redactor
+
     def _summary(self, contract: ToolContract, arguments: Mapping[str, Any]) -> Any:
-        redacted = self.redactor.with_pointers(contract.redact).redact(dict(arguments))
+        redacted = self._redactor_for(contract).redact(dict(arguments))
         if len(canonical_bytes(redacted)) > self.settings.summary_max_bytes:
             return {"truncated": True, "maxBytes": self.settings.summary_max_bytes}
         return redacted
@@ -137,10 +155,13 @@ class KernelCore:
         limit = self.settings.run_elapsed_budget_s
         if limit is None:
             return None
-        run = await self.store.get_row(run_key(ctx.run_id))
-        if run is None:
-            return None
-        elapsed = (self._now() - _parse_at(run["created_at"])).total_seconds()
+        created = self._run_created.get(ctx.run_id)
+        if created is None:
+            run = await self.store.get_row(run_key(ctx.run_id))
+            if run is None:
+                return None
+            created = self._run_created[ctx.run_id] = _parse_at(run["created_at"])
+        elapsed = (self._now() - created).total_seconds()
         if elapsed > limit:
             return ResourceLimit(
                 f"the run is past its elapsed-time budget of {limit} s",

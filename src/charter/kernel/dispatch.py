@@ -204,9 +204,11 @@ class Dispatcher(KernelCore):
             return CallStatus.FAILED, None, outcome.error, 0
         try:
             check_result(outcome.result, self._result_schema(contract))
-            redactor = self.redactor.with_pointers(contract.redact)
+            redactor = self._redactor_for(contract)
             # A tool may echo a secret argument under an innocent key: scrub those values too.
-            redactor = redactor.remember(redactor.secret_values(arguments))
+            secrets = redactor.secret_values(arguments)
+            if secrets:
+                redactor = redactor.remember(secrets)
             redacted = redactor.redact(outcome.result)
             accepted = clamp(redacted, contract)
         except Failure as exc:

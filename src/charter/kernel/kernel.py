@@ -229,7 +229,10 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         intent, :meth:`_finish` answers ``unknown`` instead.
         """
         started = time.perf_counter()
-        trace = {"trace_id": trace_id or self._id("trace"), "span_id": self._id("span")}
+        trace = {
+            "trace_id": trace_id or self._trace_id("trace"),
+            "span_id": self._trace_id("span"),
+        }
         try:
             return await self._call(
                 context_id,
@@ -385,8 +388,11 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         # caller wins the reservation, so we then read its row.
         warnings: list[str] = []
         approval_to_consume: Mapping[str, Any] | None = None
-        for _ in range(5):
-            row = await self._call_row(ctx, call_id)
+        for attempt in range(5):
+            # A call that needs no approval reserves optimistically: the store refuses a
+            # duplicate (StoreConflict) and only then is the existing row read.
+            optimistic = attempt == 0 and not (contract.requires_approval and not observe)
+            row = None if optimistic else await self._call_row(ctx, call_id)
             if row is not None:
                 if row["fingerprint"] != accepted.fingerprint or row["tool_id"] != contract.id:
                     return await self._conflict(

@@ -27,6 +27,7 @@ Redactors are immutable; every method returns new values and never mutates its i
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
@@ -65,11 +66,28 @@ _TEXT_RULES: tuple[tuple[Any, str], ...] = (
 )
 
 
+# Every word the text rules can match, folded: a text containing none of them cannot match,
+# so the rules are skipped (str.casefold covers RE2's (?i) folding, e.g. the long s).
+_TEXT_TRIGGERS = (
+    "pass",
+    "secret",
+    "token",
+    "api",
+    "auth",
+    "connection",
+    "credential",
+    "private",
+    "bearer",
+    "basic",
+)
+
+
 def normalize_key(key: str) -> str:
     """``"X-Auth_Token"`` → ``"xauthtoken"``: lower case, letters and digits only."""
     return _NON_ALNUM.sub("", key.casefold())
 
 
+@functools.lru_cache(maxsize=4096)
 def is_sensitive_key(key: str) -> bool:
     """True if a value under this key name is always redacted."""
     norm = normalize_key(key)
@@ -242,8 +260,10 @@ class Redactor:
                 text = text.replace(secret, REDACTED)
         for pattern in self._patterns:
             text = pattern.sub(REDACTED, text)
-        for rule, replacement in _TEXT_RULES:
-            text = rule.sub(replacement, text)
+        folded = text.casefold()
+        if any(word in folded for word in _TEXT_TRIGGERS):
+            for rule, replacement in _TEXT_RULES:
+                text = rule.sub(replacement, text)
         return str(text)
 
     def scrub(self, text: str, values: Iterable[str] = ()) -> str:
