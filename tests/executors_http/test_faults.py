@@ -123,3 +123,34 @@ async def test_a_redirect_is_not_followed(rt: Runtime, executor: FaultExecutor) 
     assert env.error is not None
     assert env.error["reason"] == "EXECUTOR_REDIRECT"
     assert executor.effects() == before
+
+
+async def test_connection_refused_is_failed_and_not_dispatched() -> None:
+    from charter.contracts.model import ToolContract
+    from charter.contracts.tool_context import Context
+    from charter.executors.base import ExecutionRequest
+    from charter.executors.http import HttpEndpoint, HttpExecutor
+    from tests.executors_http.conftest import free_port
+
+    endpoint = HttpEndpoint(
+        url=f"http://127.0.0.1:{free_port()}", credential=b"c" * 32, signing_key=b"s" * 32
+    )
+    executor = HttpExecutor(endpoints={"shop.order": endpoint}, redact_message=lambda m, r: m)
+    try:
+        outcome = await executor.execute(
+            ExecutionRequest(
+                contract=ToolContract(id="shop.order", description="d", effect="write"),
+                arguments={"item": "ink"},
+                context=Context(
+                    call_id="c1", idempotency_key="k1", context_id="x", run_id="r", tool_id="t"
+                ),
+                deadline_s=5,
+            )
+        )
+    finally:
+        await executor.aclose()
+    assert (outcome.status, outcome.dispatched, outcome.reason) == (
+        "failed",
+        False,
+        "EXECUTOR_UNREACHABLE",
+    )
