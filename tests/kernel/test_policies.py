@@ -198,3 +198,28 @@ async def test_attachments_resolve_only_within_the_tenant(project: Path) -> None
     assert set(ctx.unresolved) == {"docs:plans", "docs:../globex/plans"}
     other = await kernel.resolve_context(INTRUDER, "readers", attachments=[("docs", "plans")])
     assert other.attachments[0].content == "globex secret plans"
+
+
+async def test_contexts_join_only_runs_of_the_same_tenant(project: Path) -> None:
+    from charter.errors import PermissionDenied
+    from charter.ledger.events import NewEvent
+
+    env = await kernel_with(project)
+    mine = await env.kernel.resolve_context(APP, "all")
+    again = await env.kernel.resolve_context(APP, "readers", run_id=mine.run_id)
+    assert again.run_id == mine.run_id
+    with pytest.raises(PermissionDenied) as info:
+        await env.kernel.resolve_context(INTRUDER, "readers", run_id=mine.run_id)
+    assert info.value.reason == "RUN_NOT_FOUND"
+    # a run created for another tenant and holding no context yet is refused too
+    await env.store.append(
+        "adhoc-000000000001",
+        [
+            NewEvent(
+                type="run_created",
+                payload={"session_id": "s", "workflow_slug": "adhoc", "tenant": "globex"},
+            )
+        ],
+    )
+    with pytest.raises(PermissionDenied):
+        await env.kernel.resolve_context(APP, "readers", run_id="adhoc-000000000001")

@@ -201,11 +201,10 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         return all(principal.has(p) for p in contract.permissions)
 
     async def _check_run_tenant(self, run_id: str, principal: Principal) -> None:
-        if await self.store.get_row(run_key(run_id)) is None:
+        """Another tenant's run, or a run that names no tenant, answers like a missing one."""
+        run = await self.store.get_row(run_key(run_id))
+        if run is None or run.get("tenant") != principal.tenant:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
-        for row in await self.store.list_rows("contexts", run_id):
-            if row["tenant"] != principal.tenant:
-                raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
 
     # -----------------------------------------------------------------------------------
     # the call path

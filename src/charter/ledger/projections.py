@@ -153,6 +153,7 @@ def _run_created(event: Event, get: Getter) -> Writes:
         "session_id": session_id,
         "workflow_slug": slug,
         "workflow": workflow,
+        "tenant": _opt_str(p, "tenant"),
         "status": lifecycle.RunStatus.SUBMITTED.value,
         "error": None,
         "created_at": event.at,
