@@ -105,6 +105,15 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
         assert not state.ready
         assert state.reason == "UPSTREAM_DRIFT"
         assert "description" in (state.message or "")
+        # charter check shows what changed
+        checked = await anyio.run_process(
+            [_flow.CHARTER, "check", "--project", str(tmp_path), "--json"],
+            cwd=tmp_path,
+            check=False,
+        )
+        assert checked.returncode != 0
+        assert b"UPSTREAM_DRIFT" in checked.stdout
+        assert b"description" in checked.stdout
         # the running session's call is refused before dispatch
         refused = await client.call_tool("lookup", {"key": "abc2"})
         assert refused.is_error

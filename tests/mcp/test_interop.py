@@ -21,7 +21,7 @@ async def _exercise(client: FastMCPClient, project: Path) -> None:  # type: igno
     tools = {t.name: t for t in await client.list_tools()}
     assert set(tools) == {"svc_echo", "svc_store", "svc_audit"}
     assert tools["svc_echo"].annotations is not None
-    assert tools["svc_echo"].annotations.readOnlyHint is True
+    assert tools["svc_echo"].annotations.read_only_hint is True
     result = await client.call_tool("svc_echo", {"text": "interop"})
     assert result.structured_content == {"echo": "interop", "n": count(project, "echo")}
     with pytest.raises(ToolError, match="invalid_input ARGS_"):
