@@ -40,6 +40,11 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+# Run as a script, Python puts bench/ first on sys.path, where bench/mcp.py would shadow the
+# mcp package (which charter.runtime imports): look modules up without it.
+if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
+    sys.path.pop(0)
+
 RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## kernel"
 CALLERS = 32
