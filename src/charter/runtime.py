@@ -30,7 +30,6 @@ from charter.contracts.canonical import Fingerprinter
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
 from charter.executors.base import Executor
 from charter.executors.http import DEFAULT_MAX_RESPONSE_BYTES, HttpEndpoint, HttpExecutor
-from charter.executors.mcp import mcp_executor
 from charter.executors.python import PythonExecutor
 from charter.executors.subprocess import SubprocessExecutor
 from charter.kernel.audit import AuditSink, FanoutAuditSink, JsonlAuditSink
@@ -312,9 +311,13 @@ def _executors(
     if endpoints:
         http = HttpExecutor(endpoints=endpoints, redact_message=redactor.message_redactor())
         executors["http"] = http
-    mcp = mcp_executor(bindings, root=project_dir, redact_message=redactor.message_redactor())
-    if mcp is not None:
-        executors["mcp"] = mcp
+    mcp = None
+    if any(b.executor == "mcp" for b in bindings.values()):
+        from charter.executors.mcp import mcp_executor  # needs the mcp extra: only when bound
+
+        mcp = mcp_executor(bindings, root=project_dir, redact_message=redactor.message_redactor())
+        if mcp is not None:
+            executors["mcp"] = mcp
     readiness = Readiness(
         build=build,
         bindings=bindings,

@@ -28,13 +28,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from charter.errors import Failure
 from charter.executors.http import Described, HttpEndpoint, HttpExecutor
-from charter.executors.mcp import Drift, McpExecutor
 from charter.kernel.deploy import Binding
 from charter.project.build import Build
+
+if TYPE_CHECKING:  # the kernel never imports the MCP SDK; the runtime hands the executor in
+    from charter.executors.mcp import Drift, McpExecutor
 
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
 VERSION_MISMATCH = "VERSION_MISMATCH"
