@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import hashlib
 import os
@@ -95,7 +94,6 @@ class KernelCore:
         self._result_schemas: dict[str, CompiledSchema | None] = {}
         self._contexts: dict[str, ResolvedContext] = {}
         self._context_runs: dict[str, str] = {}
-        self._run_locks: dict[str, asyncio.Lock] = {}
         self._owner = {
             "host": socket.gethostname(),
             "pid": os.getpid(),

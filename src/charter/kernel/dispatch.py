@@ -81,12 +81,6 @@ class Dispatcher(KernelCore):
         await self.store.append(ctx.run_id, entries)
         return idem_key
 
-    def _lock(self, run_id: str) -> asyncio.Lock:
-        lock = self._run_locks.get(run_id)
-        if lock is None:
-            lock = self._run_locks[run_id] = asyncio.Lock()
-        return lock
-
     async def _execute(
         self,
         contract: ToolContract,
@@ -171,7 +165,7 @@ class Dispatcher(KernelCore):
         if contract.read_only:
             outcome = await self._execute(contract, request, ctx.run_id, call_id, ctx)
         else:
-            async with self._lock(ctx.run_id):
+            async with self.store.run_lock(ctx.run_id):
                 outcome = await self._execute(contract, request, ctx.run_id, call_id, ctx)
         faults.point("after_result", contract.id)
         status, data, error, output_bytes = self._accept(contract, arguments, outcome, warnings)

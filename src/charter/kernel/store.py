@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 from charter.ledger.ports import Store
@@ -14,4 +15,8 @@ class KernelStore(Store, Protocol):
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
     ) -> Sequence[Row]:
         """Rows of ``table`` whose key or indexed columns equal ``where``, in table order."""
+        ...
+
+    def run_lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Held while a write tool of the run is dispatched; exclusive across processes."""
         ...

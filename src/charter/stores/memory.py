@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import json
 from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
@@ -22,6 +23,7 @@ from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.stores.locks import LocalRunLocks
 
 
 class MemoryStore:
@@ -38,6 +40,7 @@ class MemoryStore:
         self.events: dict[tuple[str, int], StoredEvent] = {}
         self.seqs: dict[str, list[int]] = {}
         self.heads: dict[str, Head] = {}
+        self._run_locks = LocalRunLocks()
         self.rows: dict[RowKey, bytes] = {}
         self._tick = asyncio.Event()
 
@@ -142,6 +145,10 @@ class MemoryStore:
             run=self._row(run_key(run_id)),
             tables={t: list(await self.list_rows(t, run_id)) for t in RUN_TABLES},
         )
+
+    def run_lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Serializes write tools of one run (in this process: the memory store is local)."""
+        return self._run_locks.hold(run_id)
 
     async def aclose(self) -> None:
         return None

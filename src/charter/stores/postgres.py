@@ -32,6 +32,7 @@ from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
+from charter.stores.locks import LocalRunLocks
 
 CHANNEL = "charter_events"
 _MIGRATION_LOCK = 0x43_68_61_72  # "Char": one advisory lock id for schema migrations
@@ -120,6 +121,7 @@ class PostgresStore:
         self.key = key
         self._clock = clock
         self._in_flight = in_flight
+        self._local_locks = LocalRunLocks()
         self._pool: AsyncConnectionPool[Any] = AsyncConnectionPool(
             url, min_size=min_size, max_size=max_size, open=False, kwargs={"autocommit": True}
         )
@@ -244,6 +246,23 @@ class PostgresStore:
             await asyncio.wait_for(tick.wait(), timeout)
         head = await self.head(run_id)
         return head is not None and head.seq > after
+
+    @contextlib.asynccontextmanager
+    async def run_lock(self, run_id: str) -> AsyncIterator[None]:
+        """Serializes write tools of one run across replicas: a session advisory lock held on
+        one pooled connection for the dispatch (released by PostgreSQL if the process dies)."""
+        async with self._local_locks.hold(run_id):
+            with _translated():
+                async with self._pool.connection() as conn:
+                    await conn.execute(
+                        "SELECT pg_advisory_lock(hashtextextended(%s, 7))", (run_id,)
+                    )
+                    try:
+                        yield
+                    finally:
+                        await conn.execute(
+                            "SELECT pg_advisory_unlock(hashtextextended(%s, 7))", (run_id,)
+                        )
 
     # -- ProjectionReader -----------------------------------------------------------------
 

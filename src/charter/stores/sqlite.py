@@ -22,6 +22,7 @@ import sqlite3
 import threading
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +38,7 @@ from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
+from charter.stores.locks import FileRunLocks
 
 T = TypeVar("T")
 _MAX_BATCH = 1024
@@ -135,6 +137,7 @@ class SQLiteStore:
         readers: int = 4,
     ) -> None:
         self.path = str(path)
+        self._run_locks = FileRunLocks(Path(self.path + ".locks"))
         self.key = key
         self._clock = clock
         self._in_flight = in_flight
@@ -351,6 +354,10 @@ class SQLiteStore:
             await asyncio.wait_for(tick.wait(), timeout)
         head = await self.head(run_id)
         return head is not None and head.seq > after
+
+    def run_lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
+        """Serializes write tools of one run across every process sharing this file."""
+        return self._run_locks.hold(run_id)
 
     # -- ProjectionReader -----------------------------------------------------------------
 
