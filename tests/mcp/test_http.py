@@ -105,6 +105,12 @@ async def test_http_acceptance(tmp_path: Path) -> None:
             await _flow.check_invalid(main)
             await _flow.check_approval_and_retry(main, tmp_path, "store-http")
             await _flow.check_read_key_dedup(main, tmp_path, "echo-http")
+        # a new connection of the same principal: its request ids repeat, yet an unkeyed call
+        # is a new call (not another connection's receipt)
+        async with client(url, keys["app"]) as other:
+            fresh = await other.call_tool("svc_echo", {"text": "hi"})
+            assert not fresh.is_error
+            assert (fresh.structured_content or {})["n"] > 1
         # a new connection of the same principal: the identical keyed retry is still a receipt
         async with client(url, keys["app"]) as again:
             args = {"text": "keep me", "idempotency_key": "store-http"}

@@ -12,7 +12,8 @@ declares a property of that name). It becomes the kernel's call id, and the sess
 which context first saw it, so a retried request with the same key — the identical retry after
 an approval included — reaches the same ``(context, call id)`` and never dispatches twice.
 Without a key the call id is derived from the session and the JSON-RPC request id
-(``mcp-<session>-<request id>``), unique per request.
+(``mcp-<session>-<request id>``) over stdio, and is random per request over stateless HTTP
+(where request ids repeat across connections).
 """
 
 from __future__ import annotations
@@ -50,6 +51,9 @@ class McpSession:
     """What one MCP session keeps: its run, its current context and the keys it has seen."""
 
     tag: str = field(default_factory=lambda: secrets.token_hex(6))
+    # stdio: one connection, so JSON-RPC request ids are unique in the session. Stateless HTTP:
+    # every request is its own connection and ids repeat, so derived call ids are random.
+    request_ids_unique: bool = True
     run_id: str | None = None
     context: ResolvedContext | None = None
     key_contexts: dict[str, str] = field(default_factory=dict)
@@ -141,9 +145,10 @@ class Gateway:
         except Failure as exc:  # e.g. a required tool is no longer ready: TOOL_NOT_READY
             return failure_result(exc, name=name)
         if key is None:
-            call_id = f"mcp-{session.tag}-{request_id if request_id is not None else 'x'}"
-            if request_id is None:
-                call_id += "-" + secrets.token_hex(6)
+            if session.request_ids_unique and request_id is not None:
+                call_id = f"mcp-{session.tag}-{request_id}"
+            else:
+                call_id = f"mcp-{session.tag}-{secrets.token_hex(8)}"
             context_id = ctx.context_id
         else:
             call_id = key

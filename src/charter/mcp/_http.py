@@ -82,7 +82,7 @@ class McpEndpoint:
         key = f"{principal.tenant}\x00{principal.name}"
         session = self._sessions.get(key)
         if session is None:
-            session = self._sessions.setdefault(key, McpSession())
+            session = self._sessions.setdefault(key, McpSession(request_ids_unique=False))
         return principal, session
 
     @asynccontextmanager
