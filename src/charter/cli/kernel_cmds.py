@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ import typer
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.client import Client
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime, open_runtime
 
@@ -36,7 +38,14 @@ DEPLOY = typer.Option(
     envvar="CHARTER_DEPLOY",
     help="Deployment file (default: charter.deploy.yaml beside charter.yaml).",
 )
-AS = typer.Option(..., "--as", help="Act as this principal of the deployment file.")
+AS = typer.Option(None, "--as", help="Act as this principal of the deployment file (local mode).")
+SERVER = typer.Option(
+    None,
+    "--server",
+    envvar="CHARTER_SERVER",
+    help="Talk to this Charter server instead of opening the project locally; the API key "
+    "in CHARTER_API_KEY decides the principal.",
+)
 
 EXIT_CODES = {
     CallStatus.SUCCEEDED: 0,
@@ -78,16 +87,36 @@ def _run(
     raise AssertionError("unreachable")  # pragma: no cover - reported_errors exits
 
 
+def _client(server: str, as_json: bool) -> Client:
+    key = os.environ.get("CHARTER_API_KEY")
+    if not key:
+        fail("--server needs the API key in CHARTER_API_KEY", as_json=as_json)
+    return Client(server, api_key=key)
+
+
+def _remote(server: str, as_json: bool, fn: Callable[[Client], T]) -> T:
+    with reported_errors(as_json), _client(server, as_json) as client:
+        return fn(client)
+    raise AssertionError("unreachable")  # pragma: no cover - reported_errors exits
+
+
+def _principal(as_: str | None, as_json: bool) -> str:
+    if as_ is None:
+        fail("give --as PRINCIPAL (local mode) or --server URL", as_json=as_json)
+    return as_
+
+
 @contexts_app.command("resolve")
 def contexts_resolve(
     profile: str = typer.Option(..., "--profile", help="The profile whose tools to offer."),
-    as_: str = AS,
+    as_: str | None = AS,
     agent: str | None = typer.Option(None, "--agent", help="Limit to this agent's scope."),
     run: str | None = typer.Option(None, "--run", help="Record in this run (default: new)."),
     objective: str | None = typer.Option(None, "--objective", help="What the context is for."),
     attach: list[str] = typer.Option(
         [], "--attach", help="Attachment KIND:REF (repeatable), e.g. docs:intro."
     ),
+    server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
@@ -102,12 +131,22 @@ def contexts_resolve(
         attachments.append((kind, ref))
 
     async def go(rt: Runtime) -> dict[str, Any]:
+        who = _principal(as_, as_json)
         ctx = await rt.resolve_context(
-            as_, profile, agent=agent, objective=objective, attachments=attachments, run_id=run
+            who, profile, agent=agent, objective=objective, attachments=attachments, run_id=run
         )
         return {**ctx.payload(), "run_id": ctx.run_id, "created_at": ctx.created_at}
 
-    out = _run(project, store, deploy, as_json, go)
+    if server:
+        out = _remote(
+            server,
+            as_json,
+            lambda cl: cl.resolve_context(
+                profile, agent=agent, objective=objective, attachments=attachments, run_id=run
+            ),
+        )
+    else:
+        out = _run(project, store, deploy, as_json, go)
     if as_json:
         print_json(out)
         return
@@ -158,6 +197,7 @@ def call(
         help="The principal (required with --profile; defaults to the context's principal).",
     ),
     approval: str | None = typer.Option(None, "--approval", help="Present this approval id."),
+    server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
@@ -171,9 +211,13 @@ def call(
     """
     if (context is None) == (profile is None):
         fail("give exactly one of --context CTX or --profile P --as PRINCIPAL", as_json=as_json)
-    if profile is not None and as_ is None:
+    if profile is not None and as_ is None and not server:
         fail("--profile needs --as PRINCIPAL", as_json=as_json)
     raw = sys.stdin.read() if args == "-" else args
+
+    def remote(cl: Client) -> Envelope:
+        ctx_id = context or cl.resolve_context(str(profile))["context_id"]
+        return cl.call(ctx_id, tool, call_id, raw, approval_id=approval)
 
     async def go(rt: Runtime) -> Envelope:
         ctx_id = context
@@ -189,7 +233,7 @@ def call(
             who = found.principal
         return await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval)
 
-    env = _run(project, store, deploy, as_json, go)
+    env = _remote(server, as_json, remote) if server else _run(project, store, deploy, as_json, go)
     if as_json:
         print_json(env.to_dict())
     else:
@@ -206,6 +250,7 @@ def calls_show(
         "--as",
         help="Read as this principal (tenant scope); defaults to the context's principal.",
     ),
+    server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
@@ -222,7 +267,10 @@ def calls_show(
             who = found.principal
         return await rt.get_call(context, call_id, as_=who)
 
-    row = _run(project, store, deploy, as_json, go)
+    if server:
+        row = _remote(server, as_json, lambda cl: cl.get_call(context, call_id))
+    else:
+        row = _run(project, store, deploy, as_json, go)
     if as_json:
         print_json(row)
         return
@@ -243,17 +291,18 @@ def calls_resolve(
     context: str = typer.Option(..., "--context", help="The context the call was made in."),
     outcome: str = typer.Option(..., "--outcome", help="succeeded | failed | abandoned"),
     reason: str = typer.Option(..., "--reason", help="What the operator found."),
-    as_: str = AS,
+    as_: str | None = AS,
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Record an operator's finding for an unknown call. A repeated call id never dispatches
-    again, whatever the finding."""
+    """Record an operator's finding for an unknown call (local mode). A repeated call id never
+    dispatches again, whatever the finding."""
+    who = _principal(as_, as_json)
 
     async def go(rt: Runtime) -> dict[str, Any]:
-        return await rt.resolve_call(context, call_id, outcome=outcome, reason=reason, as_=as_)
+        return await rt.resolve_call(context, call_id, outcome=outcome, reason=reason, as_=who)
 
     row = _run(project, store, deploy, as_json, go)
     if as_json:
@@ -264,21 +313,25 @@ def calls_resolve(
 
 @approvals_app.command("ls")
 def approvals_ls(
-    as_: str = AS,
+    as_: str | None = AS,
     status: str | None = typer.Option(
         None, "--status", help="pending | approved | rejected | expired | consumed"
     ),
+    server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """List approvals of your tenant (newest last)."""
+    """List approvals of your tenant (oldest first)."""
 
     async def go(rt: Runtime) -> list[dict[str, Any]]:
-        return await rt.approvals(as_=as_, status=status)
+        return await rt.approvals(as_=_principal(as_, as_json), status=status)
 
-    rows = _run(project, store, deploy, as_json, go)
+    if server:
+        rows = _remote(server, as_json, lambda cl: cl.approvals(status=status))
+    else:
+        rows = _run(project, store, deploy, as_json, go)
     if as_json:
         print_json(rows)
         return
@@ -304,19 +357,26 @@ def approvals_ls(
 def _decide(
     approve: bool,
     approval_id: str,
-    as_: str,
+    as_: str | None,
     reason: str | None,
+    server: str | None,
     project: Path,
     store: str | None,
     deploy: Path | None,
     as_json: bool,
 ) -> None:
     async def go(rt: Runtime) -> dict[str, Any]:
+        who = _principal(as_, as_json)
         if approve:
-            return await rt.approve(approval_id, as_=as_, reason=reason)
-        return await rt.reject(approval_id, as_=as_, reason=reason)
+            return await rt.approve(approval_id, as_=who, reason=reason)
+        return await rt.reject(approval_id, as_=who, reason=reason)
 
-    row = _run(project, store, deploy, as_json, go)
+    def remote(cl: Client) -> dict[str, Any]:
+        if approve:
+            return cl.approve(approval_id, reason=reason)
+        return cl.reject(approval_id, reason=reason)
+
+    row = _remote(server, as_json, remote) if server else _run(project, store, deploy, as_json, go)
     if as_json:
         print_json(row)
     else:
@@ -326,29 +386,31 @@ def _decide(
 @approvals_app.command("approve")
 def approvals_approve(
     approval_id: str = typer.Argument(..., help="The approval id."),
-    as_: str = AS,
+    as_: str | None = AS,
     reason: str | None = typer.Option(None, "--reason", help="Why (kept in the ledger)."),
+    server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Approve a pending call. Operators only; the caller then re-submits the identical call."""
-    _decide(True, approval_id, as_, reason, project, store, deploy, as_json)
+    _decide(True, approval_id, as_, reason, server, project, store, deploy, as_json)
 
 
 @approvals_app.command("reject")
 def approvals_reject(
     approval_id: str = typer.Argument(..., help="The approval id."),
-    as_: str = AS,
+    as_: str | None = AS,
     reason: str | None = typer.Option(None, "--reason", help="Why (kept in the ledger)."),
+    server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Reject a pending call. Final for that call id: it answers denied from now on."""
-    _decide(False, approval_id, as_, reason, project, store, deploy, as_json)
+    _decide(False, approval_id, as_, reason, server, project, store, deploy, as_json)
 
 
 def register(app: typer.Typer) -> None:
