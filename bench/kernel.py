@@ -160,9 +160,8 @@ def bare_two_commits(path: Path, n: int) -> list[float]:
 
 
 async def mcp_sdk(fn: Callable[..., Awaitable[Any]], n: int) -> list[float]:
-    from mcp.server.mcpserver import MCPServer
-
     from mcp import Client
+    from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("bench")
     server.add_tool(fn, name="echo")

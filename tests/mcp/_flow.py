@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
-
 from mcp import Client
+
 from tests.mcp._project import count
 
 CHARTER = str(Path(sys.executable).with_name("charter"))

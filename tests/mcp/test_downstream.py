@@ -10,11 +10,11 @@ from pathlib import Path
 import anyio
 import pytest
 import yaml
+from mcp import Client, StdioServerParameters
 
 from charter.contracts.model import ToolContract
 from charter.executors.mcp import upstream_digest
 from charter.runtime import check_readiness
-from mcp import Client, StdioServerParameters
 from tests.mcp import _flow
 from tests.mcp._project import make_project
 

@@ -14,11 +14,11 @@ import httpx2
 import pytest
 import uvicorn
 from fastapi import FastAPI
+from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
 from charter.mcp import mount_mcp
 from charter.runtime import open_runtime
-from mcp import Client
 from tests.mcp import _flow
 from tests.mcp._project import make_project
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from mcp import Client, StdioServerParameters
+
 from tests.mcp import _flow
 from tests.mcp._project import make_project
 

@@ -38,6 +38,7 @@ import anyio
 import httpx2
 import mcp_types as types
 import yaml
+from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -55,7 +56,6 @@ from charter.executors.base import (
     succeeded,
     unknown,
 )
-from mcp import Client, StdioServerParameters
 
 TOOL_NOT_READY = "TOOL_NOT_READY"
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"

@@ -34,6 +34,7 @@ from charter.runtime import Runtime
 from charter.server.auth import APPROVAL_TOKEN_HEADER, Authenticator
 from charter.server.jwt_config import JwtConfig, load_jwt_config
 from charter.server.logs import log
+from charter.server.mcp_mount import McpMount
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
 from charter.server.routes import approvals, calls, contexts, ops, runs
@@ -96,15 +97,19 @@ def create_app(
         "sse_keepalive_s": sse_keepalive_s,
     }
 
+    mcp_mount = McpMount()
+
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if opener is None:
-            yield
+            async with mcp_mount.starting(app.state.charter):
+                yield
             return
         async with opener() as opened:
             app.state.charter = make_state(opened, **options)
-            log(logging.INFO, "ready", environment=opened.deployment.environment)
-            yield
+            async with mcp_mount.starting(app.state.charter):
+                log(logging.INFO, "ready", environment=opened.deployment.environment)
+                yield
 
     app = FastAPI(
         title="Charter",
@@ -121,6 +126,7 @@ def create_app(
     app.mount(SWAGGER, StaticFiles(directory=STATIC / "swagger"), name="swagger")
     for prefix, sub in (mounts or {}).items():
         app.mount(prefix, sub)
+    app.mount("/mcp", mcp_mount)
     _handlers(app)
     _docs(app)
     app.add_middleware(ServerMiddleware, state_of=lambda: app.state.charter)
