@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench setup clean
+.PHONY: run test lint typecheck bench setup clean browser
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -14,13 +14,20 @@ $(STAMP): pyproject.toml
 
 setup: $(STAMP)
 
+## browser: Debian's Chromium for the console's browser tests (installed when missing)
+browser:
+	@command -v chromium >/dev/null 2>&1 || { \
+	  echo "installing Debian's Chromium for the browser tests"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
+
 ## run: the governed flow on the example project (created under .charter-demo/)
 run: $(STAMP)
 	@rm -rf .charter-demo
 	$(BIN)/charter demo .charter-demo
 
 ## test: lint, type-check and run the whole suite (pytest exit 5, nothing collected, fails)
-test: $(STAMP)
+test: $(STAMP) browser
 	$(BIN)/ruff check src tests $(wildcard bench)
 	$(BIN)/ruff format --check src tests $(wildcard bench)
 	$(BIN)/mypy
