@@ -79,6 +79,7 @@ def fault_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultEx
         "CHARTER_EXECUTOR_CREDENTIAL": credential,
         "CHARTER_EXECUTOR_SIGNING_KEY": signing_key,
     }
+    log = (directory / "executor.log").open("wb")  # its shutdown logs a cancelled hang
     process = subprocess.Popen(
         [
             sys.executable,
@@ -96,6 +97,8 @@ def fault_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultEx
         ],
         cwd=REPO,
         env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://127.0.0.1:{port}"
     try:
@@ -114,6 +117,7 @@ def fault_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultEx
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+        log.close()
 
 
 @pytest.fixture
