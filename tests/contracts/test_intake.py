@@ -505,3 +505,27 @@ def test_encoding_errors_give_positions() -> None:
     with pytest.raises(InvalidInput) as info:
         parse_arguments('{"a":"ok\ud800"}')
     assert info.value.details["position"] == 8
+
+
+_TOKENS = st.sampled_from(
+    [
+        *("{", "}", "[", "]", ",", ":", " ", "1", "-0", "1.5", "2.0", "1e999", "NaN"),
+        *("-Infinity", "true", "null", "12345678901234567", '"a"', '"b"', '"\\u0041"'),
+        *('"\\ud800"', '"\\ud83d\\ude00"'),
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.text() | st.binary() | st.lists(_TOKENS, max_size=30).map("".join))
+def test_parser_returns_a_clean_object_or_invalid_input(raw: str | bytes) -> None:
+    try:
+        out = parse_arguments(raw, limits=LIMITS)
+    except InvalidInput as error:
+        reason = error.reason
+        assert reason.startswith("ARGS_")
+        return
+    assert type(out) is dict
+    # whatever it accepts is canonical JSON that reads back as itself
+    assert json.loads(canonical_bytes(out)) == out
+    assert Intake(ANY_OBJECT, FP, limits=LIMITS).accept(raw).fingerprint == FP.fingerprint(out)

@@ -8,6 +8,8 @@ from typing import Any
 
 import jsonschema
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from jsonschema_specifications import REGISTRY
 
 from charter.contracts import schema as schema_module
@@ -659,3 +661,49 @@ def test_violation_messages_never_contain_the_value(schema: dict[str, Any], inst
     assert "S3CR3T" not in text
     assert "123456789" not in text
     assert "987654321" not in text
+
+
+# ---------------------------------------------------------------------------------------
+# Robustness: check_schema reports, it never crashes; an empty report means it compiles
+
+_KEYS = st.sampled_from(
+    sorted(ALLOWED_KEYWORDS | set(REFUSED_KEYWORDS) | {"requried", "x", "a/b", "$defs"})
+)
+_LEAVES = (
+    st.none()
+    | st.booleans()
+    | st.integers(-5, 5)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.sampled_from(
+        ["integer", "string", "object", "#/$defs/a", "#/$defs/b", "^a+$", "(?=a)", "email", "x"]
+    )
+)
+_SCHEMAS = st.recursive(
+    _LEAVES,
+    lambda inner: (
+        st.lists(inner, max_size=3)
+        | st.dictionaries(_KEYS, inner, max_size=4)
+        | st.dictionaries(st.sampled_from(["a", "b", "if"]), inner, max_size=2)
+    ),
+    max_leaves=16,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_SCHEMAS)
+def test_check_schema_never_crashes_and_clean_means_compilable(schema: Any) -> None:
+    problems = check_schema(schema, where="s", require_object=False)
+    assert all(isinstance(p, Problem) for p in problems)
+    assert all(p.pointer is not None and p.pointer.startswith("/s") for p in problems)
+    if not problems:
+        compiled = compile_schema(schema)
+        compiled.is_valid({"a": 1})
+        compiled.first_error([1, "x", None])
+
+
+def test_boolean_schemas_compile() -> None:
+    assert compile_schema(True).is_valid({"anything": [1]})
+    assert not compile_schema(False).is_valid(None)
+    violation = compile_schema(False).first_error(1)
+    assert violation is not None
+    assert violation.keyword == "false"

@@ -79,7 +79,9 @@ class CompiledSchema:
 
     __slots__ = ("_is_valid", "_validate", "schema")
 
-    def __init__(self, schema: Mapping[str, Any], validator: jsonschema_rs.Validator) -> None:
+    def __init__(
+        self, schema: Mapping[str, Any] | bool, validator: jsonschema_rs.Validator
+    ) -> None:
         self.schema = schema
         self._is_valid = validator.is_valid
         self._validate = validator.validate
@@ -103,7 +105,7 @@ class CompiledSchema:
 
 
 def compile_schema(
-    schema: Mapping[str, Any],
+    schema: Mapping[str, Any] | bool,
     *,
     where: str = "",
     require_object: bool = False,
@@ -116,7 +118,9 @@ def compile_schema(
         first = problems[0]
         more = f" (and {len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise ContractError(first.message + more, pointer=first.pointer, keyword=first.keyword)
-    return CompiledSchema(schema, build_validator(dict(schema)))
+    # ``true``/``false`` are whole schemas too (a result schema may be ``true``).
+    plain = dict(schema) if isinstance(schema, Mapping) else schema
+    return CompiledSchema(schema, build_validator(plain))
 
 
 def _number(value: object) -> str:
