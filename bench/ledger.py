@@ -179,17 +179,23 @@ def bulk_run(path: Path, run_id: str, events: int) -> None:
         conn.execute("BEGIN")
         conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
         conn.execute("COMMIT")
-    run_row = {
-        "run_id": run_id,
-        "session_id": "session-1",
-        "workflow_slug": "report-pipeline",
-        "workflow": dict(first.payload)["workflow"],
-        "status": "submitted",
-        "error": None,
-        "created_at": at,
-        "updated_at": at,
-        "snapshot_seq": 1,
-    }
+    # The run row exactly as the projection handler builds it from the first event.
+    from charter.ledger.events import Event as _Event
+    from charter.ledger.projections import HANDLERS as _HANDLERS
+    from charter.ledger.projections import run_key as _run_key
+
+    first_event = _Event(
+        schema_version=1,
+        run_id=run_id,
+        seq=1,
+        event_id="00000001",
+        type=first.type,
+        at=at,
+        payload=first.payload,
+        prev_hash=GENESIS_HASH,
+        hash="",
+    )
+    run_row = _HANDLERS["run_created"].apply(first_event, {}.get)[_run_key(run_id)]
     from charter.contracts.canonical import canonical_text
 
     conn.execute("BEGIN")
