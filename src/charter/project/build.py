@@ -30,6 +30,9 @@ from charter.errors import BuildError, Problem, ProjectError, UnsupportedRuntime
 from charter.project.config import PROJECT_FILE, ProjectConfig, parse_config
 from charter.project.loader import LoadedTool, load_tools
 from charter.project.yamlio import load_yaml
+from charter.proof.suite import ContextTest, load_test_dir, tests_section
+from charter.workflows.catalog import CatalogEntry, load_catalog
+from charter.workflows.validate import catalog_section, validate_catalog
 
 BUILD_KIND = "charter.build"
 BUILD_SCHEMA_VERSION = 1
@@ -185,6 +188,8 @@ def _document(
     tools: Mapping[str, LoadedTool],
     profiles: Mapping[str, Profile],
     agents: Mapping[str, Agent],
+    catalog: list[CatalogEntry] | None = None,
+    tests: list[ContextTest] | None = None,
 ) -> dict[str, Any]:
     doc: dict[str, Any] = {
         "kind": BUILD_KIND,
@@ -218,6 +223,11 @@ def _document(
             for name, a in sorted(agents.items())
         },
     }
+    # Optional sections, absent when empty so tool-only Builds keep their digests.
+    if catalog:
+        doc["catalog"] = catalog_section(catalog)
+    if tests:
+        doc["tests"] = tests_section(tests)
     # Round-trip through canonical JSON so the stored document is exactly what is hashed.
     normalized: dict[str, Any] = json.loads(canonical_bytes(doc))
     normalized["digest"] = sha256_digest(normalized)
@@ -246,9 +256,18 @@ def build_project(root: str | os.PathLike[str]) -> Build:
     ids = set(tools) | {t.contract.id for t in loaded}
     profiles = _resolve_profiles(config, ids, problems)
     agents = _resolve_agents(config, ids, problems)
+    catalog, found = load_catalog(root_path)
+    problems.extend(found)
+    if not problems:
+        contracts = {tid: t.contract for tid, t in tools.items()}
+        problems.extend(
+            validate_catalog(catalog, contracts, {n: p.tools for n, p in profiles.items()})
+        )
+    tests, found = load_test_dir(root_path, "tests")
+    problems.extend(found)
     if problems:
         raise BuildError(sorted(problems, key=_problem_sort_key))
-    return build_from_document(_document(config, tools, profiles, agents))
+    return build_from_document(_document(config, tools, profiles, agents, catalog, tests))
 
 
 def build_from_document(

@@ -1,0 +1,1 @@
+"""Proof: context tests, the inherited regression corpus and promotion, effect-free replay."""

@@ -1,0 +1,1 @@
+"""Catalog workflows and skills, task DAGs, pinned contracts and handoffs (docs/workflows.md)."""
