@@ -69,6 +69,7 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "proposal_blocked",
         "proposal_approved",
         "proposal_rejected",
+        "proposal_apply_started",
         "proposal_applied",
         "proposal_expired",
         # chat_*

@@ -58,7 +58,15 @@ TABLES: dict[str, TableSpec] = {
         name="artifacts", keys=("run_id", "artifact_id"), columns=("seq",), order_by="seq"
     ),
 }
-RUN_TABLES: tuple[str, ...] = ("tasks", "artifacts", "contexts", "calls", "approvals", "run_calls")
+RUN_TABLES: tuple[str, ...] = (
+    "tasks",
+    "artifacts",
+    "contexts",
+    "calls",
+    "approvals",
+    "run_calls",
+    "proposals",
+)
 """Tables whose rows belong to one run and are listed per run."""
 
 Getter = Callable[[RowKey], Row | None]
@@ -367,10 +375,12 @@ def artifact_index(run_id: str, artifacts: Iterable[Row]) -> Row:
 
 def _register_kernel_projections() -> None:
     """The kernel's tables and handlers (contexts, calls, approvals, run call counts)."""
-    from charter.ledger import calls_projection
+    from charter.ledger import calls_projection, proposals_projection
 
     TABLES.update(calls_projection.TABLES)
     HANDLERS.update(calls_projection.HANDLERS)
+    TABLES.update(proposals_projection.TABLES)
+    HANDLERS.update(proposals_projection.HANDLERS)
 
 
 _register_kernel_projections()

@@ -55,6 +55,14 @@ SQLITE: tuple[tuple[str, ...], ...] = (
         """CREATE TABLE run_calls (
             run_id TEXT PRIMARY KEY, total INTEGER NOT NULL, data TEXT NOT NULL)""",
     ),
+    (
+        """CREATE TABLE proposals (
+            run_id TEXT NOT NULL, proposal_id TEXT NOT NULL, tenant TEXT NOT NULL,
+            status TEXT NOT NULL, kind TEXT NOT NULL, created_at TEXT NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, proposal_id))""",
+        "CREATE UNIQUE INDEX proposals_by_id ON proposals (proposal_id)",
+        "CREATE INDEX proposals_by_tenant ON proposals (tenant, status, created_at)",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -98,6 +106,14 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX approvals_by_tenant ON approvals (tenant, status, requested_at)",
         """CREATE TABLE run_calls (
             run_id TEXT PRIMARY KEY, total BIGINT NOT NULL, data TEXT NOT NULL)""",
+    ),
+    (
+        """CREATE TABLE proposals (
+            run_id TEXT NOT NULL, proposal_id TEXT NOT NULL, tenant TEXT NOT NULL,
+            status TEXT NOT NULL, kind TEXT NOT NULL, created_at TEXT NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (run_id, proposal_id))""",
+        "CREATE UNIQUE INDEX proposals_by_id ON proposals (proposal_id)",
+        "CREATE INDEX proposals_by_tenant ON proposals (tenant, status, created_at)",
     ),
 )
 
