@@ -197,11 +197,15 @@ def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
         "created_at": event.at,
         "updated_at": event.at,
     }
-    return {
+    writes: Writes = {
         key: row,
-        context_key(event.run_id, cid): {**ctx, "calls_by_tool": used},
         run_calls_key(event.run_id): {"run_id": event.run_id, "total": total},
     }
+    if isinstance(limit, int):
+        # Only tools with a call limit are counted per context: the context row is rewritten
+        # for them alone, not for every call.
+        writes[context_key(event.run_id, cid)] = {**ctx, "calls_by_tool": used}
+    return writes
 
 
 def _status(get: Getter, run_id: str, approval_id: object) -> str | None:
