@@ -1,0 +1,250 @@
+"""Runs of catalog workflows: creation with a pinned contract, tasks, handoffs, completion.
+
+The decisions are the pure functions of :mod:`charter.workflows.handoff` and
+:mod:`charter.workflows.rules`; this module reads projection rows, verifies artifact checksums
+through an :class:`~charter.artifacts.service.ArtifactService` (when one is given) and appends
+the events. Ad-hoc runs (chats, MCP sessions) never pass through here.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from charter.artifacts.records import Producer, Trust
+from charter.artifacts.service import ArtifactService
+from charter.errors import InvalidInput, PermissionDenied
+from charter.kernel.store import KernelStore
+from charter.ledger.events import NewEvent
+from charter.ledger.ids import new_id
+from charter.ledger.projections import Row, run_key, task_key
+from charter.project.build import Build
+from charter.workflows import rules
+from charter.workflows.catalog import TaskContract
+from charter.workflows.handoff import validate_handoff
+from charter.workflows.pinning import pin, pinned_entry
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunInput:
+    """A file given at run creation for one of the workflow's ``input_artifacts`` types."""
+
+    type: str
+    path: str  # run-relative destination
+    data: bytes
+    media_type: str = "application/octet-stream"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RunEnd:
+    status: str
+    gaps: tuple[str, ...]
+
+
+class WorkflowRuns:
+    def __init__(
+        self,
+        *,
+        build: Build,
+        store: KernelStore,
+        artifacts: ArtifactService | None = None,
+        hex_source: Any = secrets.token_hex,
+    ) -> None:
+        self.build = build
+        self.store = store
+        self.artifacts = artifacts
+        self._hex = hex_source
+
+    # -- reading -----------------------------------------------------------------------
+
+    async def run(self, run_id: str, *, tenant: str | None = None) -> Row:
+        row = await self.store.get_row(run_key(run_id))
+        if row is None or (tenant is not None and row.get("tenant") != tenant):
+            raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
+        return row
+
+    async def tasks(self, run_id: str) -> dict[str, Row]:
+        rows = await self.store.query_rows("tasks", {"run_id": run_id}, limit=10_000)
+        return {r["task_id"]: r for r in rows}
+
+    async def artifact_rows(self, run_id: str) -> list[Row]:
+        return list(await self.store.query_rows("artifacts", {"run_id": run_id}, limit=100_000))
+
+    @staticmethod
+    def contract(run: Row, task_id: str) -> TaskContract:
+        workflow = run.get("workflow")
+        if not isinstance(workflow, Mapping) or "entries" not in workflow:
+            raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
+        for t in pinned_entry(workflow).tasks:
+            if t.id == task_id:
+                return t
+        raise InvalidInput(f"no task {task_id!r} in the pinned workflow", reason="TASK_NOT_FOUND")
+
+    async def _task(self, run_id: str, task_id: str) -> Row:
+        row = await self.store.get_row(task_key(run_id, task_id))
+        if row is None:
+            raise InvalidInput(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+        return row
+
+    async def _verify(self, run_id: str, artifact_ids: Sequence[str]) -> None:
+        if self.artifacts is None:
+            return
+        for aid in artifact_ids:
+            await self.artifacts.verify(run_id, aid)
+
+    # -- writing -----------------------------------------------------------------------
+
+    async def create_run(
+        self,
+        slug: str,
+        *,
+        principal: str,
+        tenant: str,
+        session_id: str | None = None,
+        inputs: Sequence[RunInput] = (),
+    ) -> str:
+        """Create the run with its pinned contract and tasks; register the inputs; run it."""
+        pinned = pin(self.build.document, slug)
+        entry = pinned_entry(pinned)
+        given = [i.type for i in inputs]
+        if sorted(given) != sorted(entry.input_artifacts):
+            raise InvalidInput(
+                f"workflow {slug} takes inputs {sorted(entry.input_artifacts)}, given {given}",
+                reason="RUN_INPUTS_MISMATCH",
+            )
+        if inputs and self.artifacts is None:
+            raise InvalidInput("input artifacts need an artifact store", reason="NO_ARTIFACTS")
+        run_id = new_id(slug, hex_source=self._hex)
+        events = [
+            NewEvent(
+                type="run_created",
+                payload={
+                    "session_id": session_id or run_id,
+                    "workflow_slug": slug,
+                    "tenant": tenant,
+                    "created_by": principal,
+                    "workflow": pinned,
+                },
+            ),
+            NewEvent(type="run_status_changed", payload={"status": "planning"}),
+        ]
+        for t in entry.tasks:
+            events.append(
+                NewEvent(
+                    type="task_created",
+                    payload={
+                        "task_id": t.id,
+                        "role": t.role,
+                        "profile": t.profile,
+                        "title": t.title or t.id,
+                        "depends_on": list(t.depends_on),
+                    },
+                )
+            )
+        await self.store.append(run_id, events)
+        for item in inputs:
+            assert self.artifacts is not None
+            stored = await self.artifacts.write_bytes(run_id, item.path, item.data)
+            await self.artifacts.register(
+                run_id,
+                stored,
+                type=item.type,
+                media_type=item.media_type,
+                producer=Producer(),
+                trust=Trust.UNTRUSTED,
+            )
+        await self.store.append(
+            run_id, [NewEvent(type="run_status_changed", payload={"status": "running"})]
+        )
+        return run_id
+
+    async def record_handoff(self, run_id: str, task_id: str, handoff: Mapping[str, Any]) -> str:
+        run = await self.run(run_id)
+        contract = self.contract(run, task_id)
+        await self._task(run_id, task_id)
+        artifacts = {a["artifact_id"]: a for a in await self.artifact_rows(run_id)}
+        normalised = validate_handoff(handoff, contract, artifacts)
+        await self._verify(run_id, normalised["input_artifact_ids"])
+        handoff_id = new_id("handoff", hex_source=self._hex)
+        await self.store.append(
+            run_id,
+            [
+                NewEvent(
+                    type="handoff_recorded",
+                    payload={"task_id": task_id, "handoff_id": handoff_id, **normalised},
+                )
+            ],
+        )
+        return handoff_id
+
+    async def start_task(self, run_id: str, task_id: str) -> None:
+        run = await self.run(run_id)
+        self.contract(run, task_id)
+        tasks = await self.tasks(run_id)
+        if task_id not in tasks:
+            raise InvalidInput(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+        handoff = rules.check_start(run, tasks[task_id], tasks)
+        await self._verify(run_id, handoff.get("input_artifact_ids", []))
+        await self.store.append(
+            run_id,
+            [
+                NewEvent(
+                    type="task_status_changed",
+                    payload={
+                        "task_id": task_id,
+                        "status": "running",
+                        "handoff_id": handoff["handoff_id"],
+                    },
+                )
+            ],
+        )
+
+    async def complete_task(self, run_id: str, task_id: str) -> None:
+        run = await self.run(run_id)
+        contract = self.contract(run, task_id)
+        task = await self._task(run_id, task_id)
+        artifacts = await self.artifact_rows(run_id)
+        rules.check_complete(contract, task, artifacts)
+        mine = [
+            a["artifact_id"]
+            for a in artifacts
+            if (a.get("producer") or {}).get("task_id") == task_id
+        ]
+        await self._verify(run_id, mine)
+        await self.store.append(
+            run_id,
+            [
+                NewEvent(
+                    type="task_status_changed", payload={"task_id": task_id, "status": "completed"}
+                )
+            ],
+        )
+
+    async def fail_task(self, run_id: str, task_id: str, message: str) -> None:
+        error = {"code": "internal", "message": message, "retryable": True, "details": {}}
+        await self.store.append(
+            run_id,
+            [
+                NewEvent(
+                    type="task_status_changed",
+                    payload={"task_id": task_id, "status": "failed", "error": error},
+                )
+            ],
+        )
+
+    async def finish_run(self, run_id: str) -> RunEnd:
+        """``completed`` when every contract is satisfied, else ``partial`` with the gaps."""
+        run = await self.run(run_id)
+        workflow = run.get("workflow")
+        if not isinstance(workflow, Mapping) or "entries" not in workflow:
+            raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
+        entry = pinned_entry(workflow).to_dict()
+        gaps = rules.run_gaps(entry, await self.tasks(run_id), await self.artifact_rows(run_id))
+        status = "partial" if gaps else "completed"
+        await self.store.append(
+            run_id,
+            [NewEvent(type="run_status_changed", payload={"status": status, "gaps": gaps})],
+        )
+        return RunEnd(status=status, gaps=tuple(gaps))
