@@ -26,6 +26,10 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+from charter.artifacts.ledger_registry import LedgerRegistry
+from charter.artifacts.local import LocalArtifactStore
+from charter.artifacts.ports import ArtifactStore
+from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
 from charter.executors.base import Executor
@@ -85,6 +89,14 @@ class Runtime:
     @property
     def store(self) -> KernelStore:
         return self.kernel.store
+
+    @property
+    def artifacts(self) -> ArtifactService:
+        """The run artifacts: store plus the ledger-backed registry (see docs/artifacts.md)."""
+        service = self.kernel.artifacts
+        if service is None:
+            raise ConfigError("this runtime has no artifact store")
+        return service
 
     def principal(self, who: str | Principal) -> Principal:
         if isinstance(who, Principal):
@@ -251,6 +263,20 @@ def _settings(deployment: Deployment) -> KernelSettings:
     )
 
 
+def artifact_store(deployment: Deployment, base: Path) -> ArtifactStore:
+    """The deployment's artifact store: local under ``.charter/artifacts`` by default, or S3."""
+    conf = deployment.artifacts
+    quota = {"quota_bytes": conf.quota_bytes} if conf.quota_bytes is not None else {}
+    if conf.store == "s3":
+        from charter.artifacts.s3 import S3ArtifactStore, client  # needs the s3 extra
+
+        assert conf.bucket is not None
+        s3 = client(endpoint_url=conf.endpoint_url, region_name=conf.region)
+        return S3ArtifactStore(s3, conf.bucket, prefix=conf.prefix, **quota)
+    root = Path(conf.root) if conf.root else Path(".charter") / "artifacts"
+    return LocalArtifactStore(root if root.is_absolute() else base / root, **quota)
+
+
 def _resolve_source(
     source: str | os.PathLike[str], build_ref: str | None
 ) -> tuple[Build, Path | None]:
@@ -402,6 +428,11 @@ async def open_runtime(
             clock=clock,
         )
         kernel.readiness = readiness
+        kernel.artifacts = ArtifactService(
+            store=artifact_store(deployment, base),
+            registry=LedgerRegistry(the_store),
+            clock=clock,
+        )
         for executor in executors.values():
             stack.push_async_callback(executor.aclose)
         if reconcile and deployment.mode.value != "off":

@@ -113,7 +113,30 @@ class ArtifactService:
             raise failures.not_found(stored.path, run_id=run_id)
         if info.size != stored.size:
             raise failures.integrity(stored.path, run_id=run_id)
-        record = ArtifactRecord(
+        record = self.new_record(
+            run_id,
+            stored,
+            type=type,
+            media_type=media_type,
+            producer=producer,
+            trust=trust,
+            artifact_id=artifact_id,
+        )
+        return await self.registry.register(record)
+
+    def new_record(
+        self,
+        run_id: str,
+        stored: StoredObject,
+        *,
+        type: str,
+        media_type: str,
+        producer: Producer,
+        trust: Trust,
+        artifact_id: str | None = None,
+    ) -> ArtifactRecord:
+        """The registration record of ``stored`` (a fresh id, created now); nothing is written."""
+        return ArtifactRecord(
             artifact_id=artifact_id or self._new_id(),
             run_id=run_id,
             type=type,
@@ -125,7 +148,6 @@ class ArtifactService:
             trust=trust,
             created_at=format_at(self._clock()),
         )
-        return await self.registry.register(record)
 
     async def _record(self, run_id: str, artifact_id: str) -> ArtifactRecord:
         record = await self.registry.get(run_id, artifact_id)

@@ -75,6 +75,7 @@ def tool(
     open_world: bool | None = None,
     args_schema: Mapping[str, Any] | None = None,
     result_schema: Mapping[str, Any] | None = None,
+    artifacts: Mapping[str, Any] | None = None,
 ) -> Callable[[F], F]: ...
 
 
@@ -103,6 +104,7 @@ def tool(
     open_world: bool | None = None,
     args_schema: Mapping[str, Any] | None = None,
     result_schema: Mapping[str, Any] | None = None,
+    artifacts: Mapping[str, Any] | None = None,
 ) -> Any:
     """Declare a tool contract on a function; returns the function unchanged."""
     options: dict[str, Any] = {
@@ -127,6 +129,8 @@ def tool(
         options["agent_scopes"] = list(agent_scopes)
     if redact:
         options["redact"] = list(redact)
+    if artifacts is not None:
+        options["artifacts"] = dict(artifacts)
     annotations = {
         k: v
         for k, v in {

@@ -28,6 +28,7 @@ SEMVER = re.compile(
 )
 PERMISSION = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:*-]{0,127}$")
 JSON_POINTER = re.compile(r"^(?:/(?:[^~/]|~[01])*)*$")
+MEDIA_TYPE = re.compile(r"^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$")
 
 EMPTY_ARGS_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -107,6 +108,43 @@ class Upstream(BaseModel):
     digest: str = Field(pattern=r"^sha256:[0-9a-f]{64}$")
 
 
+class ArtifactSpec(BaseModel):
+    """What a tool does with artifact files (see ``docs/artifacts.md``, "Tools that write").
+
+    ``writes``: the kernel gives the call a confined, create-only writer for its run
+    (``ctx.artifacts``) and registers what it wrote. ``inputs``: top-level argument names whose
+    value is an artifact id (or a list of them) that must be a registered artifact of the same
+    run, checksum-verified before the call. ``media_types``: the media types the tool may
+    write (empty: any).
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    writes: bool = False
+    inputs: tuple[str, ...] = ()
+    media_types: tuple[str, ...] = ()
+
+    @field_validator("inputs")
+    @classmethod
+    def _check_inputs(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]{0,63}", item):
+                raise ValueError(f"{item!r} is not an argument name")
+        return tuple(sorted(set(value)))
+
+    @field_validator("media_types")
+    @classmethod
+    def _check_media_types(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for item in value:
+            if not MEDIA_TYPE.fullmatch(item):
+                raise ValueError(f"{item!r} is not a lower-case type/subtype media type")
+        return tuple(sorted(set(value)))
+
+    @property
+    def empty(self) -> bool:
+        return not (self.writes or self.inputs or self.media_types)
+
+
 class ToolContract(BaseModel):
     """One tool's versioned contract. Immutable; build with :func:`make_contract`."""
 
@@ -132,6 +170,7 @@ class ToolContract(BaseModel):
     agent_scopes: tuple[str, ...] = ()
     redact: tuple[str, ...] = ()
     upstream: Upstream | None = None  # a downstream MCP server's tool, pinned by digest
+    artifacts: ArtifactSpec | None = None  # files the tool writes or reads (docs/artifacts.md)
 
     @field_validator("id")
     @classmethod
@@ -206,11 +245,14 @@ class ToolContract(BaseModel):
     def canonical(self) -> dict[str, Any]:
         """The JSON form that is hashed: every field, defaults applied, enums as strings.
 
-        ``upstream`` appears only when set, so contracts without one keep their digests.
+        ``upstream`` and ``artifacts`` appear only when set (and not empty), so contracts
+        without them keep their digests.
         """
         out = self.model_dump(mode="json")
         if out.get("upstream") is None:
             out.pop("upstream", None)
+        if self.artifacts is None or self.artifacts.empty:
+            out.pop("artifacts", None)
         return out
 
     @cached_property
@@ -224,6 +266,14 @@ class ToolContract(BaseModel):
     @property
     def read_only(self) -> bool:
         return self.effect is Effect.READ
+
+    @property
+    def writes_artifacts(self) -> bool:
+        return self.artifacts is not None and self.artifacts.writes
+
+    @property
+    def artifact_inputs(self) -> tuple[str, ...]:
+        return self.artifacts.inputs if self.artifacts is not None else ()
 
 
 def _pointer(loc: tuple[int | str, ...]) -> str:

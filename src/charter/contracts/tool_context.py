@@ -2,13 +2,47 @@
 
 A parameter annotated with :class:`Context` is excluded from the tool's argument schema; the
 kernel fills it when the call is dispatched. Tools use it for the call id, the idempotency key
-to pass on to a back end, attribution, and a cancellation signal.
+to pass on to a back end, attribution, a cancellation signal and — for a tool whose contract
+declares ``artifacts`` and that runs in the Python executor — ``artifacts``, the run's confined,
+create-only file writer (see ``docs/artifacts.md``).
 """
 
 from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+class ArtifactFiles(Protocol):
+    """The files of the call's run, as a tool sees them (``ctx.artifacts``).
+
+    ``open`` / ``put`` write create-only, confined to the run; what the call wrote is registered
+    when it succeeds and removed when it fails. ``read`` returns a declared input artifact,
+    checksum-verified. The methods block (file I/O): call them from sync tools, or through
+    ``anyio.to_thread.run_sync`` from async ones when files are large.
+    """
+
+    def open(
+        self,
+        path: str,
+        *,
+        media_type: str = "application/octet-stream",
+        type: str = "file",
+        versioned: bool = False,
+    ) -> Any: ...
+
+    def put(
+        self,
+        path: str,
+        data: bytes,
+        *,
+        media_type: str = "application/octet-stream",
+        type: str = "file",
+        versioned: bool = False,
+    ) -> Any: ...
+
+    def read(self, artifact_id: str) -> bytes: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -26,6 +60,7 @@ class Context:
     task_id: str | None = None
     trace_id: str | None = None
     span_id: str | None = None
+    artifacts: ArtifactFiles | None = field(default=None, compare=False, repr=False)
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
 
     @property

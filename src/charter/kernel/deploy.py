@@ -190,6 +190,29 @@ class Limits:
     max_args_bytes: int = 1024 * 1024  # raw argument document size
 
 
+_S3_PREFIX = "charter/artifacts/"
+_MAX_UPLOAD = 100 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ArtifactSettings:
+    """Where a deployment keeps artifacts (``artifacts:``; see ``docs/artifacts.md``).
+
+    ``store: local`` (default) keeps them under ``root`` (default ``.charter/artifacts``,
+    relative to the project); ``store: s3`` in ``bucket`` under ``prefix``, through
+    ``endpoint_url`` / ``region`` with boto3's usual credential chain.
+    """
+
+    store: str = "local"
+    root: str | None = None
+    bucket: str | None = None
+    prefix: str = _S3_PREFIX
+    endpoint_url: str | None = None
+    region: str | None = None
+    quota_bytes: int | None = None  # per run; None: the store's default (1 GiB)
+    max_upload_bytes: int = _MAX_UPLOAD  # one HTTP upload
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Deployment:
     """A loaded, validated deployment. Build with :func:`load_deployment`."""
@@ -204,6 +227,7 @@ class Deployment:
     approval_lifetime_s: float = DEFAULT_APPROVAL_LIFETIME_S
     context_lifetime_s: float = DEFAULT_CONTEXT_LIFETIME_S
     limits: Limits = field(default_factory=Limits)
+    artifacts: ArtifactSettings = field(default_factory=ArtifactSettings)
     # Proposal and write tools run only when named here; read tools are on by default.
     # ``None`` lifts the restriction (the local development default only).
     enabled_tools: frozenset[str] | None = frozenset()
@@ -466,6 +490,21 @@ _TOP = frozenset(
         "kill_switch",
         "default_executor",
         "jwt",  # read by charter.server.jwt_config (the HTTP server's JWT settings)
+        "chat",  # read by charter.providers.config (providers, grace window, retention)
+        "proposals",  # read by charter.proposals.service (kinds, appliers, who may decide)
+        "artifacts",
+    }
+)
+_ARTIFACTS = frozenset(
+    {
+        "store",
+        "root",
+        "bucket",
+        "prefix",
+        "endpoint_url",
+        "region",
+        "quota_bytes",
+        "max_upload_bytes",
     }
 )
 _SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})
@@ -509,6 +548,7 @@ def parse_deployment(
             context_lifetime = r.positive(section["lifetime_s"], "contexts.lifetime_s")
 
     limits = _limits(r, doc.get("limits"))
+    artifacts = _artifact_settings(r, doc.get("artifacts"))
     principals, key_refs, key_digests = _principals(r, doc.get("principals"), file, env)
     default_executor = None
     if doc.get("default_executor") is not None:
@@ -550,6 +590,7 @@ def parse_deployment(
         approval_lifetime_s=approval_lifetime,
         context_lifetime_s=context_lifetime,
         limits=limits,
+        artifacts=artifacts,
         enabled_tools=enabled,
         kill_switch=kill_switch,
         default_executor=default_executor,
@@ -557,6 +598,36 @@ def parse_deployment(
         credential_refs=MappingProxyType(key_refs),
         _key_digests=MappingProxyType(key_digests),
         _token_digest=token_digest,
+    )
+
+
+def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:
+    if value is None:
+        return ArtifactSettings()
+    section = r.mapping(value, "artifacts", _ARTIFACTS)
+    kind = section.get("store", "local")
+    if kind not in ("local", "s3"):
+        raise r.fail("artifacts.store", "must be local or s3")
+    text = {
+        k: r.string(section[k], f"artifacts.{k}")
+        for k in ("root", "bucket", "prefix", "endpoint_url", "region")
+        if section.get(k) is not None
+    }
+    if kind == "s3" and "bucket" not in text:
+        raise r.fail("artifacts.bucket", "is required when artifacts.store is s3")
+    quota = section.get("quota_bytes")
+    upload = section.get("max_upload_bytes", _MAX_UPLOAD)
+    return ArtifactSettings(
+        store=kind,
+        root=text.get("root"),
+        bucket=text.get("bucket"),
+        prefix=text.get("prefix", _S3_PREFIX),
+        endpoint_url=text.get("endpoint_url"),
+        region=text.get("region"),
+        quota_bytes=None
+        if quota is None
+        else int(r.positive(quota, "artifacts.quota_bytes", integer=True)),
+        max_upload_bytes=int(r.positive(upload, "artifacts.max_upload_bytes", integer=True)),
     )
 
 

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from charter.artifacts.ledger_registry import registration_event
+from charter.artifacts.records import ArtifactRecord, Producer
+from charter.artifacts.service import ArtifactService
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context as ToolContext
 from charter.errors import (
@@ -18,6 +21,7 @@ from charter.errors import (
     StoreError,
 )
 from charter.executors.base import ExecutionOutcome, ExecutionRequest
+from charter.kernel import artifacts as call_artifacts
 from charter.kernel import faults
 from charter.kernel.acceptance import check_result, clamp
 from charter.kernel.contexts import (
@@ -30,6 +34,10 @@ from charter.ledger.events import NewEvent
 
 
 class Dispatcher(KernelCore):
+    # Set by the runtime: the run's artifact store and the ledger-backed registry. ``None``:
+    # tools that declare artifacts get no writer (``ctx.artifacts`` is None).
+    artifacts: ArtifactService | None = None
+
     async def _intent(
         self,
         ctx: ResolvedContext,
@@ -143,6 +151,17 @@ class Dispatcher(KernelCore):
         task_id: str | None,
         warnings: list[str],
     ) -> Envelope:
+        files: call_artifacts.RunFiles | None = None
+        service = self.artifacts
+        if (
+            contract.artifacts is not None
+            and service is not None
+            and self.bindings.get(contract.id, "python") == "python"
+        ):
+            inputs = await call_artifacts.check_inputs(
+                service, ctx.run_id, contract, arguments, verify=False
+            )
+            files = call_artifacts.RunFiles(service, ctx.run_id, contract, inputs)
         tool_ctx = ToolContext(
             call_id=call_id,
             idempotency_key=idem_key,
@@ -155,6 +174,7 @@ class Dispatcher(KernelCore):
             task_id=task_id,
             trace_id=trace["trace_id"],
             span_id=trace["span_id"],
+            artifacts=files,
         )
         request = ExecutionRequest(
             contract=contract,
@@ -169,7 +189,21 @@ class Dispatcher(KernelCore):
                 outcome = await self._execute(contract, request, ctx.run_id, call_id, ctx)
         faults.point("after_result", contract.id)
         status, data, error, output_bytes = self._accept(contract, arguments, outcome, warnings)
-        return await self._finish(
+        registered: list[ArtifactRecord] = []
+        artifact_ids: list[str] = []
+        if files is not None and service is not None:
+            written = await call_artifacts.seal(files)
+            if status is CallStatus.SUCCEEDED and written:
+                producer = Producer(task_id=task_id, tool_id=contract.id, call_id=call_id)
+                try:
+                    registered, artifact_ids = await call_artifacts.records_for(
+                        service, ctx.run_id, written, producer
+                    )
+                except Failure as exc:
+                    status, data, error, output_bytes = CallStatus.FAILED, None, exc, 0
+            if status is not CallStatus.SUCCEEDED and written:
+                await service.rollback(ctx.run_id, [w.stored for w in written])
+        envelope = await self._finish(
             ctx,
             principal,
             contract,
@@ -183,7 +217,13 @@ class Dispatcher(KernelCore):
             output_bytes,
             outcome.attempts,
             warnings,
+            registered=registered,
+            artifact_ids=artifact_ids,
         )
+        if envelope.status is not CallStatus.SUCCEEDED and artifact_ids and service is not None:
+            # The outcome could not be recorded: nothing was registered; remove the files.
+            await service.rollback(ctx.run_id, [r.stored() for r in registered])
+        return envelope
 
     def _accept(
         self,
@@ -225,6 +265,9 @@ class Dispatcher(KernelCore):
         output_bytes: int,
         attempts: int,
         warnings: list[str],
+        *,
+        registered: Sequence[ArtifactRecord] = (),
+        artifact_ids: Sequence[str] = (),
     ) -> Envelope:
         duration_ms = (time.perf_counter() - started) * 1000
         err = self._safe_error(error)
@@ -233,7 +276,7 @@ class Dispatcher(KernelCore):
             "data": data,
             "error": err,
             "warnings": list(warnings),
-            "artifact_ids": [],
+            "artifact_ids": list(artifact_ids),
             "output_bytes": output_bytes,
             "attempts": attempts,
             "duration_ms": round(duration_ms, 3),
@@ -242,6 +285,7 @@ class Dispatcher(KernelCore):
             status, "unknown"
         )
         entries = [
+            *(registration_event(r) for r in registered),
             NewEvent(
                 type="tool_progress",
                 payload={
@@ -269,6 +313,7 @@ class Dispatcher(KernelCore):
             # The effect may have happened; the outcome could not be recorded. Say so: on
             # restart the call is reconciled to unknown, never dispatched again.
             status = CallStatus.UNKNOWN
+            artifact_ids = ()
             err = error_dict(
                 InternalFailure("the outcome could not be recorded", reason="OUTCOME_NOT_RECORDED")
             )
@@ -288,6 +333,7 @@ class Dispatcher(KernelCore):
             call_id=call_id,
             status=status,
             data=data,
+            artifact_ids=tuple(artifact_ids),
             warnings=tuple(warnings),
             error=err,
             metrics=Metrics(

@@ -34,6 +34,7 @@ from charter.errors import (
 )
 from charter.kernel import faults
 from charter.kernel.approvals import ApprovalGate
+from charter.kernel.artifacts import check_inputs
 from charter.kernel.authorize import AuthorizationInput, authorize
 from charter.kernel.contexts import (
     Attachment,
@@ -367,6 +368,25 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
             )
         if denial is not None:
             would.append({"phase": "authorization", "reason": denial.reason})
+        # declared artifact inputs: registered in this run, checksum-verified
+        if contract.artifact_inputs:
+            try:
+                await check_inputs(self.artifacts, ctx.run_id, contract, accepted.arguments)
+            except Failure as exc:
+                if not observe:
+                    return await self._refuse(
+                        ctx,
+                        principal,
+                        tool,
+                        call_id,
+                        started,
+                        trace,
+                        exc,
+                        CallStatus.REJECTED,
+                        contract=contract,
+                        fingerprint=accepted.fingerprint,
+                    )
+                would.append({"phase": "artifact_inputs", "reason": exc.reason})
         # 3. budgets that are not counted at reservation: the run's elapsed time
         budget_error = await self._elapsed_budget(ctx)
         if budget_error is not None and not observe:
