@@ -55,3 +55,33 @@ def kernel(
     argv += ["--check"] * check + ["--quick"] * quick + ["--profile"] * profile
     argv += ["--write-results"] * write_results + ["--json"] * as_json
     raise typer.Exit(subprocess.call(argv))
+
+
+def _passthrough(name: str, flags: dict[str, bool]) -> None:
+    argv = [sys.executable, str(_script(name))]
+    argv += [flag for flag, on in flags.items() if on]
+    raise typer.Exit(subprocess.call(argv))
+
+
+CHECK = typer.Option(False, "--check", help="Exit 1 when a goal is missed.")
+JSON = typer.Option(False, "--json", help="Print the raw measurements as JSON.")
+
+
+@app.command("contracts")
+def contracts(
+    check: bool = CHECK,
+    write_results: bool = typer.Option(
+        False, "--write-results", help="Replace the ## contracts section of bench/RESULTS.md."
+    ),
+    as_json: bool = JSON,
+) -> None:
+    """Strict parse + validate + fingerprint beside json.loads + jsonschema and a bare call."""
+    _passthrough(
+        "contracts", {"--check": check, "--write-results": write_results, "--json": as_json}
+    )
+
+
+@app.command("artifacts")
+def artifacts(check: bool = CHECK, as_json: bool = JSON) -> None:
+    """Artifact write+register and read+verify beside plain open/write/fsync and read/sha256."""
+    _passthrough("artifacts", {"--check": check, "--json": as_json})
