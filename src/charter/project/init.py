@@ -10,7 +10,7 @@ from pathlib import Path
 
 from charter.errors import UserError
 
-TEMPLATES = ("basic", "tutoring-panel")
+TEMPLATES = ("basic", "tutoring-panel", "workflow-copilot")
 _RENAMES = {"gitignore.txt": ".gitignore"}
 _SKIP = {"__pycache__"}
 

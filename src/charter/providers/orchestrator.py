@@ -1,0 +1,452 @@
+"""The orchestrator: one chat message in, Charter's own stream events out (Elsa's
+``IAIOrchestrator.ExecuteChatAsync``).
+
+It resolves the agent (instructions are text; they never grant a tool), the context (the
+authorized tool set, attachments from tenant-safe providers clamped to a byte budget — the
+first attachment truncated rather than dropped), runs the provider's turn with the kernel as
+the tool invoker, clamps every tool result before the model sees it, waits for approvals the
+kernel asks for, turns proposal drafts into stored proposals, and always ends with
+``conversation.completed``. Provider failures reach the client as one safe
+``conversation.error``; details go to the log only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from charter.errors import Failure
+from charter.kernel.contexts import ResolvedContext
+from charter.kernel.envelope import CallStatus, Envelope
+from charter.kernel.kernel import Kernel
+from charter.kernel.principals import Principal
+from charter.ledger.events import NewEvent, format_at
+from charter.proposals.service import ProposalService, draft_from_result
+from charter.providers.base import (
+    ChatMessage,
+    Provider,
+    ToolCallRecord,
+    ToolInvocation,
+    ToolOutcome,
+    ToolSpec,
+    TurnRequest,
+)
+from charter.providers.events import (
+    SAFE_ERROR_MESSAGE,
+    MessageCompleted,
+    ProviderError,
+    StreamEvent,
+    TextDelta,
+    ToolCallRequested,
+    ToolResultReady,
+    TurnCompleted,
+)
+
+logger = logging.getLogger("charter.chat")
+CHAT_SLUG = "chat"
+NO_PROVIDER_TEXT = (
+    "No model provider is configured for this deployment, so the assistant cannot answer. "
+    "Configure one under `chat.providers` in charter.deploy.yaml (see docs/providers.md)."
+)
+TREND_SCOPE = (
+    "Trend and runtime analysis is limited to the attached references, an explicit time "
+    "range and the diagnostics scope given with the request."
+)
+_UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatSettings:
+    context_budget_bytes: int = 128 * 1024
+    result_max_bytes: int = 64 * 1024
+    max_rounds: int = 8
+    approval_poll_s: float = 0.1
+    grace_s: float = 300.0
+    retention_s: float = 30 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChatRequest:
+    conversation_id: str
+    principal: Principal
+    message: str
+    profile: str
+    agent: str | None = None
+    attachments: Sequence[tuple[str, str]] = ()
+    time_range: Mapping[str, str] | None = None
+    diagnostics_scope: str | None = None
+    run_id: str | None = None
+    history: Sequence[ChatMessage] = ()
+    turn_id: str = "t1"
+
+
+def clamp(text: str, limit: int) -> tuple[str, bool]:
+    raw = text.encode("utf-8")
+    if len(raw) <= limit:
+        return text, False
+    return raw[:limit].decode("utf-8", "ignore"), True
+
+
+def clamp_attachments(items: Sequence[tuple[str, str]], budget: int) -> tuple[list[str], bool]:
+    """Attachments that fit in ``budget`` bytes; the first is truncated, never dropped."""
+    out: list[str] = []
+    used, clipped = 0, False
+    for index, (label, text) in enumerate(items):
+        block = f"[{label}]\n{text}"
+        size = len(block.encode("utf-8"))
+        if used + size <= budget:
+            out.append(block)
+            used += size
+        elif index == 0:
+            cut, _ = clamp(block, budget)
+            out.append(cut + "\n[truncated]")
+            used, clipped = budget, True
+        else:
+            clipped = True
+    return out, clipped
+
+
+class Orchestrator:
+    def __init__(
+        self,
+        kernel: Kernel,
+        *,
+        provider: Provider | None,
+        proposals: ProposalService,
+        settings: ChatSettings | None = None,
+        sleep: Callable[[float], Any] = asyncio.sleep,
+    ) -> None:
+        self.kernel = kernel
+        self.provider = provider
+        self.proposals = proposals
+        self.settings = settings or ChatSettings()
+        self.sleep = sleep
+
+    def tool_specs(self, ctx: ResolvedContext) -> list[ToolSpec]:
+        specs = []
+        for offered in ctx.tools:
+            c = self.kernel.build.tools[offered.id].contract
+            specs.append(
+                ToolSpec(name=c.name, description=c.description, parameters=dict(c.args_schema))
+            )
+        return specs
+
+    async def resolve(self, request: ChatRequest) -> ResolvedContext:
+        return await self.kernel.resolve_context(
+            request.principal,
+            request.profile,
+            agent=request.agent,
+            attachments=request.attachments,
+            run_id=request.run_id,
+            session_id=request.conversation_id,
+            workflow_slug=CHAT_SLUG,
+        )
+
+    def instructions(self, request: ChatRequest, ctx: ResolvedContext) -> str:
+        parts = []
+        if request.agent is not None:
+            parts.append(self.kernel.build.agents[request.agent].instructions)
+        scope = TREND_SCOPE
+        if request.time_range:
+            scope += f" Time range: {json.dumps(dict(request.time_range), sort_keys=True)}."
+        if request.diagnostics_scope:
+            scope += f" Diagnostics scope: {request.diagnostics_scope}."
+        parts.append(scope)
+        blocks, _ = clamp_attachments(
+            [(f"{a.kind}:{a.ref}", a.content) for a in ctx.attachments],
+            self.settings.context_budget_bytes,
+        )
+        parts.extend(blocks)
+        return "\n\n".join(p for p in parts if p)
+
+    async def execute_chat(
+        self, request: ChatRequest, *, first_sequence: int = 1
+    ) -> AsyncIterator[StreamEvent]:
+        """The turn's stream events, sequence numbers from ``first_sequence``; never raises."""
+        seq = first_sequence
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()
+
+        def make(type_: str, data: dict[str, Any]) -> StreamEvent:
+            nonlocal seq
+            event = StreamEvent(
+                type=type_,
+                conversation_id=request.conversation_id,
+                sequence=seq,
+                timestamp=format_at(self.kernel.clock()),
+                data=data,
+            )
+            seq += 1
+            return event
+
+        provider_name = self.provider.name if self.provider is not None else None
+        try:
+            ctx = await self.resolve(request)
+        except Failure as exc:
+            logger.warning("chat context failed: %s", exc.reason)
+            yield make("conversation.error", {"message": SAFE_ERROR_MESSAGE, "reason": exc.reason})
+            yield make("conversation.completed", {"status": "failed"})
+            return
+        yield make(
+            "conversation.started",
+            {
+                "provider": provider_name,
+                "runId": ctx.run_id,
+                "contextId": ctx.context_id,
+                "turnId": request.turn_id,
+                "tools": [t.name for t in ctx.tools],
+                "unresolvedAttachments": list(ctx.unresolved),
+            },
+        )
+        await self._record(
+            ctx,
+            "chat_turn_started",
+            {
+                "conversation_id": request.conversation_id,
+                "turn_id": request.turn_id,
+                "provider": provider_name,
+                "agent": request.agent,
+                "actor": request.principal.name,
+                "message_chars": len(request.message),
+            },
+        )
+        if self.provider is None:
+            yield make("assistant.delta", {"text": NO_PROVIDER_TEXT})
+            yield make("assistant.completed", {"text": NO_PROVIDER_TEXT})
+            await self._record(ctx, "chat_turn_completed", {"turn_id": request.turn_id})
+            yield make("conversation.completed", {"status": "completed"})
+            return
+        invoker = KernelInvoker(self, ctx, request, queue)
+        turn = TurnRequest(
+            conversation_id=request.conversation_id,
+            instructions=self.instructions(request, ctx),
+            messages=[*request.history, ChatMessage(role="user", text=request.message)],
+            tools=self.tool_specs(ctx),
+            max_rounds=self.settings.max_rounds,
+        )
+        status = "completed"
+        events = self.provider.execute_turn(turn, invoker)
+        task: asyncio.Task[None] | None = None
+        pending: list[Any] = []
+
+        async def pump() -> None:
+            try:
+                async for event in events:
+                    pending.append(event)
+                    await queue.put(("provider", {}))
+            finally:
+                await queue.put(None)
+
+        task = asyncio.create_task(pump())
+        try:
+            while True:
+                item = await queue.get()
+                if item is None:
+                    break
+                kind, data = item
+                if kind != "provider":
+                    yield make(kind, data)
+                    continue
+                event = pending.pop(0)
+                if isinstance(event, TextDelta):
+                    yield make("assistant.delta", {"text": event.text})
+                elif isinstance(event, MessageCompleted):
+                    yield make("assistant.completed", {"text": event.text})
+                elif isinstance(event, ToolCallRequested):
+                    pass  # tool.started is emitted by the invoker with the governed call id
+                elif isinstance(event, ToolResultReady):
+                    pass  # tool.result is emitted by the invoker
+                elif isinstance(event, TurnCompleted):
+                    pass
+                elif isinstance(event, ProviderError):
+                    logger.warning("provider error %s: %s", event.kind, event.detail)
+                    status = "failed"
+                    yield make("conversation.error", {"message": SAFE_ERROR_MESSAGE})
+            if task.done() and task.exception() is not None:
+                raise task.exception()  # type: ignore[misc]
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        except Exception as exc:  # the provider's own failure: one safe error, details logged
+            logger.warning("chat turn failed: %s", type(exc).__name__, exc_info=True)
+            status = "failed"
+            yield make("conversation.error", {"message": SAFE_ERROR_MESSAGE})
+        finally:
+            if not task.done():
+                task.cancel()
+        await self._record(
+            ctx,
+            "chat_turn_completed" if status == "completed" else "chat_turn_failed",
+            {"turn_id": request.turn_id, "status": status},
+        )
+        yield make("conversation.completed", {"status": status})
+
+    async def _record(self, ctx: ResolvedContext, type_: str, payload: dict[str, Any]) -> None:
+        try:
+            await self.kernel.store.append(ctx.run_id, [NewEvent(type=type_, payload=payload)])
+        except Failure as exc:  # the turn goes on; the ledger's failure is logged
+            logger.warning("could not record %s: %s", type_, exc.reason)
+
+    def call_id(self, request: ChatRequest, model_call_id: str) -> str:
+        return _UNSAFE.sub("_", f"{request.turn_id}-{model_call_id}")[:128]
+
+
+class KernelInvoker:
+    """The tool invoker a provider gets: every call is a governed kernel call."""
+
+    def __init__(
+        self,
+        orchestrator: Orchestrator,
+        ctx: ResolvedContext,
+        request: ChatRequest,
+        queue: asyncio.Queue[tuple[str, dict[str, Any]] | None],
+    ) -> None:
+        self.o = orchestrator
+        self.ctx = ctx
+        self.request = request
+        self.queue = queue
+
+    async def emit(self, type_: str, data: dict[str, Any]) -> None:
+        await self.queue.put((type_, data))
+
+    def _summary(self, tool: str, arguments: str) -> Any:
+        offered = self.ctx.offered(tool)
+        try:
+            parsed = json.loads(arguments)
+        except ValueError:
+            return {"unparsed": True}
+        if offered is None:
+            return None  # never describe a tool the context did not offer
+        contract = self.o.kernel.build.tools[offered.id].contract
+        summary = self.o.kernel.redactor.with_pointers(contract.redact).redact(parsed)
+        _, clipped = clamp(json.dumps(summary, sort_keys=True), 2048)
+        return {"truncated": True} if clipped else summary
+
+    async def invoke(self, invocation: ToolInvocation) -> ToolOutcome:
+        kernel = self.o.kernel
+        call_id = self.o.call_id(self.request, invocation.call_id)
+        principal = self.request.principal
+        await self.emit(
+            "tool.started",
+            {
+                "callId": call_id,
+                "tool": invocation.name,
+                "arguments": self._summary(invocation.name, invocation.arguments),
+            },
+        )
+        envelope = await kernel.call(
+            self.ctx.context_id, invocation.name, call_id, invocation.arguments, principal=principal
+        )
+        while envelope.status is CallStatus.PENDING_APPROVAL and envelope.approval:
+            await self.emit(
+                "approval.required",
+                {
+                    "approvalId": envelope.approval["id"],
+                    "callId": call_id,
+                    "tool": invocation.name,
+                    "arguments": self._summary(invocation.name, invocation.arguments),
+                    "expiresAt": envelope.approval["expires_at"],
+                },
+            )
+            await self._wait_for_decision(envelope.approval)
+            await self.emit("tool.progress", {"callId": call_id, "stage": "approval_decided"})
+            again = await kernel.call(
+                self.ctx.context_id,
+                invocation.name,
+                call_id,
+                invocation.arguments,
+                principal=principal,
+            )
+            if again.status is CallStatus.PENDING_APPROVAL and again.approval == envelope.approval:
+                break  # still pending after its lifetime: answer the model with that
+            envelope = again
+        content, data = self._content(envelope)
+        await self.emit(
+            "tool.result",
+            {
+                "callId": call_id,
+                "tool": invocation.name,
+                "status": envelope.status.value,
+                "error": envelope.error,
+                "bytes": len(content.encode("utf-8")),
+            },
+        )
+        await self.o._record(
+            self.ctx,
+            "chat_tool_call",
+            {"turn_id": self.request.turn_id, "call_id": call_id, "status": envelope.status.value},
+        )
+        await self._proposal(envelope, call_id)
+        return ToolOutcome(status=envelope.status.value, content=content, data=data)
+
+    async def _wait_for_decision(self, approval: Mapping[str, Any]) -> None:
+        """Poll the shared store (any replica may decide) until decided or expired; no lock
+        is held while waiting."""
+        kernel = self.o.kernel
+        while True:
+            row = await kernel.find_approval(approval["id"], self.ctx.tenant)
+            if row is None or row["status"] != "pending":
+                return
+            if format_at(kernel.clock()) >= row["expires_at"]:
+                return
+            await self.o.sleep(self.o.settings.approval_poll_s)
+
+    def _content(self, envelope: Envelope) -> tuple[str, Any]:
+        body = {"status": envelope.status.value, "data": envelope.data, "error": envelope.error}
+        text = json.dumps(body, sort_keys=True, default=str)
+        limit = self.o.settings.result_max_bytes
+        if len(text.encode("utf-8")) > limit:
+            marker = {
+                "status": envelope.status.value,
+                "truncated": True,
+                "maxBytes": limit,
+                "note": "the tool result exceeded the model's result budget",
+            }
+            return json.dumps(marker, sort_keys=True), marker
+        return text, envelope.data
+
+    async def _proposal(self, envelope: Envelope, call_id: str) -> None:
+        if envelope.status is not CallStatus.SUCCEEDED or envelope.tool is None:
+            return
+        contract = self.o.kernel.build.tools[envelope.tool].contract
+        draft = draft_from_result(envelope.data)
+        if contract.effect.value != "proposal" or draft is None or envelope.metrics.cached:
+            return
+        row = await self.o.proposals.create(
+            run_id=self.ctx.run_id,
+            tenant=self.ctx.tenant,
+            requested_by=self.request.principal.name,
+            tool_id=contract.id,
+            call_id=call_id,
+            draft=draft,
+            conversation_id=self.request.conversation_id,
+        )
+        await self.emit(
+            "proposal.created",
+            {
+                "proposalId": row["proposal_id"],
+                "kind": row["kind"],
+                "target": row["target"],
+                "status": row["status"],
+                "diagnostics": row["diagnostics"],
+                "diff": row["diff"],
+            },
+        )
+
+
+def history_from(messages: Sequence[Mapping[str, Any]]) -> list[ChatMessage]:
+    """Rebuild ChatMessages from their stored dict form."""
+    return [
+        ChatMessage(
+            role=m["role"],
+            text=m.get("text", ""),
+            tool_calls=tuple(ToolCallRecord(**c) for c in m.get("tool_calls", ())),
+            tool_call_id=m.get("tool_call_id"),
+            tool_name=m.get("tool_name"),
+        )
+        for m in messages
+    ]
