@@ -38,6 +38,7 @@ from charter.server.mcp_mount import McpMount
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
 from charter.server.routes import approvals, calls, contexts, ops, runs
+from charter.server.routes import proposals as proposal_routes
 from charter.server.schemas import CallRequest
 from charter.server.state import ReadinessCheck, ServerState
 
@@ -122,6 +123,7 @@ def create_app(
     app.state.charter = make_state(runtime, **options) if runtime is not None else None
     for module in (contexts, calls, approvals, runs):
         app.include_router(module.router, prefix="/v1")
+    app.include_router(proposal_routes.router, prefix="/v1")
     app.include_router(ops.router)
     app.mount(SWAGGER, StaticFiles(directory=STATIC / "swagger"), name="swagger")
     for prefix, sub in (mounts or {}).items():
