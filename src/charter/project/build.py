@@ -30,7 +30,7 @@ from charter.errors import BuildError, Problem, ProjectError, UnsupportedRuntime
 from charter.project.config import PROJECT_FILE, ProjectConfig, parse_config
 from charter.project.loader import LoadedTool, load_tools
 from charter.project.yamlio import load_yaml
-from charter.proof.suite import ContextTest, load_test_dir, tests_section
+from charter.proof.suite import ContextTest, load_test_dir, suite_section
 from charter.workflows.catalog import CatalogEntry, load_catalog
 from charter.workflows.validate import catalog_section, validate_catalog
 
@@ -227,7 +227,7 @@ def _document(
     if catalog:
         doc["catalog"] = catalog_section(catalog)
     if tests:
-        doc["tests"] = tests_section(tests)
+        doc["tests"] = suite_section(tests)
     # Round-trip through canonical JSON so the stored document is exactly what is hashed.
     normalized: dict[str, Any] = json.loads(canonical_bytes(doc))
     normalized["digest"] = sha256_digest(normalized)

@@ -133,9 +133,9 @@ def load_test_dir(root: Path, folder: str) -> tuple[list[ContextTest], list[Prob
     return tests, problems
 
 
-def tests_section(tests: list[ContextTest]) -> list[dict[str, Any]]:
+def suite_section(tests: list[ContextTest]) -> list[dict[str, Any]]:
     return [t.model_dump(mode="json") for t in sorted(tests, key=lambda t: t.name)]
 
 
-def tests_from_build(doc: Any) -> list[ContextTest]:
+def suite_from_build(doc: Any) -> list[ContextTest]:
     return [ContextTest.model_validate(t) for t in doc.get("tests", [])]
