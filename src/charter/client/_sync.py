@@ -166,6 +166,34 @@ class Client:
         )
         return result
 
+    # -- artifacts --------------------------------------------------------------------
+
+    def list_artifacts(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's registered artifacts, in registration order."""
+        result: list[dict[str, Any]] = self._json("GET", f"/v1/runs/{run_id}/artifacts")
+        return result
+
+    def upload_artifact(
+        self, run_id: str, data: bytes, *, name: str, media_type: str | None = None
+    ) -> dict[str, Any]:
+        """Upload ``data`` as ``name`` (a taken name gets ``-vN``); returns the registration."""
+        params = {"name": name, **({"media_type": media_type} if media_type else {})}
+        result: dict[str, Any] = self._json(
+            "POST",
+            f"/v1/runs/{run_id}/artifacts",
+            params=params,
+            content=data,
+            headers={"Content-Type": "application/octet-stream"},
+        )
+        return result
+
+    def download_artifact(self, run_id: str, artifact_id: str) -> bytes:
+        """The artifact's bytes (the server verified them; the size is checked here too)."""
+        response = self._request("GET", f"/v1/runs/{run_id}/artifacts/{artifact_id}")
+        if response.status_code >= 400:
+            raise c.failure_from(response)
+        return response.content
+
     # -- runs and events --------------------------------------------------------------
 
     def create_run(self, *, session_id: str | None = None) -> dict[str, Any]:

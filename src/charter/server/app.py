@@ -37,7 +37,7 @@ from charter.server.logs import log
 from charter.server.mcp_mount import McpMount
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
-from charter.server.routes import approvals, calls, contexts, ops, runs
+from charter.server.routes import approvals, artifacts, calls, contexts, ops, runs
 from charter.server.routes import proposals as proposal_routes
 from charter.server.schemas import CallRequest
 from charter.server.state import ReadinessCheck, ServerState
@@ -124,6 +124,7 @@ def create_app(
     for module in (contexts, calls, approvals, runs):
         app.include_router(module.router, prefix="/v1")
     app.include_router(proposal_routes.router, prefix="/v1")
+    app.include_router(artifacts.router, prefix="/v1")
     app.include_router(ops.router)
     app.mount(SWAGGER, StaticFiles(directory=STATIC / "swagger"), name="swagger")
     for prefix, sub in (mounts or {}).items():
