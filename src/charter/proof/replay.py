@@ -1,0 +1,200 @@
+"""Effect-free replay: re-evaluate a run's recorded decisions against a Build.
+
+The recorded events are the input; nothing is dispatched and no executor is contacted. For
+each call the first recorded decision — ``pending_approval`` (``approval_requested``),
+``allowed`` (the ``started`` intent), ``denied`` / ``rejected`` (``tool_call_recorded``) — is
+compared with what :func:`charter.proof.decide.decide` answers under the Build (the pinned one
+named in ``context_resolved``, or a candidate): disclosure (the context's profile and agent in
+that Build), authorization, the approval requirement, the approval binding (tool version and
+contract digest the approval was given for) and the per-context ``call_limit`` budget.
+
+Arguments are stored only as fingerprints, so argument validation and argument-dependent
+hooks (tenancy, ownership) cannot be re-run; calls are re-evaluated as recorded on those.
+Principals' permissions come from the deployment when given; otherwise the recorded
+principal is assumed to hold the permissions it held (checks marked ``assumed``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from charter.kernel.principals import Principal, PrincipalKind
+from charter.ledger.ports import Store
+from charter.project.build import Build
+from charter.proof.decide import decide, synthetic_context
+
+DISPATCHED = ("allowed",)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallReplay:
+    context_id: str
+    call_id: str
+    tool: str
+    seq: int
+    recorded: str
+    replayed: str
+    reason: str | None
+    changed: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "context_id": self.context_id,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "seq": self.seq,
+            "recorded": self.recorded,
+            "replayed": self.replayed,
+            "reason": self.reason,
+            "changed": self.changed,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayReport:
+    run_id: str
+    build_digest: str
+    events: int
+    calls: tuple[CallReplay, ...] = field(default_factory=tuple)
+    assumed_permissions: bool = False
+
+    @property
+    def changed(self) -> tuple[CallReplay, ...]:
+        return tuple(c for c in self.calls if c.changed)
+
+    @property
+    def now_denied(self) -> tuple[CallReplay, ...]:
+        return tuple(c for c in self.changed if c.recorded in DISPATCHED and c.replayed == "denied")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "build_digest": self.build_digest,
+            "events": self.events,
+            "assumed_permissions": self.assumed_permissions,
+            "calls": [c.to_dict() for c in self.calls],
+            "changed": [c.to_dict() for c in self.changed],
+            "now_denied": [c.call_id for c in self.now_denied],
+        }
+
+
+def replay_events(
+    run_id: str,
+    events: Sequence[Mapping[str, Any]],
+    build: Build,
+    *,
+    principals: Mapping[str, Principal] | None = None,
+) -> ReplayReport:
+    """Pure: ``events`` are ``{seq, type, payload}`` mappings in seq order."""
+    contexts: dict[str, Mapping[str, Any]] = {}
+    approvals: dict[str, Mapping[str, Any]] = {}
+    seen: set[tuple[str, str]] = set()
+    counts: dict[tuple[str, str], int] = {}
+    calls: list[CallReplay] = []
+    assumed = False
+
+    def principal_of(ctx: Mapping[str, Any]) -> Principal:
+        nonlocal assumed
+        found = (principals or {}).get(ctx["principal"])
+        if found is not None:
+            return found
+        assumed = True
+        return Principal(
+            name=ctx["principal"],
+            tenant=ctx["tenant"],
+            kind=PrincipalKind(ctx["kind"]),
+            permissions=frozenset({"*"}),
+        )
+
+    for ev in events:
+        p = ev["payload"]
+        typ = ev["type"]
+        if typ == "context_resolved":
+            contexts[p["context_id"]] = p
+            continue
+        if typ == "approval_requested":
+            approvals[p["approval_id"]] = p
+            recorded = "pending_approval"
+        elif typ == "tool_progress" and p.get("stage") == "started":
+            recorded = "allowed"
+        elif typ == "tool_call_recorded" and p.get("outcome") in ("denied", "rejected"):
+            recorded = str(p["outcome"])
+        else:
+            continue
+        key = (p.get("context_id", ""), p.get("call_id", ""))
+        if key in seen or key[0] not in contexts:
+            continue
+        seen.add(key)
+        ctx_row = contexts[key[0]]
+        who = principal_of(ctx_row)
+        ctx = synthetic_context(build, who, ctx_row["profile"], ctx_row.get("agent"))
+        tool = p.get("tool_id") or ""
+        got = decide(build, ctx, who, tool, None)
+        replayed, reason = got.status, got.reason
+        contract = build.tools[tool].contract if tool in build.tools else None
+        if recorded == "rejected" and replayed in ("allowed", "pending_approval"):
+            replayed, reason = "rejected", "AS_RECORDED"  # validation needs the arguments
+        if replayed in ("allowed", "pending_approval") and contract is not None:
+            n = counts.get((key[0], tool), 0) + 1
+            counts[(key[0], tool)] = n
+            if contract.call_limit is not None and n > contract.call_limit:
+                replayed, reason = "denied", "CALL_LIMIT_EXCEEDED"
+        approval_id = p.get("approval_id")
+        if (
+            replayed == "pending_approval"
+            and recorded == "allowed"
+            and isinstance(approval_id, str)
+            and contract is not None
+        ):
+            bound = approvals.get(approval_id, {})
+            if (bound.get("tool_version"), bound.get("contract_digest")) == (
+                contract.version,
+                contract.digest,
+            ):
+                replayed, reason = "allowed", "APPROVED"
+            else:
+                reason = "APPROVAL_BINDING_CHANGED"
+        calls.append(
+            CallReplay(
+                context_id=key[0],
+                call_id=key[1],
+                tool=tool,
+                seq=int(ev["seq"]),
+                recorded=recorded,
+                replayed=replayed,
+                reason=reason,
+                changed=replayed != recorded,
+            )
+        )
+    return ReplayReport(
+        run_id=run_id,
+        build_digest=build.digest,
+        events=len(events),
+        calls=tuple(calls),
+        assumed_permissions=assumed,
+    )
+
+
+async def read_events(store: Store, run_id: str, *, batch: int = 5000) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    after = 0
+    while True:
+        rows = await store.read_stored(run_id, after=after, limit=batch)
+        if not rows:
+            return out
+        for row in rows:
+            out.append(json.loads(row.data))
+        after = rows[-1].seq
+
+
+async def replay_run(
+    store: Store,
+    run_id: str,
+    build: Build,
+    *,
+    principals: Mapping[str, Principal] | None = None,
+) -> ReplayReport:
+    return replay_events(run_id, await read_events(store, run_id), build, principals=principals)
