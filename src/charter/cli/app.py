@@ -13,6 +13,7 @@ from charter.cli import (
     project_cmds,
     runs,
     serve_cmds,
+    workflow_cmds,
 )
 
 app = typer.Typer(
@@ -34,5 +35,6 @@ demo_cmds.register(app)
 check_cmds.register(app)
 serve_cmds.register(app)
 mcp_cmds.register(app)
+workflow_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 app.add_typer(bench_cmds.app, name="bench")
