@@ -32,6 +32,7 @@ from charter.errors import ErrorCode, Failure, UserError
 from charter.ledger.chain import LedgerKey
 from charter.runtime import Runtime
 from charter.server.auth import APPROVAL_TOKEN_HEADER, Authenticator
+from charter.server.console import create_console
 from charter.server.jwt_config import JwtConfig, load_jwt_config
 from charter.server.logs import log
 from charter.server.mcp_mount import McpMount
@@ -130,6 +131,7 @@ def create_app(
     for prefix, sub in (mounts or {}).items():
         app.mount(prefix, sub)
     app.mount("/mcp", mcp_mount)
+    app.mount("/console", create_console(lambda: app.state.charter))
     _handlers(app)
     _docs(app)
     app.add_middleware(ServerMiddleware, state_of=lambda: app.state.charter)

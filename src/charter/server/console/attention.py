@@ -1,0 +1,58 @@
+"""Calls needing attention: ``unknown`` outcomes of the operator's tenant, each with a form
+to record what really happened (succeeded, failed or abandoned) and why."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+
+from charter.errors import InvalidInput
+from charter.server.console.web import (
+    Operator,
+    checked_form,
+    console_of,
+    field,
+    operator,
+    render,
+)
+
+router = APIRouter()
+SCAN = 500
+OUTCOMES = ("succeeded", "failed", "abandoned")
+
+
+@router.get("/attention", response_class=HTMLResponse)
+async def attention_page(
+    request: Request,
+    who: Annotated[Operator, Depends(operator)],
+    resolved: str | None = None,
+) -> HTMLResponse:
+    store = console_of(request).state.runtime.store
+    rows = await store.query_rows(
+        "calls", {"state": "unknown", "tenant": who.principal.tenant}, limit=SCAN
+    )
+    return render(
+        request,
+        "attention.html",
+        {
+            "calls": list(rows),
+            "outcomes": OUTCOMES,
+            "notice": f"Call {resolved} resolved." if resolved else None,
+            "page": "attention",
+        },
+        who=who,
+    )
+
+
+@router.post("/attention/{context_id}/{call_id}")
+async def resolve(request: Request, context_id: str, call_id: str) -> Response:
+    who, form = await checked_form(request)
+    outcome, reason = field(form, "outcome"), field(form, "reason")
+    if not reason:
+        raise InvalidInput("say what you found (the reason is required)", reason="REASON_REQUIRED")
+    await console_of(request).state.runtime.kernel.resolve_call(
+        context_id, call_id, outcome=outcome, reason=reason, operator=who.principal
+    )
+    return RedirectResponse(f"/console/attention?resolved={call_id}", status_code=303)

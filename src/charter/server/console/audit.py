@@ -1,0 +1,77 @@
+"""Audit search: the ``tool_call_recorded`` events of the tenant's runs, by actor, tool,
+outcome and time (the ``since``/``until`` bounds compare RFC 3339 prefixes, UTC).
+
+Audit events live in each run's ledger, so the search reads the most recent ``RUN_SCAN``
+runs of the tenant; the page says so when it hits that bound.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse
+
+from charter.ledger.subscribe import read_events
+from charter.server.console.runs import tenant_runs
+from charter.server.console.web import Operator, console_of, operator, render
+
+router = APIRouter()
+RUN_SCAN = 200
+MAX_ROWS = 500
+
+
+@router.get("/audit", response_class=HTMLResponse)
+async def audit_page(
+    request: Request,
+    who: Annotated[Operator, Depends(operator)],
+    actor: str = "",
+    tool: str = "",
+    outcome: str = "",
+    since: str = "",
+    until: str = "",
+) -> HTMLResponse:
+    console = console_of(request)
+    store = console.state.runtime.store
+    runs = await tenant_runs(console, who.principal.tenant)
+    rows: list[dict[str, Any]] = []
+    for run in runs[:RUN_SCAN]:
+        after = 0
+        while True:
+            events = await read_events(store, run["run_id"], after=after, limit=1000)
+            for event in events:
+                if event.type != "tool_call_recorded":
+                    continue
+                p = event.payload
+                if (
+                    (actor and p.get("actor") != actor)
+                    or (tool and p.get("tool_id") != tool)
+                    or (outcome and p.get("outcome") != outcome)
+                    or (since and event.at < since)
+                    or (until and event.at[: len(until)] > until)
+                ):
+                    continue
+                rows.append({**p, "at": event.at, "run_id": run["run_id"], "seq": event.seq})
+            if len(events) < 1000:
+                break
+            after = events[-1].seq
+    rows.sort(key=lambda r: str(r["at"]), reverse=True)
+    return render(
+        request,
+        "audit.html",
+        {
+            "rows": rows[:MAX_ROWS],
+            "truncated": len(rows) > MAX_ROWS,
+            "scanned_all": len(runs) <= RUN_SCAN,
+            "run_scan": RUN_SCAN,
+            "filters": {
+                "actor": actor,
+                "tool": tool,
+                "outcome": outcome,
+                "since": since,
+                "until": until,
+            },
+            "page": "audit",
+        },
+        who=who,
+    )

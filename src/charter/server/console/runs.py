@@ -1,0 +1,212 @@
+"""Runs: the tenant's runs with filters; a run page with its live timeline, tasks, calls,
+artifacts (download), handoffs and the "verify ledger" action.
+
+The run page's timeline follows ``/console/runs/{id}/stream?after=<seq>``: each new event is
+sent as a rendered ``<li>`` (``event: timeline``, appended by htmx), and the calls table and
+the run's status are re-sent when they change. The stream waits on the store's
+``wait_for_events`` (LISTEN/NOTIFY on PostgreSQL), like the API's event stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, Request
+from fastapi.responses import HTMLResponse, Response
+from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
+
+from charter.errors import ConfigError, PermissionDenied
+from charter.ledger.events import Event
+from charter.ledger.projections import manifest
+from charter.ledger.subscribe import read_events
+from charter.ledger.verify import verify_run
+from charter.server.console.web import (
+    TEMPLATES,
+    Console,
+    Operator,
+    console_of,
+    operator,
+    render,
+)
+
+router = APIRouter()
+LIST_SCAN = 1000
+TIMELINE_LIMIT = 2000
+_CALL_EVENTS = frozenset(
+    {
+        "approval_requested",
+        "approval_approved",
+        "approval_rejected",
+        "approval_expired",
+        "approval_consumed",
+        "tool_progress",
+        "tool_call_recorded",
+        "call_resolved",
+    }
+)
+
+
+async def tenant_runs(console: Console, tenant: str) -> list[dict[str, Any]]:
+    state = console.state
+    out = []
+    for summary in await state.runtime.store.list_runs(limit=LIST_SCAN):
+        run = summary.run
+        owner = run.get("tenant") if "tenant" in run else await state.run_tenant(run["run_id"])
+        if owner == tenant:
+            out.append({**run, "event_count": summary.event_count})
+    return out
+
+
+@router.get("/runs", response_class=HTMLResponse)
+async def runs_page(
+    request: Request,
+    who: Annotated[Operator, Depends(operator)],
+    status: str = "",
+    workflow: str = "",
+    since: str = "",
+    until: str = "",
+) -> HTMLResponse:
+    runs = await tenant_runs(console_of(request), who.principal.tenant)
+    statuses = sorted({str(r["status"]) for r in runs})
+    workflows = sorted({str(r["workflow_slug"]) for r in runs})
+    shown = [
+        r
+        for r in runs
+        if (not status or r["status"] == status)
+        and (not workflow or r["workflow_slug"] == workflow)
+        and (not since or str(r["created_at"]) >= since)
+        and (not until or str(r["created_at"])[: len(until)] <= until)
+    ]
+    return render(
+        request,
+        "runs.html",
+        {
+            "runs": shown,
+            "total": len(runs),
+            "statuses": statuses,
+            "workflows": workflows,
+            "filters": {"status": status, "workflow": workflow, "since": since, "until": until},
+            "page": "runs",
+        },
+        who=who,
+    )
+
+
+async def _run_parts(console: Console, run_id: str) -> dict[str, Any]:
+    snap = await console.state.runtime.store.snapshot(run_id)
+    if snap is None or snap.run is None:
+        raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
+    doc = manifest(snap.run, snap.tables["tasks"], snap.tables["artifacts"], head_seq=snap.head.seq)
+    calls = sorted(snap.tables.get("calls", []), key=lambda c: c.get("reserved_seq") or 0)
+    return {
+        "run": snap.run,
+        "manifest": doc,
+        "tasks": snap.tables["tasks"],
+        "artifacts": snap.tables["artifacts"],
+        "calls": calls,
+        "head_seq": snap.head.seq,
+    }
+
+
+@router.get("/runs/{run_id}", response_class=HTMLResponse)
+async def run_page(
+    request: Request,
+    run_id: str,
+    who: Annotated[Operator, Depends(operator)],
+    verify: str = "",
+) -> HTMLResponse:
+    console = console_of(request)
+    await console.state.check_run(run_id, who.principal)
+    parts = await _run_parts(console, run_id)
+    events = await read_events(console.state.runtime.store, run_id, after=0, limit=TIMELINE_LIMIT)
+    report = None
+    if verify:
+        key = console.state.ledger_key
+        if key is None:
+            raise ConfigError("this server was started without the ledger key")
+        report = (await verify_run(console.state.runtime.store, run_id, key)).to_dict()
+    return render(
+        request,
+        "run.html",
+        {
+            **parts,
+            "events": events,
+            "after": events[-1].seq if events else 0,
+            "report": report,
+            "page": "runs",
+        },
+        who=who,
+    )
+
+
+def _fragment(name: str, **context: Any) -> str:
+    return TEMPLATES.get_template(name).render(**context)
+
+
+@router.get("/runs/{run_id}/stream")
+async def run_stream(
+    request: Request,
+    run_id: str,
+    who: Annotated[Operator, Depends(operator)],
+    after: int = 0,
+) -> Response:
+    console = console_of(request)
+    await console.state.check_run(run_id, who.principal)
+    store = console.state.runtime.store
+    keepalive = console.state.sse_keepalive_s
+
+    async def frames() -> AsyncIterator[bytes]:
+        yield format_sse_event(comment="charter run timeline", retry=2000)
+        last = after
+        while not await request.is_disconnected():
+            events: list[Event] = list(await read_events(store, run_id, after=last, limit=500))
+            for event in events:
+                last = event.seq
+                yield format_sse_event(
+                    id=str(event.seq),
+                    event="timeline",
+                    data_str=_fragment("_event.html", event=event),
+                )
+            if events and any(e.type in _CALL_EVENTS or e.type.startswith("run_") for e in events):
+                parts = await _run_parts(console, run_id)
+                yield format_sse_event(
+                    event="calls", data_str=_fragment("_calls.html", calls=parts["calls"])
+                )
+                yield format_sse_event(
+                    event="status", data_str=_fragment("_status.html", run=parts["run"])
+                )
+            if len(events) == 500:
+                continue
+            if not await store.wait_for_events(run_id, after=last, timeout=keepalive):
+                yield KEEPALIVE_COMMENT
+
+    return EventSourceResponse(
+        frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+    )
+
+
+@router.get("/runs/{run_id}/artifacts/{artifact_id}")
+async def download_artifact(
+    request: Request,
+    run_id: str,
+    artifact_id: str,
+    who: Annotated[Operator, Depends(operator)],
+) -> Response:
+    console = console_of(request)
+    await console.state.check_run(run_id, who.principal)
+    parts = await _run_parts(console, run_id)
+    record = next((a for a in parts["artifacts"] if a["artifact_id"] == artifact_id), None)
+    if record is None:
+        raise PermissionDenied("no such artifact", reason="ARTIFACT_NOT_FOUND")
+    data = await console.state.runtime.artifacts.read_bytes(run_id, artifact_id)
+    name = str(record.get("path", artifact_id)).rsplit("/", 1)[-1] or artifact_id
+    return Response(
+        data,
+        media_type="application/octet-stream",
+        headers={"Content-Disposition": f'attachment; filename="{_safe(name)}"'},
+    )
+
+
+def _safe(name: str) -> str:
+    return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:120] or "artifact"
