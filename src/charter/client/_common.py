@@ -177,3 +177,32 @@ def sse_event(sse: httpx2.ServerSentEvent) -> dict[str, Any] | None:
         return None
     event = json.loads(sse.data)
     return event if isinstance(event, dict) else None
+
+
+def chat_body(
+    message: str,
+    *,
+    conversation_id: str | None = None,
+    profile: str | None = None,
+    agent: str | None = None,
+    attachments: Sequence[tuple[str, str]] = (),
+) -> dict[str, Any]:
+    body: dict[str, Any] = {"message": message}
+    if conversation_id is not None:
+        body["conversationId"] = conversation_id
+    if profile is not None:
+        body["profile"] = profile
+    if agent is not None:
+        body["agent"] = agent
+    if attachments:
+        body["attachments"] = [{"kind": k, "ref": r} for k, r in attachments]
+    return body
+
+
+def chat_event(sse: httpx2.ServerSentEvent) -> dict[str, Any] | None:
+    """A chat stream event ``{type, conversationId, sequence, timestamp, data}`` from one SSE
+    frame (``None`` for comments and keep-alives)."""
+    if not sse.id or not sse.data:
+        return None
+    event = json.loads(sse.data)
+    return event if isinstance(event, dict) else None

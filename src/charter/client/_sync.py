@@ -261,3 +261,97 @@ class Client:
                 if failures > max_reconnects:
                     raise
                 time.sleep(retry_s)
+
+    # -- chat -------------------------------------------------------------------------
+
+    def chat(
+        self,
+        message: str,
+        *,
+        conversation_id: str | None = None,
+        profile: str | None = None,
+        agent: str | None = None,
+        attachments: Sequence[tuple[str, str]] = (),
+        read_timeout: float | None = 300.0,
+    ) -> Iterator[dict[str, Any]]:
+        """Send a message and follow the turn's stream events until ``conversation.completed``.
+        If the connection drops, the turn goes on on the server: resume with
+        :meth:`chat_events` after the last sequence you saw."""
+        body = c.chat_body(
+            message,
+            conversation_id=conversation_id,
+            profile=profile,
+            agent=agent,
+            attachments=attachments,
+        )
+        yield from self._chat_stream("POST", "/v1/chat", {}, json=body, read_timeout=read_timeout)
+
+    def chat_events(
+        self, conversation_id: str, *, after: int = 0, read_timeout: float | None = 300.0
+    ) -> Iterator[dict[str, Any]]:
+        """A conversation's stored events after ``after`` (sent as ``Last-Event-ID``), then
+        the running turn's live ones."""
+        yield from self._chat_stream(
+            "GET",
+            f"/v1/chat/{conversation_id}/events",
+            {"Last-Event-ID": str(after)},
+            read_timeout=read_timeout,
+        )
+
+    def _chat_stream(
+        self,
+        method: str,
+        path: str,
+        headers: dict[str, str],
+        *,
+        read_timeout: float | None,
+        **kw: Any,
+    ) -> Iterator[dict[str, Any]]:
+        with (
+            c.translated(),
+            self._http.stream(
+                method,
+                path,
+                headers={"Accept": "text/event-stream", **headers},
+                timeout=httpx2.Timeout(10.0, read=read_timeout),
+                **kw,
+            ) as response,
+        ):
+            if response.status_code >= 400:
+                response.read()
+                raise c.failure_from(response)
+            for sse in httpx2.EventSource(response):
+                event = c.chat_event(sse)
+                if event is not None:
+                    yield event
+                    if event["type"] == "conversation.completed":
+                        return
+
+    # -- proposals --------------------------------------------------------------------
+
+    def proposals(self, *, status: str | None = None, limit: int = 100) -> list[dict[str, Any]]:
+        params: dict[str, Any] = {"limit": limit, **({"status": status} if status else {})}
+        result: list[dict[str, Any]] = self._json("GET", "/v1/proposals", params=params)
+        return result
+
+    def get_proposal(self, proposal_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/proposals/{proposal_id}")
+        return result
+
+    def approve_proposal(self, proposal_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        body = {"reason": reason} if reason else {}
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/proposals/{proposal_id}/approve", json=body
+        )
+        return result
+
+    def reject_proposal(self, proposal_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        body = {"reason": reason} if reason else {}
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/proposals/{proposal_id}/reject", json=body
+        )
+        return result
+
+    def apply_proposal(self, proposal_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("POST", f"/v1/proposals/{proposal_id}/apply")
+        return result

@@ -51,7 +51,7 @@ logger = logging.getLogger("charter.chat")
 CHAT_SLUG = "chat"
 NO_PROVIDER_TEXT = (
     "No model provider is configured for this deployment, so the assistant cannot answer. "
-    "Configure one under `chat.providers` in charter.deploy.yaml (see docs/providers.md)."
+    "Configure one under `chat.provider` in charter.deploy.yaml (see docs/providers.md)."
 )
 TREND_SCOPE = (
     "Trend and runtime analysis is limited to the attached references, an explicit time "

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -41,6 +41,7 @@ class Conversation:
     turns: int = 0
     task: asyncio.Task[None] | None = None
     subscribers: int = 0
+    turn_start: int = 0  # the last sequence before the current turn's first event
     detached_at: datetime | None = None
     updated_at: datetime | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -55,6 +56,8 @@ class TurnHub:
         self.orchestrator = orchestrator
         self.clock = clock
         self.conversations: dict[str, Conversation] = {}
+        self.defaults: dict[str, str | None] = {}  # profile and agent when a request names none
+        self.sweeper: asyncio.Task[None] | None = None
 
     def find(self, conversation_id: str, tenant: str, user: str) -> Conversation:
         """The caller's conversation; anyone else's answers like a missing one."""
@@ -106,6 +109,7 @@ class TurnHub:
                 "a turn of this conversation is still running", reason="TURN_IN_PROGRESS"
             )
         conv.turns += 1
+        conv.turn_start = conv.events[-1].sequence if conv.events else 0
         turn = replace(
             request,
             conversation_id=conv.conversation_id,
@@ -144,12 +148,16 @@ class TurnHub:
                 conv.history.append(ChatMessage(role="assistant", text="".join(text)))
 
     def _store(self, conv: Conversation, event: StreamEvent) -> None:
+        # stored (and so streamed) redacted: the deployment's secret values and patterns
+        event = replace(event, data=self.orchestrator.kernel.redactor.redact(event.data))
         conv.events.append(event)
         conv.updated_at = self.clock()
         conv.changed.set()
         conv.changed = asyncio.Event()
 
-    async def subscribe(self, conv: Conversation, *, after: int) -> AsyncIterator[StreamEvent]:
+    async def subscribe(
+        self, conv: Conversation, *, after: int
+    ) -> AsyncGenerator[StreamEvent, None]:
         """Stored events after ``after``, then new ones, until ``conversation.completed``."""
         conv.subscribers += 1
         conv.detached_at = None
@@ -201,3 +209,13 @@ class TurnHub:
 
     def detach(self, conv: Conversation) -> Any:
         conv.detached_at = self.clock()
+
+    async def close(self) -> None:
+        """Cancel every running turn (server shutdown); each ends with its completed event."""
+        if self.sweeper is not None:
+            self.sweeper.cancel()
+        for conv in list(self.conversations.values()):
+            if conv.task is not None and not conv.task.done():
+                conv.task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await conv.task

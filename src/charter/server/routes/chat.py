@@ -1,0 +1,217 @@
+"""``/v1/chat``: one chat turn as a resumable SSE stream.
+
+``POST /v1/chat`` starts a turn that runs detached from the connection (a task of the
+server's :class:`~charter.providers.turns.TurnHub`) and streams its events as SSE frames
+``id: <sequence>``, ``event: <type>``, ``data: {type, conversationId, sequence, timestamp,
+data}``. Every event is stored (redacted) as it is emitted, so a client that drops can
+``GET /v1/chat/{conversation_id}/events`` with ``Last-Event-ID`` and gets exactly the events
+after that sequence. A turn whose client never comes back is cancelled after the grace window
+(``chat.grace_s``) and still ends with ``conversation.completed``.
+
+Conversations belong to the user who started them: another user's or tenant's conversation
+answers ``404``, and another user's conversation id sent to ``POST /v1/chat`` starts a new
+conversation. The provider and settings come from the deployment's ``chat:`` section.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import AsyncIterator, Callable
+from datetime import datetime
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Header, Query, Request
+from fastapi.responses import StreamingResponse
+from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
+from pydantic import BaseModel, ConfigDict, Field
+
+from charter.errors import InvalidInput
+from charter.kernel.principals import Principal
+from charter.providers.base import Provider
+from charter.providers.config import load_chat_config
+from charter.providers.events import StreamEvent
+from charter.providers.orchestrator import ChatRequest, ChatSettings, Orchestrator
+from charter.providers.turns import Conversation, TurnHub
+from charter.server.problems import problem_responses
+from charter.server.routes.proposals import proposal_service
+from charter.server.sse import RETRY_MS, parse_last_event_id
+from charter.server.state import ServerState, get_principal, get_state
+
+router = APIRouter(tags=["chat"])
+_SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
+
+
+class Attachment(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    kind: str = Field(min_length=1, max_length=64)
+    ref: str = Field(min_length=1, max_length=512)
+
+
+class ChatBody(BaseModel):
+    """One user message; ``conversationId`` continues one of your conversations."""
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    message: str = Field(min_length=1, max_length=64 * 1024)
+    conversation_id: str | None = Field(default=None, alias="conversationId", max_length=128)
+    profile: str | None = Field(default=None, max_length=128)
+    agent: str | None = Field(default=None, max_length=128)
+    attachments: list[Attachment] = Field(default_factory=list, max_length=32)
+    time_range: dict[str, str] | None = Field(default=None, alias="timeRange")
+    diagnostics_scope: str | None = Field(default=None, alias="diagnosticsScope", max_length=256)
+
+
+def configure_chat(
+    app: FastAPI,
+    *,
+    clock: Callable[[], datetime] | None = None,
+    provider: Provider | None = None,
+    settings: ChatSettings | None = None,
+    sweep_s: float = 1.0,
+) -> None:
+    """Override what the deployment file says (tests: a fake clock, a fast sweep)."""
+    app.state.charter_chat_options = {
+        "clock": clock,
+        "provider": provider,
+        "settings": settings,
+        "sweep_s": sweep_s,
+    }
+
+
+async def chat_hub(request: Request) -> TurnHub:
+    """The app's turn hub, built on first use over its runtime, with its sweeper task."""
+    hub: TurnHub | None = getattr(request.app.state, "charter_chat", None)
+    if hub is not None:
+        return hub
+    state = get_state(request)
+    options: dict[str, Any] = getattr(request.app.state, "charter_chat_options", None) or {}
+    config = load_chat_config(state.runtime.deployment.source)
+    provider = options.get("provider") or config.provider
+    orchestrator = Orchestrator(
+        state.runtime.kernel,
+        provider=provider,
+        proposals=proposal_service(request),
+        settings=options.get("settings") or config.settings,
+    )
+    hub = TurnHub(orchestrator, clock=options.get("clock") or state.runtime.kernel.clock)
+    hub.defaults = {"profile": config.profile, "agent": config.agent}
+    hub.sweeper = asyncio.get_running_loop().create_task(
+        hub.watch(float(options.get("sweep_s", 1.0)))
+    )
+    request.app.state.charter_chat = hub
+    return hub
+
+
+Hub = Annotated[TurnHub, Depends(chat_hub)]
+Caller = Annotated[Principal, Depends(get_principal)]
+
+
+def _frame(event: StreamEvent) -> bytes:
+    data = json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False)
+    return format_sse_event(id=str(event.sequence), event=event.type, data_str=data)
+
+
+async def _stream(
+    hub: TurnHub, conv: Conversation, *, after: int, keepalive_s: float
+) -> AsyncIterator[bytes]:
+    yield format_sse_event(comment="charter chat", retry=RETRY_MS)
+    events = hub.subscribe(conv, after=after)
+    next_event: asyncio.Task[StreamEvent] | None = None
+    try:
+        while True:
+            if next_event is None:
+                next_event = asyncio.ensure_future(anext(events))
+            done, _ = await asyncio.wait({next_event}, timeout=keepalive_s)
+            if not done:
+                yield KEEPALIVE_COMMENT
+                continue
+            try:
+                event = next_event.result()
+            except StopAsyncIteration:
+                return
+            next_event = None
+            yield _frame(event)
+    finally:
+        if next_event is not None:
+            next_event.cancel()
+            with contextlib.suppress(asyncio.CancelledError, StopAsyncIteration):
+                await next_event
+        await events.aclose()  # the subscriber leaves: the grace window starts
+
+
+def _profile(hub: TurnHub, body: ChatBody) -> tuple[str, str | None]:
+    defaults = hub.defaults
+    agent = body.agent or defaults.get("agent")
+    profile = body.profile or defaults.get("profile") or agent
+    if profile is None:
+        raise InvalidInput(
+            "name a profile (or configure chat.profile in the deployment file)",
+            reason="PROFILE_REQUIRED",
+        )
+    return profile, agent
+
+
+@router.post(
+    "/chat",
+    responses={
+        200: {
+            "description": "The turn's events as SSE (id = sequence)",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **problem_responses(401, 409, 422),
+    },
+    summary="Send a chat message; stream the turn (it runs on if you disconnect)",
+)
+async def post_chat(
+    body: ChatBody,
+    principal: Caller,
+    hub: Hub,
+    state: Annotated[ServerState, Depends(get_state)],
+) -> StreamingResponse:
+    profile, agent = _profile(hub, body)
+    request = ChatRequest(
+        conversation_id=body.conversation_id or "",
+        principal=principal,
+        message=body.message,
+        profile=profile,
+        agent=agent,
+        attachments=tuple((a.kind, a.ref) for a in body.attachments),
+        time_range=body.time_range,
+        diagnostics_scope=body.diagnostics_scope,
+    )
+    conv = await hub.start(request)
+    return StreamingResponse(
+        _stream(hub, conv, after=conv.turn_start, keepalive_s=state.sse_keepalive_s),
+        media_type="text/event-stream",
+        headers={**_SSE_HEADERS, "X-Conversation-Id": conv.conversation_id},
+    )
+
+
+@router.get(
+    "/chat/{conversation_id}/events",
+    responses={
+        200: {
+            "description": "The conversation's stored events after Last-Event-ID, then live ones",
+            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+        },
+        **problem_responses(401, 404),
+    },
+    summary="Resume a conversation's event stream after a sequence number",
+)
+async def chat_events(
+    conversation_id: str,
+    principal: Caller,
+    hub: Hub,
+    state: Annotated[ServerState, Depends(get_state)],
+    after: Annotated[int, Query(ge=0, le=2**62)] = 0,
+    last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
+) -> StreamingResponse:
+    conv = hub.find(conversation_id, principal.tenant, principal.name)
+    resume = parse_last_event_id(last_event_id)
+    start = max(after, resume) if resume is not None else after
+    return StreamingResponse(
+        _stream(hub, conv, after=start, keepalive_s=state.sse_keepalive_s),
+        media_type="text/event-stream",
+        headers=_SSE_HEADERS,
+    )
