@@ -40,6 +40,16 @@ from charter.server.sse import RETRY_MS, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state
 
 router = APIRouter(tags=["chat"])
+_SSE_SCHEMA = {
+    "type": "object",
+    "description": "One SSE frame; data is a stream event {type, conversationId, sequence, "
+    "timestamp, data} as JSON",
+    "properties": {
+        "id": {"type": "string"},
+        "event": {"type": "string"},
+        "data": {"type": "string"},
+    },
+}
 _SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
@@ -157,7 +167,7 @@ def _profile(hub: TurnHub, body: ChatBody) -> tuple[str, str | None]:
     responses={
         200: {
             "description": "The turn's events as SSE (id = sequence)",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": _SSE_SCHEMA}},
         },
         **problem_responses(401, 409, 422),
     },
@@ -193,7 +203,7 @@ async def post_chat(
     responses={
         200: {
             "description": "The conversation's stored events after Last-Event-ID, then live ones",
-            "content": {"text/event-stream": {"schema": {"type": "string"}}},
+            "content": {"text/event-stream": {"schema": _SSE_SCHEMA}},
         },
         **problem_responses(401, 404),
     },
