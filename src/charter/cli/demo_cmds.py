@@ -11,6 +11,7 @@ import typer
 from rich.panel import Panel
 
 from charter.cli._output import console, reported_errors
+from charter.cli.pipeline_demo import report_pipeline_demo
 from charter.cli.tutoring_demo import tutoring_demo
 from charter.kernel.envelope import Envelope
 from charter.ledger.verify import verify_run
@@ -97,7 +98,7 @@ async def _demo(directory: Path) -> bool:
         return report.ok
 
 
-EXAMPLES = ("tutoring-panel",)
+EXAMPLES = ("tutoring-panel", "report-pipeline")
 
 
 def demo(
@@ -105,7 +106,7 @@ def demo(
         ".charter-demo",
         metavar="[EXAMPLE] [DIRECTORY]",
         help="Where to create the example project (replaced if it holds an earlier demo); "
-        "or an example name (tutoring-panel) followed by the directory.",
+        "or an example name (tutoring-panel, report-pipeline) followed by the directory.",
     ),
     directory: Path | None = typer.Argument(None, hidden=True),
 ) -> None:
@@ -113,13 +114,17 @@ def demo(
     operator's approval, an application that may not approve, at-most-once re-submission,
     an idempotency conflict, a cross-tenant refusal, and a verified ledger.
 
-    `charter demo tutoring-panel [DIR]` runs it against a separate HTTP executor process."""
+    `charter demo tutoring-panel [DIR]` runs it against a separate HTTP executor process;
+    `charter demo report-pipeline [DIR]` runs a catalog workflow's task DAG end to end."""
     with reported_errors():
         if target in EXAMPLES:
             where = directory or Path(f".charter-{target}")
             if not (where / "charter.yaml").exists():
                 init_project(where, template=target)
-            ok = asyncio.run(tutoring_demo(where))
+            if target == "report-pipeline":
+                ok = asyncio.run(report_pipeline_demo(where))
+            else:
+                ok = asyncio.run(tutoring_demo(where))
         else:
             where = Path(target)
             if not (where / "charter.yaml").exists():

@@ -52,6 +52,7 @@ from charter.kernel.readiness import Readiness
 from charter.kernel.settings import Mode
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.projections import run_key
+from charter.workflows.task_auth import task_denial
 
 CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 ADHOC_SLUG = "adhoc"
@@ -332,6 +333,24 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         if denial is not None:
             would.append({"phase": "authorization", "reason": denial.reason})
         assert contract is not None
+        # inside a task of a catalog run: its role, profile, tool allowlist and budgets
+        if task_id is not None:
+            agents = frozenset(self.build.agents)
+            denial = await task_denial(
+                self.store,
+                ctx,
+                contract.id,
+                task_id,
+                call_id=call_id,
+                agents=agents,
+                now=self._now(),
+            )
+            if denial is not None and not observe:
+                return await self._deny(
+                    ctx, principal, tool, call_id, started, trace, denial, contract=contract
+                )
+            if denial is not None:
+                would.append({"phase": "task", "reason": denial.reason})
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
         try:
             accepted = (

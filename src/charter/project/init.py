@@ -10,7 +10,7 @@ from pathlib import Path
 
 from charter.errors import UserError
 
-TEMPLATES = ("basic", "tutoring-panel", "workflow-copilot")
+TEMPLATES = ("basic", "tutoring-panel", "workflow-copilot", "report-pipeline")
 _RENAMES = {"gitignore.txt": ".gitignore"}
 _SKIP = {"__pycache__"}
 

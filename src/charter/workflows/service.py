@@ -82,6 +82,14 @@ class WorkflowRuns:
                 return t
         raise InvalidInput(f"no task {task_id!r} in the pinned workflow", reason="TASK_NOT_FOUND")
 
+    @staticmethod
+    def contract_tasks(run: Row) -> tuple[TaskContract, ...]:
+        """The pinned workflow's task contracts, in the catalog's order."""
+        workflow = run.get("workflow")
+        if not isinstance(workflow, Mapping) or "entries" not in workflow:
+            raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
+        return tuple(pinned_entry(workflow).tasks)
+
     async def _task(self, run_id: str, task_id: str) -> Row:
         row = await self.store.get_row(task_key(run_id, task_id))
         if row is None:
@@ -163,7 +171,13 @@ class WorkflowRuns:
     async def record_handoff(self, run_id: str, task_id: str, handoff: Mapping[str, Any]) -> str:
         run = await self.run(run_id)
         contract = self.contract(run, task_id)
-        await self._task(run_id, task_id)
+        task = await self._task(run_id, task_id)
+        if task["status"] == "running":
+            # The running attempt keeps the handoff it started with (its budgets included).
+            raise InvalidInput(
+                f"task {task_id} is running; a handoff binds the next attempt",
+                reason="TASK_RUNNING",
+            )
         artifacts = {a["artifact_id"]: a for a in await self.artifact_rows(run_id)}
         normalised = validate_handoff(handoff, contract, artifacts)
         await self._verify(run_id, normalised["input_artifact_ids"])

@@ -1,0 +1,158 @@
+"""Task-scoped authorization: what a call made inside a task of a catalog run may do.
+
+The kernel calls :func:`task_denial` for every call that names a ``task_id``, after its own
+disclosure chain and before the arguments are validated. The decision itself is the pure
+function :func:`check_task_call`, over the run row, the task row, the pinned task contract,
+the context and the number of calls already made in the task's current attempt:
+
+    catalog run → run running → task running → role → profile → tool allowlist
+    → handoff of this attempt → ``max_tool_calls`` → ``timeout_seconds``
+
+The first failing rule denies with a specific reason. Budgets come from the handoff bound to
+the attempt; the attempt's calls are the call rows of this task reserved after that handoff.
+The count is read before the reservation, so two concurrent calls of one task can both pass
+the last free slot (the exact, transactional count is the per-context ``call_limit``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+from charter.kernel.authorize import Denial
+from charter.kernel.contexts import ResolvedContext
+from charter.kernel.store import KernelStore
+from charter.ledger.projections import run_key, task_key
+from charter.workflows import rules
+from charter.workflows.catalog import TaskContract
+from charter.workflows.pinning import pinned_entry
+
+Row = Mapping[str, Any]
+
+
+def _parse_at(value: str) -> datetime:
+    return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _contract(run: Row, task_id: str) -> TaskContract | None:
+    workflow = run.get("workflow")
+    if not isinstance(workflow, Mapping) or "entries" not in workflow:
+        return None
+    for t in pinned_entry(workflow).tasks:
+        if t.id == task_id:
+            return t
+    return None
+
+
+def attempt_calls(
+    task: Row, handoff: Row | None, calls: Sequence[Row], *, exclude: tuple[str, str] | None = None
+) -> int:
+    """Calls of this task reserved after the handoff that bound the current attempt.
+
+    ``exclude`` (context id, call id): a repeated call id answers with its recorded receipt,
+    so it does not count against the budget it already used.
+    """
+    after = int(handoff["seq"]) if handoff is not None else 0
+    return sum(
+        1
+        for c in calls
+        if c.get("task_id") == task["task_id"]
+        and int(c.get("reserved_seq") or 0) > after
+        and (c.get("context_id"), c.get("call_id")) != exclude
+    )
+
+
+def check_task_call(
+    *,
+    run: Row | None,
+    task: Row | None,
+    contract: TaskContract | None,
+    context: ResolvedContext,
+    tool_id: str,
+    agents: frozenset[str],
+    calls_in_attempt: int,
+    now: datetime,
+) -> Denial | None:
+    """The first task rule the call breaks, or ``None``. Pure: no I/O."""
+    if run is None or contract is None or task is None:
+        return Denial(
+            reason="TASK_NOT_FOUND",
+            message="the context's run has no such task in its pinned workflow",
+        )
+    tid = contract.id
+    if run.get("status") != "running":
+        return Denial(reason="RUN_NOT_RUNNING", message=f"the run is {run.get('status')}")
+    if task.get("status") != "running":
+        return Denial(
+            reason="TASK_NOT_RUNNING", message=f"task {tid} is {task.get('status')}, not running"
+        )
+    if contract.role in agents and context.agent != contract.role:
+        return Denial(
+            reason="TASK_ROLE_MISMATCH",
+            message=f"task {tid} is for role {contract.role}, the context is for "
+            f"{context.agent or 'no agent'}",
+        )
+    if context.profile != contract.profile:
+        return Denial(
+            reason="TASK_PROFILE_MISMATCH",
+            message=f"task {tid} runs in profile {contract.profile}, the context in "
+            f"{context.profile}",
+        )
+    if tool_id not in contract.required_tools:
+        return Denial(
+            reason="TASK_TOOL_NOT_ALLOWED",
+            message=f"task {tid} may use {', '.join(contract.required_tools) or 'no tools'}",
+        )
+    handoff = rules.current_handoff(task)
+    if handoff is None:
+        return Denial(reason="HANDOFF_MISSING", message=f"task {tid} has no handoff bound")
+    budget = handoff.get("budget") or {}
+    max_calls = budget.get("max_tool_calls")
+    if isinstance(max_calls, int) and calls_in_attempt >= max_calls:
+        return Denial(
+            reason="TASK_CALL_BUDGET_EXHAUSTED",
+            message=f"task {tid} has used its {max_calls} tool calls for this attempt",
+        )
+    timeout = budget.get("timeout_seconds")
+    started = task.get("updated_at")
+    if isinstance(timeout, int | float) and isinstance(started, str):
+        elapsed = (now - _parse_at(started)).total_seconds()
+        if elapsed > timeout:
+            return Denial(
+                reason="TASK_TIMEOUT",
+                message=f"task {tid} started {elapsed:.0f}s ago; its budget is {timeout}s",
+            )
+    return None
+
+
+async def task_denial(
+    store: KernelStore,
+    context: ResolvedContext,
+    tool_id: str,
+    task_id: str,
+    *,
+    call_id: str,
+    agents: frozenset[str],
+    now: datetime,
+) -> Denial | None:
+    """Read the rows :func:`check_task_call` needs and decide."""
+    run = await store.get_row(run_key(context.run_id))
+    task = await store.get_row(task_key(context.run_id, task_id))
+    contract = _contract(run, task_id) if run is not None else None
+    count = 0
+    if task is not None and task.get("status") == "running":
+        calls = await store.list_rows("calls", context.run_id)
+        count = attempt_calls(
+            task, rules.current_handoff(task), calls, exclude=(context.context_id, call_id)
+        )
+    return check_task_call(
+        run=run,
+        task=task,
+        contract=contract,
+        context=context,
+        tool_id=tool_id,
+        agents=agents,
+        calls_in_attempt=count,
+        now=now,
+    )
