@@ -20,7 +20,15 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charter.errors import Failure
-from charter.server.console import approvals, attention, audit, readiness, runs, signin
+from charter.server.console import (
+    approvals,
+    attention,
+    audit,
+    proposals,
+    readiness,
+    runs,
+    signin,
+)
 from charter.server.console.web import Console, Refused, SignInRequired, render, session_operator
 from charter.server.problems import status_for
 from charter.server.state import ServerState
@@ -67,7 +75,7 @@ def create_console(state_of: Callable[[], ServerState | None], *, poll_s: float 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.console = Console(state_of)
     app.state.console_poll_s = poll_s
-    for module in (signin, approvals, runs, attention, readiness, audit):
+    for module in (signin, approvals, proposals, runs, attention, readiness, audit):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="console-static")
 

@@ -19,6 +19,7 @@ from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
 from charter.kernel.principals import Principal
+from charter.proposals import ProposalService, load_proposal_settings
 from charter.server.console import views
 from charter.server.console.session import (
     CSRF_FIELD,
@@ -58,6 +59,7 @@ class Console:
     def __init__(self, state_of: Callable[[], ServerState | None]) -> None:
         self._state_of = state_of
         self._keys: SessionKeys | None = None
+        self._proposals: ProposalService | None = None
 
     @property
     def state(self) -> ServerState:
@@ -72,6 +74,16 @@ class Console:
             key = self.state.ledger_key
             self._keys = SessionKeys(key.secret if key is not None else None)
         return self._keys
+
+    @property
+    def proposals(self) -> ProposalService:
+        """The proposal service over the runtime's kernel, with the deployment's
+        ``proposals:`` settings (read once per runtime)."""
+        runtime = self.state.runtime
+        if self._proposals is None or self._proposals.kernel is not runtime.kernel:
+            settings = load_proposal_settings(runtime.deployment.source)
+            self._proposals = ProposalService(runtime.kernel, settings)
+        return self._proposals
 
 
 def console_of(request: Request) -> Console:
