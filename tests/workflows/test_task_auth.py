@@ -57,7 +57,7 @@ class Pipe:
 @pytest.fixture
 async def pipe(tmp_path: Path) -> AsyncIterator[Pipe]:
     root = pipeline_project(tmp_path / "rp")
-    clock = FakeClock(step=timedelta(0))
+    clock = FakeClock(step=timedelta(milliseconds=1))
     async with pipeline_runtime(root, clock=clock) as rt:
         runs = WorkflowRuns(build=rt.build, store=rt.store, artifacts=rt.artifacts)
         run_id = await runs.create_run("quarterly-report", principal="alice", tenant="acme")

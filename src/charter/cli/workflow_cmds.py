@@ -11,13 +11,16 @@ from rich.table import Table
 
 from charter.cli import runs
 from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
+from charter.ledger.projections import run_key
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.proof.context_tests import SuiteReport, run_tests
 from charter.proof.promote import promote as do_promote
 from charter.proof.replay import replay_run
 from charter.proof.suite import suite_from_build
-from charter.runtime import ledger_key_for
+from charter.runtime import ledger_key_for, open_runtime
 from charter.stores.factory import open_store
+from charter.workflows.entry import create_catalog_run, inputs_from_options
+from charter.workflows.service import WorkflowRuns
 
 PROJECT_OPTION = typer.Option(Path("."), "--project", "-p", help="The project directory.")
 
@@ -115,7 +118,47 @@ def replay(
     console.print(f"{len(report.changed)} decision(s) would change; nothing was dispatched")
 
 
+def create(
+    workflow: str = typer.Argument(..., help="The catalog workflow's slug."),
+    inputs: list[str] = typer.Option(
+        [], "--input", "-i", help="TYPE=FILE for each of the workflow's input_artifacts."
+    ),
+    as_: str = typer.Option(..., "--as", help="The deployment principal creating the run."),
+    project: Path = PROJECT_OPTION,
+    store: str = runs.STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Create a run of a catalog workflow: pinned contract, its tasks, the given inputs."""
+    with reported_errors(as_json):
+        given = inputs_from_options(inputs, base=Path.cwd())
+
+        async def main() -> dict[str, Any]:
+            async with open_runtime(project, store=store) as rt:
+                run_id = await create_catalog_run(rt, rt.principal(as_), workflow, given)
+                run = await rt.store.get_row(run_key(run_id))
+                tasks = await WorkflowRuns(build=rt.build, store=rt.store).tasks(run_id)
+                assert run is not None
+                return {
+                    "run_id": run_id,
+                    "status": run["status"],
+                    "workflow": workflow,
+                    "version": run["workflow"]["version"],
+                    "contract_sha256": run["workflow"]["contract_sha256"],
+                    "tasks": {t: r["status"] for t, r in tasks.items()},
+                }
+
+        out = anyio.run(main)
+    if as_json:
+        print_json(out)
+        return
+    console.print(
+        f"{out['run_id']}: {out['workflow']} {out['version']} ({out['contract_sha256']}), "
+        f"{out['status']}; tasks: {', '.join(out['tasks'])}"
+    )
+
+
 def register(app: typer.Typer) -> None:
+    runs.app.command("create")(create)
     app.command("test")(run_context_tests)
     app.command("promote")(promote)
     runs.app.command("replay")(replay)

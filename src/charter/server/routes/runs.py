@@ -9,7 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse
 
-from charter.errors import ConfigError, PermissionDenied
+from charter.errors import ConfigError, InvalidInput, PermissionDenied
 from charter.kernel.kernel import ADHOC_SLUG
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent
@@ -18,9 +18,10 @@ from charter.ledger.projections import artifact_index, manifest
 from charter.ledger.subscribe import read_events
 from charter.ledger.verify import verify_run
 from charter.server.problems import problem_responses
-from charter.server.schemas import EventsOut, RunRequest, VerifyOut
+from charter.server.schemas import EventsOut, VerifyOut
 from charter.server.sse import event_stream, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state
+from charter.workflows.entry import CatalogRunRequest, create_catalog_run, inputs_from_request
 
 router = APIRouter(tags=["runs"])
 
@@ -33,13 +34,22 @@ LIST_SCAN = 1000
     "/runs",
     status_code=201,
     responses=problem_responses(401, 413, 415, 422),
-    summary="Create an ad-hoc run; resolve contexts into it with POST /contexts {run}",
+    summary="Create an ad-hoc run, or a catalog workflow run with `workflow` and `inputs`",
 )
 async def create_run(
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
-    body: RunRequest | None = None,
+    body: CatalogRunRequest | None = None,
 ) -> dict[str, Any]:
+    if body is not None and body.workflow is not None:
+        # a catalog workflow: pinned contract, its tasks, the given inputs (docs/workflows.md)
+        inputs = inputs_from_request(body.inputs)
+        run_id = await create_catalog_run(
+            state.runtime, principal, body.workflow, inputs, session_id=body.session_id
+        )
+        return await _manifest(state, run_id)
+    if body is not None and body.inputs:
+        raise InvalidInput("inputs need a workflow", reason="RUN_INPUTS_MISMATCH")
     run_id = new_id(ADHOC_SLUG)
     await state.runtime.store.append(
         run_id,

@@ -18,6 +18,13 @@ import charter
 DATASETS = Path(__file__).resolve().parent.parent / "datasets"
 
 
+def _files(ctx: charter.Context) -> Any:
+    """The call's artifact writer (the in-process executor always gives one)."""
+    if ctx.artifacts is None:
+        raise RuntimeError("this tool needs an executor that provides ctx.artifacts")
+    return ctx.artifacts
+
+
 @charter.tool(
     "data.fetch",
     permissions=["pipeline:run"],
@@ -27,7 +34,7 @@ def fetch(name: Literal["sales"], ctx: charter.Context) -> dict[str, Any]:
     """Retrieve a data set shipped with the project into the run as a CSV artifact."""
     data = (DATASETS / f"{name}.csv").read_bytes()
     rows = list(csv.reader(io.StringIO(data.decode("utf-8"))))
-    stored = ctx.artifacts.put(f"data/{name}.csv", data, media_type="text/csv", type="dataset")
+    stored = _files(ctx).put(f"data/{name}.csv", data, media_type="text/csv", type="dataset")
     return {"path": stored.path, "rows": len(rows) - 1, "columns": rows[0]}
 
 
@@ -45,7 +52,7 @@ def _numeric(values: list[str]) -> list[float] | None:
 )
 def summarise(dataset: str, ctx: charter.Context) -> dict[str, Any]:
     """Summary statistics (count, mean, min, max, standard deviation) per numeric column."""
-    text = ctx.artifacts.read(dataset).decode("utf-8")
+    text = _files(ctx).read(dataset).decode("utf-8")
     rows = list(csv.DictReader(io.StringIO(text)))
     columns: dict[str, Any] = {}
     for name in rows[0] if rows else []:
@@ -64,7 +71,7 @@ def summarise(dataset: str, ctx: charter.Context) -> dict[str, Any]:
         }
     summary = {"rows": len(rows), "columns": columns}
     body = json.dumps(summary, indent=2, sort_keys=True).encode()
-    stored = ctx.artifacts.put(
+    stored = _files(ctx).put(
         "analysis/summary.json", body, media_type="application/json", type="summary"
     )
     return {
@@ -81,7 +88,7 @@ def summarise(dataset: str, ctx: charter.Context) -> dict[str, Any]:
 )
 def write(summary: str, title: str, ctx: charter.Context) -> dict[str, Any]:
     """Write a Markdown report from the summary statistics."""
-    stats = json.loads(ctx.artifacts.read(summary))
+    stats = json.loads(_files(ctx).read(summary))
     lines = [f"# {title}", "", f"{stats['rows']} rows.", ""]
     lines += ["| column | count | mean | min | max | stdev |", "|---|---|---|---|---|---|"]
     for name, col in sorted(stats["columns"].items()):
@@ -99,5 +106,5 @@ def write(summary: str, title: str, ctx: charter.Context) -> dict[str, Any]:
             + ".",
         ]
     body = ("\n".join(lines) + "\n").encode()
-    stored = ctx.artifacts.put("reports/report.md", body, media_type="text/markdown", type="report")
+    stored = _files(ctx).put("reports/report.md", body, media_type="text/markdown", type="report")
     return {"path": stored.path, "bytes": len(body)}
