@@ -14,6 +14,7 @@ from charter.cli._output import JSON_OPTION, console, print_json, reported_error
 from charter.ledger.projections import run_key
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.proof.context_tests import SuiteReport, run_tests
+from charter.proof.evaluate import Evaluation, evaluate_run
 from charter.proof.promote import promote as do_promote
 from charter.proof.replay import replay_run
 from charter.proof.suite import suite_from_build
@@ -157,7 +158,34 @@ def create(
     )
 
 
+def evaluate(
+    run_id: str = typer.Argument(..., help="The run to evaluate."),
+    project: Path = PROJECT_OPTION,
+    store: str = runs.STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Findings about a recorded run (milestones, roles, tools, preflight, duplicates,
+    artifact types, terminal status); exit 1 when there are any."""
+    with reported_errors(as_json):
+        key = ledger_key_for(project)
+        agents = frozenset(_build("latest", project).agents)
+
+        async def main() -> Evaluation:
+            async with open_store(store, key=key, must_exist=True) as s:
+                return await evaluate_run(s, run_id, agents=agents)
+
+        result = anyio.run(main)
+    if as_json:
+        print_json(result.to_dict())
+    else:
+        for f in result.findings:
+            console.print(f"{f.kind:26} seq {f.seq if f.seq is not None else '-':>6}  {f.message}")
+        console.print(f"{run_id}: {result.status}, {len(result.findings)} finding(s)")
+    raise typer.Exit(0 if result.ok else 1)
+
+
 def register(app: typer.Typer) -> None:
+    runs.app.command("evaluate")(evaluate)
     runs.app.command("create")(create)
     app.command("test")(run_context_tests)
     app.command("promote")(promote)
