@@ -31,7 +31,7 @@ test: $(STAMP) browser
 	$(BIN)/ruff check src tests $(wildcard bench)
 	$(BIN)/ruff format --check src tests $(wildcard bench)
 	$(BIN)/mypy
-	@$(BIN)/pytest -q -p no:cacheprovider; rc=$$?; \
+	@$(BIN)/pytest -q -p no:cacheprovider --durations=15; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
 
 lint: $(STAMP)
