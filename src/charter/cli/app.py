@@ -5,12 +5,15 @@ from __future__ import annotations
 import typer
 
 from charter.cli import (
+    artifacts_cmds,
     bench_cmds,
+    chat_cmds,
     check_cmds,
     demo_cmds,
     kernel_cmds,
     mcp_cmds,
     project_cmds,
+    proposals_cmds,
     runs,
     serve_cmds,
     workflow_cmds,
@@ -35,6 +38,9 @@ demo_cmds.register(app)
 check_cmds.register(app)
 serve_cmds.register(app)
 mcp_cmds.register(app)
+chat_cmds.register(app)
+proposals_cmds.register(app)
 workflow_cmds.register(app)
+artifacts_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 app.add_typer(bench_cmds.app, name="bench")

@@ -1,0 +1,186 @@
+"""``charter chat --agent A --as PRINCIPAL [--server URL]``: an interactive terminal chat.
+
+Streamed text is printed as it arrives; tool calls, their results, pending approvals (with
+the command an operator runs to decide them) and proposals are shown in between. Locally the
+CLI runs the orchestrator over the project's runtime with the deployment's ``chat:``
+provider; with ``--server`` it talks to ``POST /v1/chat`` and resumes a dropped stream with
+``Last-Event-ID``. ``--message`` sends one message and exits (for scripts).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from charter.cli._output import JSON_OPTION, console, fail, reported_errors
+from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE
+from charter.client import AsyncClient
+from charter.errors import TransientExternal
+from charter.proposals import ProposalService, load_proposal_settings
+from charter.providers.config import load_chat_config
+from charter.providers.orchestrator import ChatRequest, Orchestrator
+from charter.providers.turns import TurnHub
+from charter.runtime import open_runtime
+
+EXIT_WORDS = frozenset({"/exit", "/quit", "exit", "quit"})
+
+
+def render(event: dict[str, Any]) -> None:
+    """One stream event on the terminal."""
+    kind, data = event["type"], event["data"]
+    if kind == "conversation.started":
+        console.print(f"[dim]provider {data.get('provider')} · run {data.get('runId')}[/dim]")
+    elif kind == "assistant.delta":
+        console.print(data.get("text", ""), end="", markup=False, highlight=False)
+    elif kind == "assistant.completed":
+        console.print()
+    elif kind == "tool.started":
+        args = json.dumps(data.get("arguments"), ensure_ascii=False)
+        console.print(f"[cyan]⚙ {data.get('tool')}[/cyan] {args}", highlight=False)
+    elif kind == "tool.progress":
+        console.print(f"[dim]  … {data.get('stage')}[/dim]")
+    elif kind == "tool.result":
+        console.print(f"[cyan]  → {data.get('status')}[/cyan] ({data.get('bytes')} bytes)")
+    elif kind == "approval.required":
+        console.print(
+            f"[yellow]⏸ approval required[/yellow] {data.get('tool')} "
+            f"{json.dumps(data.get('arguments'), ensure_ascii=False)} until {data.get('expiresAt')}"
+            f"\n  an operator decides with: charter approvals approve {data.get('approvalId')}",
+            highlight=False,
+        )
+    elif kind in ("proposal.created", "proposal.updated"):
+        console.print(
+            f"[green]✎ proposal {data.get('proposalId')}[/green] {data.get('status')} "
+            f"diff {json.dumps(data.get('diff'), ensure_ascii=False)}",
+            highlight=False,
+        )
+    elif kind == "conversation.error":
+        console.print(f"[red]{data.get('message')}[/red]")
+    elif kind == "conversation.completed" and data.get("status") != "completed":
+        console.print(f"[dim](turn {data.get('status')})[/dim]")
+
+
+Turn = Callable[[str], AsyncIterator[dict[str, Any]]]
+
+
+async def _loop(turn: Turn, message: str | None, as_json: bool) -> None:
+    while True:
+        if message is not None:
+            text = message
+        else:
+            try:
+                text = await asyncio.to_thread(input, "you> ")
+            except EOFError:
+                return
+            if text.strip() in EXIT_WORDS:
+                return
+            if not text.strip():
+                continue
+        async for event in turn(text):
+            if as_json:  # one event per line (JSON lines)
+                typer.echo(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
+            else:
+                render(event)
+        if message is not None:
+            return
+
+
+def _local_turns(
+    hub: TurnHub, principal: Any, profile: str, agent: str | None
+) -> tuple[Turn, dict[str, str]]:
+    state: dict[str, str] = {}
+
+    async def turn(text: str) -> AsyncIterator[dict[str, Any]]:
+        request = ChatRequest(
+            conversation_id=state.get("conversation", ""),
+            principal=principal,
+            message=text,
+            profile=profile,
+            agent=agent,
+        )
+        conv = await hub.start(request)
+        state["conversation"] = conv.conversation_id
+        async for event in hub.subscribe(conv, after=conv.turn_start):
+            yield event.to_dict()
+
+    return turn, state
+
+
+def _remote_turns(client: AsyncClient, profile: str | None, agent: str | None) -> Turn:
+    state: dict[str, Any] = {"conversation": None, "last": 0}
+
+    async def turn(text: str) -> AsyncIterator[dict[str, Any]]:
+        stream = client.chat(
+            text, conversation_id=state["conversation"], profile=profile, agent=agent
+        )
+        for attempt in range(5):
+            try:
+                async for event in stream:
+                    state["conversation"] = event["conversationId"]
+                    state["last"] = event["sequence"]
+                    yield event
+                return
+            except TransientExternal:
+                if state["conversation"] is None or attempt == 4:
+                    raise
+                await asyncio.sleep(0.5)  # the turn goes on server-side: resume after `last`
+                stream = client.chat_events(state["conversation"], after=state["last"])
+
+    return turn
+
+
+def chat(
+    agent: str | None = typer.Option(None, "--agent", help="The agent to talk to."),
+    as_: str | None = AS,
+    profile: str | None = typer.Option(
+        None, "--profile", help="The profile (default: chat.profile, else the agent's name)."
+    ),
+    message: str | None = typer.Option(
+        None, "--message", "-m", help="Send this one message and exit."
+    ),
+    server: str | None = SERVER,
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Chat with an agent: streamed text, tool activity and pending approvals as they come."""
+
+    async def remote(url: str) -> None:
+        key = os.environ.get("CHARTER_API_KEY")
+        if not key:
+            fail("--server needs the API key in CHARTER_API_KEY", as_json=as_json)
+        async with AsyncClient(url, key) as client:
+            await _loop(_remote_turns(client, profile, agent), message, as_json)
+
+    async def local() -> None:
+        if as_ is None:
+            fail("give --as PRINCIPAL (local mode) or --server URL", as_json=as_json)
+        async with open_runtime(project, store=store, deploy=deploy) as rt:
+            config = load_chat_config(rt.deployment.source)
+            chosen = profile or config.profile or agent or config.agent
+            if chosen is None:
+                fail("give --profile or --agent", as_json=as_json)
+            orchestrator = Orchestrator(
+                rt.kernel,
+                provider=config.provider,
+                proposals=ProposalService(rt.kernel, load_proposal_settings(rt.deployment.source)),
+                settings=config.settings,
+            )
+            hub = TurnHub(orchestrator, clock=rt.kernel.clock)
+            turn, _ = _local_turns(hub, rt.principal(as_), chosen, agent or config.agent)
+            await _loop(turn, message, as_json)
+            await hub.close()
+
+    with reported_errors(as_json):
+        asyncio.run(remote(server) if server else local())
+
+
+def register(root: typer.Typer) -> None:
+    root.command("chat")(chat)
