@@ -3,8 +3,9 @@ only — no browser is downloaded; ``CHARTER_CHROMIUM`` overrides ``/usr/bin/chr
 
 Sign in, watch a pending approval arrive live while a test client submits a write call,
 approve it, watch the run timeline show the dispatch and the result without a reload,
-reject another, verify the ledger, visit every page — with no console errors and no failed
-requests. Screenshots go to ``test-output/console/`` (and, with
+reject another, verify the ledger, visit every page; watch a proposal arrive live, approve
+and apply it, see another proposal's status change without a reload — with no console
+errors and no failed requests. Screenshots go to ``test-output/console/`` (and, with
 ``CHARTER_DOCS_SCREENSHOTS=1``, to ``docs/img/`` for docs/console.md).
 """
 
@@ -19,6 +20,7 @@ import pytest
 from playwright.sync_api import BrowserContext, Page, expect, sync_playwright
 
 from charter.client import Client
+from tests.console._copilot import Copilot, propose
 from tests.server._harness import Project, ThreadServer
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -93,10 +95,10 @@ class Problems:
             self.seen.append(f"HTTP {status}: {getattr(response, 'url', '')}")
 
 
-def shot(page: Page, name: str) -> None:
+def shot(page: Page, name: str, *, full_page: bool = False) -> None:
     OUTPUT.mkdir(parents=True, exist_ok=True)
     path = OUTPUT / f"{name}.png"
-    page.screenshot(path=str(path), full_page=False)
+    page.screenshot(path=str(path), full_page=full_page)
     if os.environ.get("CHARTER_DOCS_SCREENSHOTS") == "1":
         DOCS_IMG.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(path, DOCS_IMG / f"{name}.png")
@@ -196,3 +198,64 @@ def test_application_credential_cannot_sign_in(
     page.get_by_test_id("sign-in").click()
     expect(page.get_by_test_id("signin-error")).to_contain_text("application credential")
     page.close()
+
+
+def test_operator_applies_a_proposal_in_the_browser(
+    context: BrowserContext, copilot_server: ThreadServer, copilot: Copilot
+) -> None:
+    url = copilot_server.url
+    page = context.new_page()
+    problems = Problems(page)
+    page.goto(f"{url}/console/proposals")
+    page.get_by_test_id("credential").fill(copilot.keys["alice"])
+    page.get_by_test_id("sign-in").click()
+    expect(page.get_by_test_id("nav-proposals")).to_have_attribute("aria-current", "page")
+    expect(page.get_by_test_id("proposals-empty")).to_be_visible()
+
+    # The copilot proposes a workflow while the operator watches the list.
+    (created,) = propose(url, copilot.keys["app"], "please create onboarding")
+    pid = created["proposalId"]
+    row = page.locator(f'[data-testid="proposal-row"][data-proposal-id="{pid}"]')
+    expect(row).to_be_visible(timeout=LIVE_MS)
+    expect(row).to_have_attribute("data-status", "validated")
+    row.get_by_test_id("proposal-link").click()
+    expect(page.get_by_test_id("proposal-id")).to_have_text(pid)
+    status = page.get_by_test_id("proposal-status")
+    expect(status).to_have_text("validated")
+    expect(page.get_by_test_id("kind")).to_have_text("workflow")
+    expect(page.get_by_test_id("rationale")).to_have_text("Send a welcome e-mail, then wait.")
+    added = page.get_by_test_id("diff-added").get_by_test_id("diff-item")
+    expect(added).to_have_count(2)
+    expect(added.first).to_contain_text("SendEmail")
+    expect(page.get_by_test_id("diagnostics-empty")).to_be_visible()
+
+    page.get_by_test_id("reason").fill("reviewed the graph")
+    page.get_by_test_id("approve").click()
+    expect(page.get_by_test_id("notice")).to_have_text(f"Proposal {pid} approved.")
+    expect(status).to_have_text("approved")
+    page.get_by_test_id("confirm").check()
+    shot(page, "console-proposal", full_page=True)
+    page.get_by_test_id("apply").click()
+    expect(page.get_by_test_id("notice")).to_have_text(f"Proposal {pid} applied.")
+    expect(status).to_have_text("applied")
+    expect(page.get_by_test_id("applied-result")).to_contain_text('"definition_id": "onboarding"')
+    expect(page.get_by_test_id("no-action")).to_be_visible()
+
+    # Another proposal, approved elsewhere while its page is open: the status follows.
+    (other,) = propose(url, copilot.keys["app"], "please create billing")
+    page.goto(f"{url}/console/proposals/{other['proposalId']}")
+    expect(status).to_have_text("validated")
+    page.evaluate("document.body.dataset.notReloaded = 'yes'")
+    with Client(url, copilot.keys["alice"]) as api:
+        api.approve_proposal(other["proposalId"], reason="approved through the API")
+    expect(status).to_have_text("approved", timeout=LIVE_MS)
+    expect(page.get_by_test_id("history")).to_contain_text("approved through the API")
+    assert page.evaluate("document.body.dataset.notReloaded") == "yes"
+
+    page.get_by_test_id("back-to-proposals").click()
+    page.get_by_test_id("filter-status").select_option("applied")
+    page.get_by_test_id("filter-apply").click()
+    expect(page.locator('[data-testid="proposal-row"]')).to_have_count(1)
+    expect(row).to_have_attribute("data-status", "applied")
+    page.close()
+    assert problems.seen == []
