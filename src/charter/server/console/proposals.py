@@ -48,6 +48,7 @@ from charter.server.problems import status_for
 
 router = APIRouter()
 LIST_LIMIT = 200
+SCAN = 1000
 KEEPALIVE_EVERY = 15
 STATUS_BY_REASON = {
     "PROPOSAL_BASELINE_STALE": 409,
@@ -59,13 +60,16 @@ DONE = {"approved": "approved", "rejected": "rejected", "applied": "applied"}
 
 
 async def _listing(console: Console, tenant: str, status: str) -> list[dict[str, Any]]:
-    """Newest first; ``expired`` is computed (an open proposal past its lifetime)."""
-    rows = await console.proposals.list(tenant=tenant, limit=LIST_LIMIT)
+    """The newest ``LIST_LIMIT`` of the scanned proposals; ``expired`` is computed (an open
+    proposal past its lifetime), any other status is also asked of the store (an indexed
+    column). The store answers oldest first, hence the wider scan."""
+    recorded = status if status and status != "expired" else None
+    rows = await console.proposals.list(tenant=tenant, status=recorded, limit=SCAN)
     shown = [r | {"shown_status": effective_status(r)} for r in rows]
     if status:
         shown = [r for r in shown if r["shown_status"] == status]
     shown.sort(key=lambda r: str(r.get("created_at") or ""), reverse=True)
-    return shown
+    return shown[:LIST_LIMIT]
 
 
 def _fragment(name: str, **context: Any) -> str:
