@@ -57,8 +57,13 @@ def copilot(tmp_path_factory: pytest.TempPathFactory) -> Copilot:
 
 
 @pytest.fixture(scope="module")
-def copilot_server(copilot: Copilot) -> Iterator[ThreadServer]:
-    with ThreadServer(console_app(copilot.root)) as live:
+def copilot_app(copilot: Copilot) -> FastAPI:
+    return console_app(copilot.root)
+
+
+@pytest.fixture(scope="module")
+def copilot_server(copilot_app: FastAPI) -> Iterator[ThreadServer]:
+    with ThreadServer(copilot_app) as live:
         yield live
 
 

@@ -8,8 +8,10 @@ tenant's id (404)."""
 from __future__ import annotations
 
 import re
+from datetime import timedelta
 
 import httpx2
+from fastapi import FastAPI
 
 from charter.client import Client
 from tests.console._console import csrf_of, signed_in
@@ -277,3 +279,23 @@ def _first_data(stream: httpx2.Response) -> list[str]:
         elif line == "" and len(lines) > 1:
             return lines
     raise AssertionError("the stream ended without data")
+
+
+def test_expired_proposal_is_refused(
+    copilot_app: FastAPI, copilot_server: ThreadServer, copilot: Copilot
+) -> None:
+    server = copilot_server
+    pid = _one(server, copilot, "create onboarding")
+    alice = signed_in(server.url, copilot.keys["alice"])
+    token = csrf_of(alice.get(f"/console/proposals/{pid}").text)
+    kernel = copilot_app.state.charter.runtime.kernel
+    real = kernel.clock
+    kernel.clock = lambda: real() + timedelta(days=8)  # past the proposal's 7-day lifetime
+    try:
+        answer = alice.post(f"/console/proposals/{pid}/approve", data={"csrf_token": token})
+    finally:
+        kernel.clock = real
+    _refusal(answer, 400, "PROPOSAL_ILLEGAL_TRANSITION")
+    assert "cannot approve a expired proposal" in answer.text
+    assert _status(answer.text) == "expired"
+    assert pid in alice.get("/console/proposals", params={"status": "expired"}).text
