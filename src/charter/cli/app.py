@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from charter.cli import (
+    artifacts_cmds,
     bench_cmds,
     chat_cmds,
     check_cmds,
@@ -40,5 +41,6 @@ mcp_cmds.register(app)
 chat_cmds.register(app)
 proposals_cmds.register(app)
 workflow_cmds.register(app)
+artifacts_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 app.add_typer(bench_cmds.app, name="bench")

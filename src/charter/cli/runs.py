@@ -3,7 +3,9 @@
 Every command takes ``--store URL`` (env ``CHARTER_STORE``, default
 ``sqlite:///.charter/charter.db`` relative to the current directory) and ``--json``. Verify and
 export need the ledger key (``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` /
-``.charter/ledger.key``; see :mod:`charter.stores.factory`).
+``.charter/ledger.key``; see :mod:`charter.stores.factory`), and read artifact files through
+the artifact store of the deployment (``--deploy`` / ``CHARTER_DEPLOY`` /
+``charter.deploy.yaml`` in the current directory) unless ``--no-artifact-files``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import typer
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.cli.artifacts_cmds import deployment_source
 from charter.errors import InvalidInput
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import Event
@@ -40,6 +43,18 @@ STORE_OPTION = typer.Option(
     DEFAULT_STORE_URL, "--store", envvar="CHARTER_STORE", help="Store URL (sqlite, postgresql)."
 )
 T = TypeVar("T")
+
+DEPLOY_OPTION = typer.Option(
+    None,
+    "--deploy",
+    envvar="CHARTER_DEPLOY",
+    help="Deployment file: its ledger key and artifact store (default charter.deploy.yaml).",
+)
+FILES_OPTION = typer.Option(
+    True,
+    "--artifact-files/--no-artifact-files",
+    help="Copy (export) or check (verify) every artifact's file against its sha256 and size.",
+)
 
 # Any read-only command works without the key; this placeholder is never used to MAC anything.
 _READ_ONLY_KEY = LedgerKey("read-only", b"\x00" * 32)
@@ -168,7 +183,12 @@ def _report(report: VerifyReport, as_json: bool) -> None:
         )
     if not report.ok:
         if not as_json:
-            fail(f"{report.run_id}: {report.reason} at seq {report.seq}: {report.message}")
+            where = f" (artifact {report.artifact_id})" if report.artifact_id else ""
+        if report.path is not None:
+            where += f" path {report.path!r}"
+        fail(
+            f"{report.run_id}: {report.reason} at seq {report.seq}: {report.message}{where}",
+        )
         raise typer.Exit(1)
 
 
@@ -176,16 +196,20 @@ def _report(report: VerifyReport, as_json: bool) -> None:
 def verify(
     target: str = typer.Argument(..., help="A run id, or a directory written by export."),
     store: str = STORE_OPTION,
+    deploy: Path | None = DEPLOY_OPTION,
+    files: bool = FILES_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Replay the chain and the state machines, rebuild projections, compare with stored."""
+    """Replay the chain and the state machines, rebuild projections, compare with stored;
+    then check every artifact file's sha256 and size (an export must hold no other file)."""
     with reported_errors(as_json):
-        key = ledger_key_for(Path.cwd())
+        key = ledger_key_for(Path.cwd(), deploy)
         path = Path(target)
         if path.is_dir():
-            report = verify_directory(path, key)
+            report = verify_directory(path, key, artifact_files=files)
         else:
-            report = _run(store, key, lambda s: verify_run(s, target, key))
+            source = deployment_source(target, deploy, Path.cwd()) if files else None
+            report = _run(store, key, lambda s: verify_run(s, target, key, artifacts=source))
     _report(report, as_json)
 
 
@@ -194,12 +218,16 @@ def export(
     run_id: str,
     directory: Path = typer.Argument(..., help="Where to write (must not exist)."),
     store: str = STORE_OPTION,
+    deploy: Path | None = DEPLOY_OPTION,
+    files: bool = FILES_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Write manifest.json, events/00000001.jsonl … and artifacts/index.json for a run."""
+    """Write manifest.json, events/00000001.jsonl …, artifacts/index.json and each artifact's
+    file (artifacts/files/<path>, checked against its sha256 and size) for a run."""
     with reported_errors(as_json):
-        key = ledger_key_for(Path.cwd())
-        report = _run(store, key, lambda s: export_run(s, run_id, directory, key))
+        key = ledger_key_for(Path.cwd(), deploy)
+        source = deployment_source(run_id, deploy, Path.cwd()) if files else None
+        report = _run(store, key, lambda s: export_run(s, run_id, directory, key, artifacts=source))
     if as_json:
         print_json({**report.to_dict(), "directory": str(directory)})
     else:

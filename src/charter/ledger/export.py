@@ -5,34 +5,55 @@ Layout::
     DIR/manifest.json            the rebuilt manifest, plus "head": {seq, hash, mac}
     DIR/events/00000001.jsonl    one event per file, one compact JSON line ending in "\\n"
     DIR/artifacts/index.json     the artifact index
+    DIR/artifacts/files/<path>   each registered artifact's file, at its run-relative path
 
 Each event line is the event's stored bytes with ``,"hash":"sha256:…"`` spliced in before the
 closing brace, so the verifier recovers the exact bytes that were hashed by removing that
 suffix — nothing is re-serialized. Lines are split on ``\\n`` only; a file that does not end
-with one was cut mid-line (``LEDGER_TORN_TAIL``). Artifact files themselves are not copied
-yet (the artifact store arrives with its own issue).
+with one was cut mid-line (``LEDGER_TORN_TAIL``).
+
+Artifact files are read through an :data:`~charter.ledger.verify.ArtifactSource` the caller
+passes in (the ledger never imports the artifact store), hashed while they are copied and
+checked against the index; ``files/`` keeps them apart from ``index.json`` whatever their
+names. Offline verification walks ``artifacts/files/`` without following symlinks, opens each
+file component by component with ``O_NOFOLLOW``, and refuses a missing file
+(``ARTIFACT_MISSING``), a changed or irregular one (``ARTIFACT_INTEGRITY_MISMATCH``) and any
+file the index does not list (``ARTIFACT_UNREGISTERED``); empty directories are ignored.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
 import shutil
+import stat
 import tempfile
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from charter.errors import InvalidInput, LedgerIntegrityError
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.events import StoredEvent
 from charter.ledger.ports import Store
-from charter.ledger.projections import artifact_index, manifest
-from charter.ledger.verify import ChainChecker, LedgerProblem, VerifyReport
+from charter.ledger.projections import Row, artifact_index, manifest
+from charter.ledger.verify import (
+    ArtifactSource,
+    ArtifactUnreadable,
+    ChainChecker,
+    LedgerProblem,
+    VerifyReport,
+    check_artifact,
+)
 
 _HASH_SUFFIX = re.compile(rb',"hash":"(sha256:[0-9a-f]{64})"\}$')
 _EVENT_FILE = re.compile(r"^(\d{8,})\.jsonl$")
 _BATCH = 5000
+_CHUNK = 1 << 20
+_READ_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def event_line(row: StoredEvent) -> bytes:
@@ -44,12 +65,61 @@ def _json_file(path: Path, value: Any) -> None:
     path.write_text(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-async def export_run(store: Store, run_id: str, directory: Path, key: LedgerKey) -> VerifyReport:
+def _safe_parts(path: Any) -> list[str]:
+    """A registered path's components, refusing anything that could leave ``files/``."""
+    parts = path.split("/") if isinstance(path, str) else [""]
+    for part in parts:
+        if (
+            part in ("", ".", "..")
+            or "\\" in part
+            or "\x00" in part
+            or len(part.encode("utf-8", "surrogatepass")) > 255
+        ):
+            raise InvalidInput(
+                "an artifact's registered path cannot be exported", reason="EXPORT_ARTIFACT_PATH"
+            )
+    return parts
+
+
+def _tee(chunks: Iterator[bytes], out: IO[bytes]) -> Iterator[bytes]:
+    for chunk in chunks:
+        out.write(chunk)
+        yield chunk
+
+
+def _copy_artifacts(rows: Sequence[Row], source: ArtifactSource, files: Path) -> None:
+    """Copy each artifact's file into ``files`` (a fresh private directory), checking it."""
+    for row in rows:
+        parts = _safe_parts(row["path"])
+        target = files.joinpath(*parts)
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        except OSError:
+            raise InvalidInput(
+                "two artifacts' paths collide in the export", reason="EXPORT_ARTIFACT_PATH"
+            ) from None
+        with os.fdopen(fd, "wb") as out:
+            check_artifact(row, _tee(iter(source(str(row["path"]))), out))
+
+
+async def export_run(
+    store: Store,
+    run_id: str,
+    directory: Path,
+    key: LedgerKey,
+    *,
+    artifacts: ArtifactSource | None = None,
+) -> VerifyReport:
     """Write ``run_id`` to ``directory`` (which must not exist); the ledger must verify.
 
     The events are checked while they are written; a ledger that fails verification is not
-    exported (:class:`~charter.errors.LedgerIntegrityError`). The directory appears complete
-    or not at all (written beside it, then renamed).
+    exported (:class:`~charter.errors.LedgerIntegrityError`). With ``artifacts``, every
+    registered artifact's file is copied to ``artifacts/files/<path>`` and must match its
+    sha256 and size (``ARTIFACT_MISSING`` / ``ARTIFACT_INTEGRITY_MISMATCH`` otherwise);
+    without it only the index is written (such an export verifies only with
+    ``artifact_files=False``). The directory appears complete or not at all (written beside
+    it, then renamed).
     """
     if directory.exists():
         raise InvalidInput(f"{directory} already exists", reason="EXPORT_TARGET_EXISTS")
@@ -78,6 +148,11 @@ async def export_run(store: Store, run_id: str, directory: Path, key: LedgerKey)
                 after = rows[-1].seq
             checker.check_head(snap.head, key)
             checker.compare_tables(snap.run, snap.tables)
+            registered = snap.tables["artifacts"]
+            if artifacts is not None and registered:
+                files = staging / "artifacts" / "files"
+                files.mkdir()
+                await asyncio.to_thread(_copy_artifacts, registered, artifacts, files)
         except LedgerProblem as problem:
             raise LedgerIntegrityError(
                 f"not exported: {problem.message}",
@@ -134,8 +209,85 @@ def _row_from_file(seq: int, content: bytes) -> StoredEvent:
         raise LedgerProblem("LEDGER_HASH_MISMATCH", seq, f"event {seq} is not valid JSON") from None
 
 
-def verify_directory(directory: Path, key: LedgerKey) -> VerifyReport:
-    """Verify an exported run offline, with the same reasons as :func:`verify_run`."""
+def _exported_files(files: Path) -> dict[str, bool]:
+    """Every non-directory entry below ``files`` (never following a symlink): is it regular?"""
+    found: dict[str, bool] = {}
+    try:
+        root = os.open(files, _DIR_FLAGS)
+    except FileNotFoundError:
+        return found
+    except OSError:
+        raise LedgerProblem(
+            "ARTIFACT_UNREGISTERED", None, "artifacts/files is not a plain directory"
+        ) from None
+    stack = [(root, "")]
+    try:
+        while stack:
+            fd, prefix = stack.pop()
+            try:
+                with os.scandir(fd) as entries:
+                    for entry in entries:
+                        rel = prefix + entry.name
+                        if entry.is_dir(follow_symlinks=False):
+                            stack.append((os.open(entry.name, _DIR_FLAGS, dir_fd=fd), rel + "/"))
+                        else:
+                            found[rel] = entry.is_file(follow_symlinks=False)
+            finally:
+                os.close(fd)
+    finally:
+        for fd, _ in stack:
+            os.close(fd)
+    return found
+
+
+def _exported_chunks(files: Path, path: str, found: dict[str, bool]) -> Iterator[bytes]:
+    """An exported artifact's bytes, opened component by component without following links."""
+    regular = found.get(path)
+    if regular is None:
+        raise ArtifactUnreadable(missing=True)
+    if not regular:
+        raise ArtifactUnreadable(missing=False)
+    parts = path.split("/")
+    fd = os.open(files, _DIR_FLAGS)
+    try:
+        for part in parts[:-1]:
+            inner = os.open(part, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+        file_fd = os.open(parts[-1], _READ_FLAGS, dir_fd=fd)
+    except OSError:
+        raise ArtifactUnreadable(missing=False) from None
+    finally:
+        os.close(fd)
+    with os.fdopen(file_fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            raise ArtifactUnreadable(missing=False)
+        while chunk := f.read(_CHUNK):
+            yield chunk
+
+
+def _check_exported_files(files: Path, rows: Sequence[Row]) -> None:
+    found = _exported_files(files)
+    for row in rows:
+        check_artifact(row, _exported_chunks(files, str(row["path"]), found))
+    extra = sorted(set(found) - {str(row["path"]) for row in rows})
+    if extra:
+        raise LedgerProblem(
+            "ARTIFACT_UNREGISTERED",
+            None,
+            f"{len(extra)} file(s) under artifacts/files/ are not in the artifact index",
+            path=extra[0],
+        )
+
+
+def verify_directory(
+    directory: Path, key: LedgerKey, *, artifact_files: bool = True
+) -> VerifyReport:
+    """Verify an exported run offline, with the same reasons as :func:`verify_run`.
+
+    Then (unless ``artifact_files`` is false) every file under ``artifacts/files/`` against the
+    index: each listed artifact present with its sha256 and size, nothing else there.
+    """
     doc = _read_json(directory / "manifest.json")
     run_id = doc.get("run_id") if isinstance(doc, dict) else None
     run_id = run_id if isinstance(run_id, str) else "?"
@@ -167,21 +319,16 @@ def verify_directory(directory: Path, key: LedgerKey) -> VerifyReport:
             head_seq=head.seq,
         )
         checker.compare("manifest.json", {k: v for k, v in doc.items() if k != "head"}, rebuilt)
+        rows = checker.rebuild.listed("artifacts", run_id)
         checker.compare(
             "artifacts/index.json",
             _read_json(directory / "artifacts" / "index.json"),
-            artifact_index(run_id, checker.rebuild.listed("artifacts", run_id)),
+            artifact_index(run_id, rows),
         )
+        if artifact_files:
+            _check_exported_files(directory / "artifacts" / "files", rows)
     except LedgerProblem as problem:
-        return VerifyReport(
-            run_id=run_id,
-            ok=False,
-            events=count,
-            head_seq=head_seq,
-            reason=problem.reason,
-            seq=problem.seq,
-            message=problem.message,
-        )
+        return problem.report(run_id, events=count, head_seq=head_seq)
     except (OSError, ValueError, KeyError, TypeError) as exc:
         return VerifyReport(
             run_id=run_id,

@@ -15,7 +15,16 @@ and reports the first problem with its own reason and sequence number:
 ``LEDGER_MAC_INVALID``      the head's MAC does not verify with the configured key
 ``SNAPSHOT_DIVERGENCE``     a stored projection disagrees with the one rebuilt from events
 ``LEDGER_TORN_TAIL``        an exported event file ends mid-line (see :mod:`.export`)
+``ARTIFACT_MISSING``        a registered artifact's file is not there
+``ARTIFACT_INTEGRITY_MISMATCH``  an artifact's file differs from its registered sha256 or
+                            size, or is not a regular file
+``ARTIFACT_UNREGISTERED``   an exported directory holds a file under ``artifacts/files/``
+                            that the artifact index does not list
 ==========================  =============================================================
+
+Artifact files are checked after everything else, when a reader for them is given
+(:data:`ArtifactSource`; the ledger never opens the artifact store itself). Their problems
+carry the ``artifact_id`` (and the ``path``) and the ``seq`` of the registration.
 
 Stored bytes are hashed as they are and never re-serialized. Their agreement with the indexed
 columns is checked byte for byte against the frame those columns imply (prefix and suffix
@@ -27,7 +36,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,11 +59,51 @@ _BATCH = 5000
 class LedgerProblem(Exception):
     """Internal: the first problem found; turned into a report or a LedgerIntegrityError."""
 
-    def __init__(self, reason: str, seq: int | None, message: str) -> None:
+    def __init__(
+        self,
+        reason: str,
+        seq: int | None,
+        message: str,
+        *,
+        artifact_id: str | None = None,
+        path: str | None = None,
+    ) -> None:
         super().__init__(message)
         self.reason = reason
         self.seq = seq
         self.message = message
+        self.artifact_id = artifact_id
+        self.path = path
+
+    def report(self, run_id: str, *, events: int, head_seq: int | None) -> VerifyReport:
+        return VerifyReport(
+            run_id=run_id,
+            ok=False,
+            events=events,
+            head_seq=head_seq,
+            reason=self.reason,
+            seq=self.seq,
+            message=self.message,
+            artifact_id=self.artifact_id,
+            path=self.path,
+        )
+
+
+class ArtifactUnreadable(Exception):
+    """Raised by an :data:`ArtifactSource`: the file is missing, or is not a plain file."""
+
+    def __init__(self, *, missing: bool) -> None:
+        super().__init__("missing" if missing else "not a regular file")
+        self.missing = missing
+
+
+ArtifactSource = Callable[[str], Iterable[bytes]]
+"""The bytes of one registered artifact, in chunks, given its run-relative path.
+
+Raises :class:`ArtifactUnreadable` (at the call or while iterating) for a missing file or one
+that is not a regular file; any other exception propagates to the caller of verify/export.
+It must not check the content itself: the ledger hashes it against the artifact index.
+"""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +115,8 @@ class VerifyReport:
     reason: str | None = None
     seq: int | None = None
     message: str | None = None
+    artifact_id: str | None = None
+    path: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -76,6 +127,8 @@ class VerifyReport:
             "reason": self.reason,
             "seq": self.seq,
             "message": self.message,
+            "artifact_id": self.artifact_id,
+            "path": self.path,
         }
 
     def raise_for_problem(self) -> None:
@@ -304,8 +357,61 @@ def _canon(value: Any) -> bytes:
     return canonical_bytes(value)
 
 
-async def verify_run(store: Store, run_id: str, key: LedgerKey) -> VerifyReport:
-    """Verify one run in ``store``: chain, lifecycles, head and MAC, projections."""
+def check_artifact(row: Row, chunks: Iterable[bytes]) -> None:
+    """Hash ``chunks`` against an artifact index row (sha256 and size); raise LedgerProblem."""
+    artifact_id = str(row["artifact_id"])
+    seq = row.get("seq")
+    seq = seq if isinstance(seq, int) else None
+    digest = hashlib.sha256()
+    size = 0
+    try:
+        for chunk in chunks:
+            digest.update(chunk)
+            size += len(chunk)
+    except ArtifactUnreadable as exc:
+        if exc.missing:
+            raise LedgerProblem(
+                "ARTIFACT_MISSING",
+                seq,
+                f"the file of artifact {artifact_id} is missing",
+                artifact_id=artifact_id,
+                path=str(row["path"]),
+            ) from None
+        raise LedgerProblem(
+            "ARTIFACT_INTEGRITY_MISMATCH",
+            seq,
+            f"the file of artifact {artifact_id} is not a regular file",
+            artifact_id=artifact_id,
+            path=str(row["path"]),
+        ) from None
+    if size != row["size"] or "sha256:" + digest.hexdigest() != row["sha256"]:
+        raise LedgerProblem(
+            "ARTIFACT_INTEGRITY_MISMATCH",
+            seq,
+            f"the file of artifact {artifact_id} does not match its registered sha256 and size",
+            artifact_id=artifact_id,
+            path=str(row["path"]),
+        )
+
+
+def check_artifacts(rows: Iterable[Row], source: ArtifactSource) -> None:
+    """:func:`check_artifact` for every row, in index order, reading through ``source``."""
+    for row in rows:
+        check_artifact(row, _chunks(source, str(row["path"])))
+
+
+def _chunks(source: ArtifactSource, path: str) -> Iterable[bytes]:
+    yield from source(path)  # a source that raises at the call is read like one that streams
+
+
+async def verify_run(
+    store: Store, run_id: str, key: LedgerKey, *, artifacts: ArtifactSource | None = None
+) -> VerifyReport:
+    """Verify one run in ``store``: chain, lifecycles, head and MAC, projections.
+
+    With ``artifacts``, every registered artifact's file is then read through it (in a worker
+    thread) and checked against its sha256 and size.
+    """
     snap = await store.snapshot(run_id)
     if snap is None:
         raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
@@ -344,14 +450,10 @@ async def verify_run(store: Store, run_id: str, key: LedgerKey) -> VerifyReport:
                 )
         checker.check_head(head, key)
         checker.compare_tables(snap.run, snap.tables)
+        if artifacts is not None:
+            registered = checker.rebuild.listed("artifacts", run_id)
+            if registered:
+                await asyncio.to_thread(check_artifacts, registered, artifacts)
     except LedgerProblem as problem:
-        return VerifyReport(
-            run_id=run_id,
-            ok=False,
-            events=count,
-            head_seq=snap.head.seq,
-            reason=problem.reason,
-            seq=problem.seq,
-            message=problem.message,
-        )
+        return problem.report(run_id, events=count, head_seq=snap.head.seq)
     return VerifyReport(run_id=run_id, ok=True, events=count, head_seq=snap.head.seq)
