@@ -223,3 +223,18 @@ async def test_contexts_join_only_runs_of_the_same_tenant(project: Path) -> None
     )
     with pytest.raises(PermissionDenied):
         await env.kernel.resolve_context(APP, "readers", run_id="adhoc-000000000001")
+
+
+async def test_rows_with_equal_times_verify(project: Path, tmp_path: Path) -> None:
+    """Projection lists break ties by key, identically in the stores and in the rebuild."""
+    from charter.ledger.verify import verify_run
+    from charter.stores.sqlite import SQLiteStore
+
+    clock = FakeClock(step=timedelta(0))  # every timestamp equal
+    async with SQLiteStore.open(tmp_path / "ties.db", key=KEY, clock=clock) as store:
+        kernel = make_kernel(project, store, clock)
+        first = await kernel.resolve_context(APP, "all")
+        for _ in range(5):
+            await kernel.resolve_context(APP, "readers", run_id=first.run_id)
+        report = await verify_run(store, first.run_id, KEY)
+        assert report.ok, report

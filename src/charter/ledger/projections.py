@@ -43,6 +43,10 @@ class TableSpec:
     columns: tuple[str, ...]
     order_by: str
 
+    def sort_key(self, row: Row) -> tuple[Any, ...]:
+        """List order: ``order_by``, ties broken by the key columns (as the SQL stores do)."""
+        return (row[self.order_by], *(row[k] for k in self.keys))
+
 
 TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
@@ -337,7 +341,7 @@ class Rebuild:
     def listed(self, table: str, run_id: str) -> list[Row]:
         spec = TABLES[table]
         rows = [r for k, r in self.rows.items() if k.table == table and k.key[0] == run_id]
-        return sorted(rows, key=lambda r: r[spec.order_by])
+        return sorted(rows, key=spec.sort_key)
 
 
 def manifest(run: Row, tasks: Iterable[Row], artifacts: Iterable[Row], *, head_seq: int) -> Row:

@@ -30,7 +30,7 @@ def select_sql(spec: TableSpec, placeholder: str) -> str:
 def list_sql(spec: TableSpec, placeholder: str) -> str:
     return (
         f"SELECT data FROM {spec.name} WHERE {spec.keys[0]} = {placeholder} "
-        f"ORDER BY {spec.order_by}"
+        f"ORDER BY {spec.order_by}, {', '.join(spec.keys)}"
     )
 
 
@@ -42,5 +42,6 @@ def query_sql(spec: TableSpec, columns: tuple[str, ...], placeholder: str) -> st
             raise ValueError(f"{spec.name}.{column} is not a key or indexed column")
     where = " AND ".join(f"{c} = {placeholder}" for c in columns) or "TRUE"
     return (
-        f"SELECT data FROM {spec.name} WHERE {where} ORDER BY {spec.order_by} LIMIT {placeholder}"
+        f"SELECT data FROM {spec.name} WHERE {where} "
+        f"ORDER BY {spec.order_by}, {', '.join(spec.keys)} LIMIT {placeholder}"
     )

@@ -112,7 +112,7 @@ class MemoryStore:
             for key, data in self.rows.items()
             if key.table == table and key.key[0] == run_id
         ]
-        return sorted(rows, key=lambda r: r[spec.order_by])
+        return sorted(rows, key=spec.sort_key)
 
     async def query_rows(
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
@@ -124,7 +124,7 @@ class MemoryStore:
                 raise ValueError(f"{table}.{column} is not a key or indexed column")
         candidates = (json.loads(d) for k, d in self.rows.items() if k.table == table)
         rows = [r for r in candidates if all(r.get(c) == v for c, v in where.items())]
-        return sorted(rows, key=lambda r: r[spec.order_by])[:limit]
+        return sorted(rows, key=spec.sort_key)[:limit]
 
     async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
         runs = [json.loads(d) for k, d in self.rows.items() if k.table == "runs"]
