@@ -81,8 +81,8 @@ def _safe_parts(path: Any) -> list[str]:
     return parts
 
 
-def _tee(chunks: Iterator[bytes], out: IO[bytes]) -> Iterator[bytes]:
-    for chunk in chunks:
+def _tee(source: ArtifactSource, path: str, out: IO[bytes]) -> Iterator[bytes]:
+    for chunk in source(path):  # called on the first read, inside check_artifact
         out.write(chunk)
         yield chunk
 
@@ -100,7 +100,7 @@ def _copy_artifacts(rows: Sequence[Row], source: ArtifactSource, files: Path) ->
                 "two artifacts' paths collide in the export", reason="EXPORT_ARTIFACT_PATH"
             ) from None
         with os.fdopen(fd, "wb") as out:
-            check_artifact(row, _tee(iter(source(str(row["path"]))), out))
+            check_artifact(row, _tee(source, str(row["path"]), out))
 
 
 async def export_run(
