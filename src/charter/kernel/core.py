@@ -9,6 +9,7 @@ import random
 import socket
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -54,6 +55,18 @@ def _process_start() -> str:
             return fh.read().rsplit(")", 1)[1].split()[19]
     except OSError:
         return str(time.time_ns())
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One call being decided: what every answer and audit record about it needs."""
+
+    ctx: ResolvedContext
+    principal: Principal
+    tool: str
+    call_id: str
+    started: float
+    trace: dict[str, str]
 
 
 class KernelCore:
@@ -214,6 +227,42 @@ class KernelCore:
 
     # -----------------------------------------------------------------------------------
     # answers that record a decision
+
+    async def _refused(
+        self,
+        at: Attempt,
+        error: Failure,
+        status: CallStatus,
+        *,
+        contract: ToolContract | None = None,
+        fingerprint: str | None = None,
+    ) -> Envelope:
+        """:meth:`_refuse` for an :class:`Attempt` (the call path's shorthand)."""
+        return await self._refuse(
+            at.ctx,
+            at.principal,
+            at.tool,
+            at.call_id,
+            at.started,
+            at.trace,
+            error,
+            status,
+            contract=contract,
+            fingerprint=fingerprint,
+        )
+
+    async def _denied(
+        self,
+        at: Attempt,
+        denial: Denial,
+        *,
+        contract: ToolContract | None = None,
+        fingerprint: str | None = None,
+    ) -> Envelope:
+        error = PermissionDenied(denial.message, reason=denial.reason)
+        return await self._refused(
+            at, error, CallStatus.DENIED, contract=contract, fingerprint=fingerprint
+        )
 
     def _answer(
         self,

@@ -43,7 +43,7 @@ from charter.kernel.contexts import (
     estimate_tokens,
     schema_digest,
 )
-from charter.kernel.core import _parse_at
+from charter.kernel.core import Attempt, _parse_at
 from charter.kernel.dispatch import Dispatcher
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.operators import Operators
@@ -279,20 +279,20 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
                 tool=tool,
                 error=PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND"),
             )
+        at = Attempt(
+            ctx=ctx,
+            principal=principal,
+            tool=tool,
+            call_id=call_id if isinstance(call_id, str) else "",
+            started=started,
+            trace=trace,
+        )
         if not isinstance(call_id, str) or not CALL_ID.match(call_id):
-            return await self._refuse(
-                ctx,
-                principal,
-                tool,
-                call_id if isinstance(call_id, str) else "",
-                started,
-                trace,
-                InvalidInput(
-                    f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
-                    reason="CALL_ID_INVALID",
-                ),
-                CallStatus.REJECTED,
+            invalid = InvalidInput(
+                f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
+                reason="CALL_ID_INVALID",
             )
+            return await self._refused(at, invalid, CallStatus.REJECTED)
         offered = ctx.offered(tool)
         contract = self.build.tools[offered.id].contract if offered is not None else None
         if self.settings.mode is Mode.OFF:
@@ -303,18 +303,10 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
             row = await self._call_row(ctx, call_id)
             if row is not None and row["state"] in TERMINAL_STATES:
                 return self._receipt(row, started, trace, cached=True)
-            return await self._refuse(
-                ctx,
-                principal,
-                tool,
-                call_id,
-                started,
-                trace,
-                PermissionDenied(
-                    "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"
-                ),
-                CallStatus.DENIED,
+            expired = PermissionDenied(
+                "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"
             )
+            return await self._refused(at, expired, CallStatus.DENIED)
         observe = self.settings.mode is Mode.OBSERVE
         would: list[dict[str, str]] = []
         # 2. disclosure and authorization (the part that needs no arguments)
@@ -329,7 +321,7 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         )
         denial = authorize(inp, before_validation=True)
         if denial is not None and (not observe or contract is None):
-            return await self._deny(ctx, principal, tool, call_id, started, trace, denial)
+            return await self._denied(at, denial)
         if denial is not None:
             would.append({"phase": "authorization", "reason": denial.reason})
         assert contract is not None
@@ -346,9 +338,7 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
                 now=self._now(),
             )
             if denial is not None and not observe:
-                return await self._deny(
-                    ctx, principal, tool, call_id, started, trace, denial, contract=contract
-                )
+                return await self._denied(at, denial, contract=contract)
             if denial is not None:
                 would.append({"phase": "task", "reason": denial.reason})
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
@@ -359,31 +349,13 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
                 else self._intake(contract).accept_value(arguments)
             )
         except InvalidInput as exc:
-            return await self._refuse(
-                ctx,
-                principal,
-                tool,
-                call_id,
-                started,
-                trace,
-                exc,
-                CallStatus.REJECTED,
-                contract=contract,
-            )
+            return await self._refused(at, exc, CallStatus.REJECTED, contract=contract)
         denial = authorize(
             replace(inp, arguments=accepted.arguments), ownership=self.ownership_hooks
         )
         if denial is not None and not observe:
-            return await self._deny(
-                ctx,
-                principal,
-                tool,
-                call_id,
-                started,
-                trace,
-                denial,
-                contract=contract,
-                fingerprint=accepted.fingerprint,
+            return await self._denied(
+                at, denial, contract=contract, fingerprint=accepted.fingerprint
             )
         if denial is not None:
             would.append({"phase": "authorization", "reason": denial.reason})
@@ -393,13 +365,8 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
                 await check_inputs(self.artifacts, ctx.run_id, contract, accepted.arguments)
             except Failure as exc:
                 if not observe:
-                    return await self._refuse(
-                        ctx,
-                        principal,
-                        tool,
-                        call_id,
-                        started,
-                        trace,
+                    return await self._refused(
+                        at,
                         exc,
                         CallStatus.REJECTED,
                         contract=contract,
@@ -409,13 +376,8 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         # 3. budgets that are not counted at reservation: the run's elapsed time
         budget_error = await self._elapsed_budget(ctx)
         if budget_error is not None and not observe:
-            return await self._refuse(
-                ctx,
-                principal,
-                tool,
-                call_id,
-                started,
-                trace,
+            return await self._refused(
+                at,
                 budget_error,
                 CallStatus.DENIED,
                 contract=contract,
@@ -483,17 +445,8 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
                 approval_to_consume = None
                 continue
             except ResourceLimit as exc:
-                return await self._refuse(
-                    ctx,
-                    principal,
-                    tool,
-                    call_id,
-                    started,
-                    trace,
-                    exc,
-                    CallStatus.DENIED,
-                    contract=contract,
-                    fingerprint=accepted.fingerprint,
+                return await self._refused(
+                    at, exc, CallStatus.DENIED, contract=contract, fingerprint=accepted.fingerprint
                 )
             break
         else:
