@@ -98,3 +98,19 @@ def test_content_disposition_is_safe_for_any_name() -> None:
     value = content_disposition('a/"x";\\ é.txt')
     assert value.startswith('attachment; filename="')
     assert "filename*=UTF-8''%22x%22%3B%5C%20%C3%A9.txt" in value
+
+
+def test_verify_over_the_api_checks_artifact_files(
+    served: Project, server: ThreadServer, clients: dict[str, Client]
+) -> None:
+    app = clients["app"]
+    run_id = _run(app)
+    record = app.upload_artifact(run_id, b"report v1", name="report.txt")
+    assert app.verify_run(run_id)["ok"] is True
+    path = served.root / ".charter" / "artifacts" / run_id / "report.txt"
+    path.chmod(0o644)
+    path.write_bytes(b"report v2")
+    report = app.verify_run(run_id)
+    assert report["ok"] is False
+    assert report["reason"] == "ARTIFACT_INTEGRITY_MISMATCH"
+    assert report["artifact_id"] == record["artifact_id"]

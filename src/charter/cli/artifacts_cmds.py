@@ -21,7 +21,7 @@ import functools
 import hashlib
 import os
 import tempfile
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ import anyio.to_thread
 import typer
 from rich.table import Table
 
+from charter.artifacts.ledger_source import store_source
 from charter.artifacts.ports import ArtifactStore
 from charter.artifacts.records import MEDIA_TYPE, ArtifactRecord, Producer, StoredObject, Trust
 from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
@@ -37,7 +38,7 @@ from charter.client import Client
 from charter.errors import ContractViolation, Failure, InvalidInput, PermissionDenied, ResourceLimit
 from charter.kernel.deploy import load_deployment
 from charter.ledger.events import decode
-from charter.ledger.verify import ArtifactSource, ArtifactUnreadable
+from charter.ledger.verify import ArtifactSource
 from charter.runtime import Runtime, artifact_store
 
 app = typer.Typer(
@@ -54,29 +55,6 @@ _IRREGULAR = frozenset(
 
 
 # -- the store as the ledger's artifact source -------------------------------------------
-
-
-def store_source(open_store: Callable[[], ArtifactStore], run_id: str) -> ArtifactSource:
-    """Read ``run_id``'s artifact files through the store ``open_store`` builds (on first use).
-
-    The ledger hashes what it reads; the store's own refusals become
-    :class:`~charter.ledger.verify.ArtifactUnreadable` (missing, or not a plain file).
-    """
-    store = functools.cache(open_store)
-
-    def chunks(path: str) -> Iterator[bytes]:
-        try:
-            with store().open_read(run_id, path) as reader:
-                while chunk := reader.read(_CHUNK):
-                    yield chunk
-        except Failure as exc:
-            if exc.reason in _MISSING:
-                raise ArtifactUnreadable(missing=True) from None
-            if exc.reason in _IRREGULAR:
-                raise ArtifactUnreadable(missing=False) from None
-            raise
-
-    return chunks
 
 
 def deployment_source(run_id: str, deploy: Path | None, project: Path) -> ArtifactSource:

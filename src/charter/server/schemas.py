@@ -122,6 +122,8 @@ class VerifyOut(BaseModel):
     reason: str | None
     seq: int | None
     message: str | None
+    artifact_id: str | None = None  # the artifact whose file failed its checksum or size
+    path: str | None = None
 
 
 class HealthOut(BaseModel):

@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
 
+from charter.artifacts.ledger_source import store_source
 from charter.errors import ConfigError, PermissionDenied
 from charter.ledger.events import Event
 from charter.ledger.projections import manifest
@@ -125,7 +126,9 @@ async def run_page(
         key = console.state.ledger_key
         if key is None:
             raise ConfigError("this server was started without the ledger key")
-        report = (await verify_run(console.state.runtime.store, run_id, key)).to_dict()
+        rt = console.state.runtime
+        source = store_source(lambda: rt.artifacts.store, run_id)
+        report = (await verify_run(rt.store, run_id, key, artifacts=source)).to_dict()
     return render(
         request,
         "run.html",

@@ -9,6 +9,7 @@ from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse
 
+from charter.artifacts.ledger_source import store_source
 from charter.errors import ConfigError, InvalidInput, PermissionDenied
 from charter.kernel.kernel import ADHOC_SLUG
 from charter.kernel.principals import Principal
@@ -148,7 +149,7 @@ async def run_events(
     "/runs/{run_id}/verify",
     response_model=VerifyOut,
     responses=problem_responses(401, 404),
-    summary="Verify a run's ledger: chain, head MAC, lifecycles, projections",
+    summary="Verify a run: chain, head MAC, lifecycles, projections, artifact files",
 )
 async def verify(
     run_id: str,
@@ -158,5 +159,7 @@ async def verify(
     await state.check_run(run_id, principal)
     if state.ledger_key is None:
         raise ConfigError("this server was started without the ledger key")
-    report = await verify_run(state.runtime.store, run_id, state.ledger_key)
+    rt = state.runtime
+    source = store_source(lambda: rt.artifacts.store, run_id)
+    report = await verify_run(rt.store, run_id, state.ledger_key, artifacts=source)
     return report.to_dict()
