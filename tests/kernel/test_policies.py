@@ -238,3 +238,17 @@ async def test_rows_with_equal_times_verify(project: Path, tmp_path: Path) -> No
             await kernel.resolve_context(APP, "readers", run_id=first.run_id)
         report = await verify_run(store, first.run_id, KEY)
         assert report.ok, report
+
+
+async def test_ledger_audit_records_carry_the_error_code(project: Path) -> None:
+    env = await kernel_with(project)
+    ctx = await env.kernel.resolve_context(APP, "all")
+    await env.kernel.call(ctx.context_id, "kv.boom", "b1", {"message": "x"}, principal=APP)
+    records = [
+        json.loads(r.data)["payload"]
+        for r in await env.store.read_stored(ctx.run_id)
+        if r.type == "tool_call_recorded"
+    ]
+    assert [(r["outcome"], r["code"], r["reason"]) for r in records] == [
+        ("failed", "internal", "TOOL_RAISED")
+    ]

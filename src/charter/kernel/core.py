@@ -432,41 +432,28 @@ class KernelCore:
         # The ledger is the audit trail of record; if it fails, the answer still goes out.
         with contextlib.suppress(StoreError):
             await self.store.append(ctx.run_id, [entry])
-        await self._sink(
-            ctx, principal, tool, call_id, outcome, reason, fingerprint, duration_ms, code=code
-        )
+        await self._sink(ctx, entry)
 
-    async def _sink(
-        self,
-        ctx: ResolvedContext,
-        principal: Principal,
-        tool: str,
-        call_id: str,
-        outcome: str,
-        reason: str | None,
-        fingerprint: str | None,
-        duration_ms: float,
-        *,
-        code: str | None = None,
-        contract: ToolContract | None = None,
-    ) -> None:
+    async def _sink(self, ctx: ResolvedContext, entry: NewEvent) -> None:
+        """Hand the ledger's audit record (a ``tool_call_recorded`` entry) to the audit sinks."""
         if self.audit is None:
             return
+        p = entry.payload
         record = AuditRecord(
             at=self._now(),
-            actor=principal.name,
-            tenant=principal.tenant,
-            tool=tool,
-            tool_version=contract.version if contract else None,
-            call_id=call_id,
+            actor=p["actor"],
+            tenant=p["tenant"],
+            tool=p["tool_id"],
+            tool_version=p["tool_version"],
+            call_id=p["call_id"],
             context_id=ctx.context_id,
             run_id=ctx.run_id,
-            outcome=outcome,
-            code=code,
-            reason=reason,
-            fingerprint=fingerprint,
-            duration_ms=round(duration_ms, 3),
-            mode=self.settings.mode.value,
+            outcome=p["outcome"],
+            code=p["code"],
+            reason=p["reason"],
+            fingerprint=p["fingerprint"],
+            duration_ms=p["duration_ms"],
+            mode=p["mode"],
             details={},
         )
         await self.audit.record(record)

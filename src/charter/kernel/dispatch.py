@@ -304,6 +304,7 @@ class Dispatcher(KernelCore):
                 err["reason"] if err else None,
                 fingerprint,
                 duration_ms,
+                code=err["code"] if err else None,
                 contract=contract,
             ),
         ]
@@ -319,15 +320,18 @@ class Dispatcher(KernelCore):
             )
         await self._sink(
             ctx,
-            principal,
-            contract.id,
-            call_id,
-            status.value,
-            err["reason"] if err else None,
-            fingerprint,
-            duration_ms,
-            contract=contract,
-            code=err["code"] if err else None,
+            self._audit_entry(
+                ctx,
+                principal,
+                contract.id,
+                call_id,
+                status.value,
+                err["reason"] if err else None,
+                fingerprint,
+                duration_ms,
+                code=err["code"] if err else None,
+                contract=contract,
+            ),
         )
         return Envelope(
             call_id=call_id,
