@@ -247,3 +247,12 @@ def test_diff_reports_profile_gains_and_losses(write_project: WriteProject) -> N
     assert profiles["p"].gained == ("kb.purge",)
     assert profiles["p"].lost == ("kb.search",)
     assert profiles["q"].status == "added"
+
+
+def test_yaml_errors_name_the_place_not_the_text(write_project: WriteProject) -> None:
+    root = write_project({"charter.yaml": "name: x\ndescription: 'hunter2-secret\n"})
+    with pytest.raises(BuildError) as info:
+        build_project(root)
+    message = str(info.value)
+    assert "invalid YAML (line" in message
+    assert "hunter2" not in message

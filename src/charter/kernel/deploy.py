@@ -37,6 +37,7 @@ import yaml
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
 from charter.errors import ConfigError
 from charter.kernel.principals import Principal, PrincipalKind
+from charter.project.yamlio import strict_load, yaml_problem
 
 DEPLOY_FILE = "charter.deploy.yaml"
 DEPLOY_ENV_VAR = "CHARTER_DEPLOY"
@@ -354,25 +355,6 @@ def load_deployment(
     return parse_deployment(_read_yaml(chosen), file=chosen, env=env)
 
 
-class _StrictLoader(yaml.SafeLoader):
-    """SafeLoader that refuses duplicate mapping keys."""
-
-
-def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: set[Any] = set()
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)
-        if key in seen:
-            raise yaml.constructor.ConstructorError(
-                None, None, f"duplicate key {key!r}", key_node.start_mark
-            )
-        seen.add(key)
-    return loader.construct_mapping(node, deep=deep)
-
-
-_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
-
-
 def _read_yaml(path: Path) -> Any:
     try:
         text = path.read_text(encoding="utf-8")
@@ -383,14 +365,9 @@ def _read_yaml(path: Path) -> Any:
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the deployment file: {exc.strerror}") from None
     try:
-        return yaml.load(text, Loader=_StrictLoader)
-    except yaml.MarkedYAMLError as exc:
-        # Only the problem and its position: PyYAML's snippet would echo the line (a secret?).
-        mark = exc.problem_mark
-        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
-        raise ConfigError(f"{path}: invalid YAML{where}: {exc.problem}") from None
-    except yaml.YAMLError:
-        raise ConfigError(f"{path}: invalid YAML") from None
+        return strict_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
 
 
 class _Reader:

@@ -32,11 +32,25 @@ def _construct_mapping(loader: _StrictLoader, node: yaml.MappingNode, deep: bool
 _StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping)
 
 
+def strict_load(text: str) -> Any:
+    """Parse YAML with the safe loader, refusing duplicate keys (raises ``yaml.YAMLError``)."""
+    return yaml.load(text, Loader=_StrictLoader)
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """What is wrong and where — never PyYAML's snippet of the line, which may hold a secret."""
+    if isinstance(exc, yaml.MarkedYAMLError):
+        mark = exc.problem_mark
+        where = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+        return f"invalid YAML{where}: {exc.problem}"
+    return "invalid YAML"
+
+
 def load_yaml_text(text: str, *, file: str) -> Any:
     try:
-        return yaml.load(text, Loader=_StrictLoader)
+        return strict_load(text)
     except yaml.YAMLError as exc:
-        raise ProjectError(f"invalid YAML: {exc}", file=file) from None
+        raise ProjectError(yaml_problem(exc), file=file) from None
 
 
 def load_yaml(path: Path, *, display: str) -> Any:
