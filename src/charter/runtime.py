@@ -42,7 +42,6 @@ from charter.kernel.contexts import ContextProvider, FileContextProvider, Resolv
 from charter.kernel.deploy import (
     Binding,
     Deployment,
-    SecretRef,
     deployment_path,
     load_deployment,
     local_default_deployment,
@@ -53,6 +52,7 @@ from charter.kernel.kernel import Kernel
 from charter.kernel.principals import Principal
 from charter.kernel.readiness import Readiness, ReadinessReport
 from charter.kernel.redaction import Redactor
+from charter.kernel.secret_ref import SecretRef
 from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey

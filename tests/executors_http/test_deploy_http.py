@@ -7,7 +7,8 @@ from typing import Any
 import pytest
 
 from charter.errors import ConfigError
-from charter.kernel.deploy import SecretRef, parse_deployment
+from charter.kernel.deploy import parse_deployment
+from charter.kernel.secret_ref import SecretRef
 
 ENV = {"CRED": "c" * 32, "SIGN": "s" * 32}
 

@@ -20,12 +20,12 @@ from charter.kernel.deploy import (
     DEPLOY_FILE,
     Binding,
     Mode,
-    SecretRef,
     load_deployment,
     local_default_deployment,
     parse_deployment,
 )
 from charter.kernel.principals import APPROVER_PERMISSION, Principal, PrincipalKind
+from charter.kernel.secret_ref import SecretRef
 
 from .conftest import CANARY
 

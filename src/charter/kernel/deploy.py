@@ -37,6 +37,7 @@ import yaml
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
 from charter.errors import ConfigError
 from charter.kernel.principals import Principal, PrincipalKind
+from charter.kernel.secret_ref import _ENV_NAME, SecretRef
 from charter.project.yamlio import strict_load, yaml_problem
 
 DEPLOY_FILE = "charter.deploy.yaml"
@@ -61,11 +62,9 @@ _BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     }
 )
 _DEFAULT_EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
-MIN_SECRET_BYTES = 16
 DEFAULT_APPROVAL_LIFETIME_S = 300.0
 DEFAULT_CONTEXT_LIFETIME_S = 900.0
 
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 _PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 _HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
@@ -77,99 +76,6 @@ class Mode(StrEnum):
     ENFORCE = "enforce"  # everything is checked and recorded
     OBSERVE = "observe"  # calls run as if ungoverned; what enforce would do is recorded
     OFF = "off"  # no governance, no recording
-
-
-class SecretRef:
-    """A reference to a secret: an environment variable or a file. Never prints the value.
-
-    ``repr`` and ``str`` show only the reference (``env:CHARTER_LEDGER_KEY``). The value is
-    read when the deployment is loaded (so a missing secret fails at start-up, naming the
-    reference) and cached in the object; pickling drops it.
-    """
-
-    __slots__ = ("_env", "_file", "_value")
-
-    def __init__(self, *, env: str | None = None, file: Path | str | None = None) -> None:
-        if (env is None) == (file is None):
-            raise ConfigError("a secret reference names exactly one of `env` or `file`")
-        if env is not None and not _ENV_NAME.match(env):
-            raise ConfigError(f"{env!r} is not an environment variable name")
-        self._env = env
-        self._file = Path(file) if file is not None else None
-        self._value: bytes | None = None
-
-    @property
-    def env(self) -> str | None:
-        return self._env
-
-    @property
-    def file(self) -> Path | None:
-        return self._file
-
-    @property
-    def reference(self) -> str:
-        """``env:NAME`` or ``file:PATH`` — safe to print."""
-        return f"env:{self._env}" if self._env is not None else f"file:{self._file}"
-
-    def load(self, env: Mapping[str, str] | None = None, *, what: str = "secret") -> bytes:
-        """Read the value now (from ``env``, default ``os.environ``, or the file) and cache it.
-
-        Errors name ``what`` and the reference, never the value.
-        """
-        source = os.environ if env is None else env
-        if self._env is not None:
-            raw = source.get(self._env)
-            if raw is None:
-                raise ConfigError(f"{what}: environment variable {self._env} is not set")
-            value = raw.encode("utf-8", "surrogateescape")
-        else:
-            assert self._file is not None
-            try:
-                value = self._file.read_bytes()
-            except FileNotFoundError:
-                raise ConfigError(f"{what}: secret file {self._file} does not exist") from None
-            except OSError as exc:
-                raise ConfigError(
-                    f"{what}: cannot read secret file {self._file}: {exc.strerror}"
-                ) from None
-            value = value.rstrip(b"\r\n")
-        if len(value) < MIN_SECRET_BYTES:
-            raise ConfigError(
-                f"{what}: the secret in {self.reference} is shorter than {MIN_SECRET_BYTES} bytes"
-            )
-        self._value = value
-        return value
-
-    def resolve(self) -> bytes:
-        """The secret's bytes: the value cached at load, else read now from the process."""
-        if self._value is not None:
-            return self._value
-        return self.load()
-
-    def key_id(self) -> str:
-        """A short, stable, non-reversible id for this key (for ``hmac-sha256:<key-id>:``)."""
-        digest = hashlib.sha256(b"charter.key-id\x00" + self.resolve()).hexdigest()
-        return "k" + digest[:12]
-
-    def __repr__(self) -> str:
-        return f"SecretRef({self.reference})"
-
-    __str__ = __repr__
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, SecretRef):
-            return NotImplemented
-        return (self._env, self._file) == (other._env, other._file)
-
-    def __hash__(self) -> int:
-        return hash((self._env, self._file))
-
-    def __reduce__(self) -> tuple[Any, ...]:
-        return (_rebuild_ref, (self._env, self._file))
-
-
-def _rebuild_ref(env: str | None, file: Path | None) -> SecretRef:
-    return SecretRef(env=env, file=file)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
