@@ -9,7 +9,8 @@ Measures (SQLite unless named):
 * throughput with 32 concurrent writers (group commit) against the single writer's;
 * append latency at the tail of a 1k-event run and of a 1M-event run (the big run is bulk
   inserted as prepared, correctly chained rows, then appended to through the API), beside the
-  bare table's own 1M/1k ratio;
+  bare table's own 1M/1k ratio; each run and bare table in a database of its own, all four
+  sampled in one interleaved loop;
 * verify throughput (events/s) beside a bare loop that only reads rows and chains sha256.
 
 Goals (``--check`` exits 1 when one is missed): single-writer p95 ≤ 2× the bare FULL commit
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import hashlib
 import json
 import secrets
@@ -45,6 +47,7 @@ from charter.testing.scenarios import ev, run_created
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 KEY = LedgerKey("bench", b"b" * 32)
 RESULTS = Path(__file__).with_name("RESULTS.md")
+BARE_ROW = b"x" * 300
 
 
 def pct(samples: list[float], q: float) -> float:
@@ -64,7 +67,8 @@ def summary(samples: list[float]) -> dict[str, float]:
 # -- bare floors ---------------------------------------------------------------------------
 
 
-def bare_sqlite(path: Path, n: int, *, preload: int = 0) -> list[float]:
+def bare_table(path: Path, *, preload: int = 0) -> tuple[sqlite3.Connection, str, int]:
+    """A bare WAL/FULL table holding ``preload`` rows of one run: (connection, run, last seq)."""
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = FULL")
@@ -72,25 +76,39 @@ def bare_sqlite(path: Path, n: int, *, preload: int = 0) -> list[float]:
         "CREATE TABLE IF NOT EXISTS bare (run_id TEXT, seq INTEGER, data BLOB, "
         "PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
     )
-    row = b"x" * 300
     run = f"bare-{secrets.token_hex(4)}"
     seq = 0
     while seq < preload:
         conn.execute("BEGIN")
         chunk = min(50_000, preload - seq)
         conn.executemany(
-            "INSERT INTO bare VALUES (?, ?, ?)", ((run, seq + i + 1, row) for i in range(chunk))
+            "INSERT INTO bare VALUES (?, ?, ?)",
+            ((run, seq + i + 1, BARE_ROW) for i in range(chunk)),
         )
         conn.execute("COMMIT")
         seq += chunk
-    out = []
-    for _ in range(n):
-        seq += 1
-        t = time.perf_counter()
-        conn.execute("BEGIN")
-        conn.execute("INSERT INTO bare VALUES (?, ?, ?)", (run, seq, row))
-        conn.execute("COMMIT")
-        out.append(time.perf_counter() - t)
+    empty_wal(conn)
+    return conn, run, seq
+
+
+def empty_wal(conn: sqlite3.Connection) -> None:
+    """Checkpoint and truncate the WAL, so that every database starts measuring alike: a WAL
+    left large by a bulk load is overwritten in place, cheaper to sync than one that grows."""
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def bare_insert(conn: sqlite3.Connection, run: str, seq: int) -> float:
+    """Seconds for one insert+commit (the floor every append pays)."""
+    t = time.perf_counter()
+    conn.execute("BEGIN")
+    conn.execute("INSERT INTO bare VALUES (?, ?, ?)", (run, seq, BARE_ROW))
+    conn.execute("COMMIT")
+    return time.perf_counter() - t
+
+
+def bare_sqlite(path: Path, n: int) -> list[float]:
+    conn, run, seq = bare_table(path)
+    out = [bare_insert(conn, run, seq + i + 1) for i in range(n)]
     conn.close()
     return out
 
@@ -210,46 +228,80 @@ def bulk_run(path: Path, run_id: str, events: int) -> None:
     conn.close()
 
 
-async def tail_latency(store: Any, run_id: str, n: int) -> list[float]:
-    out = []
-    for i in range(n):
+async def timed_append(store: Any, run_id: str, n: int) -> float:
+    t = time.perf_counter()
+    await store.append(run_id, [ev("task_progress", n=n, note="x" * 100)])
+    return time.perf_counter() - t
+
+
+async def tail_latencies(tmp: Path, events: int, samples: int) -> dict[str, Any]:
+    """Append latency at the tail of a 1k-event and of a big run, beside the bare table's.
+
+    Each run (ledger and bare) has a database of its own, and the four are sampled in one
+    interleaved loop (the order rotating every round), so warm-up and drift on a shared
+    machine fall on all four alike instead of on whichever is measured last.
+    """
+    small_db, big_db = tmp / "small.db", tmp / "big.db"
+    async with SQLiteStore.open(small_db, key=KEY) as store:
+        await store.append("small", [run_created()])
+        for i in range(999):
+            await store.append("small", [ev("task_progress", n=i, note="x" * 100)])
+    async with SQLiteStore.open(big_db, key=KEY):
+        pass  # creates the schema
+    t = time.perf_counter()
+    bulk_run(big_db, "big", events)
+    res: dict[str, Any] = {"bulk_insert_s": time.perf_counter() - t}
+    bare_small = bare_table(tmp / "bare1k.db", preload=1000)
+    bare_big = bare_table(tmp / "barebig.db", preload=events)
+    for path in (small_db, big_db):
+        with contextlib.closing(sqlite3.connect(path)) as conn:
+            empty_wal(conn)
+    async with (
+        SQLiteStore.open(small_db, key=KEY) as small,
+        SQLiteStore.open(big_db, key=KEY) as big,
+    ):
+        ledgers = {"at_1k": (small, "small"), "at_big": (big, "big")}
+        bares = {"bare_1k": bare_small, "bare_big": bare_big}
+        names = [*ledgers, *bares]
+        times: dict[str, list[float]] = {name: [] for name in names}
+        for i in range(samples):
+            for name in names[i % 4 :] + names[: i % 4]:
+                if name in ledgers:
+                    store, run_id = ledgers[name]
+                    took = await timed_append(store, run_id, i)
+                else:
+                    conn, run, last = bares[name]
+                    took = bare_insert(conn, run, last + i + 1)
+                times[name].append(took)
         t = time.perf_counter()
-        await store.append(run_id, [ev("task_progress", n=i, note="x" * 100)])
-        out.append(time.perf_counter() - t)
-    return out
+        report = await verify_run(big, "big", KEY)
+        elapsed = time.perf_counter() - t
+        assert report.ok, report
+        res["verify_per_s"] = report.events / elapsed
+    for conn, _, _ in (bare_small, bare_big):
+        conn.close()
+    res.update({name: summary(samples_) for name, samples_ in times.items()})
+    res["bare_read_hash_per_s"] = bare_read_and_hash(big_db, "big")
+    return res
 
 
 async def sqlite_suite(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     res: dict[str, Any] = {}
     res["bare_commit"] = summary(bare_sqlite(tmp / "bare.db", args.samples))
-    db = tmp / "ledger.db"
-    async with SQLiteStore.open(db, key=KEY) as store:
+    async with SQLiteStore.open(tmp / "ledger.db", key=KEY) as store:
         single = await single_writer(store, "single", args.samples)
         res["single_writer"] = summary(single)
         res["single_writer"]["per_s"] = 1 / statistics.fmean(single)
         before = store.commits
         res["writers32_per_s"] = await concurrent_writers(store, 32, args.per_writer)
         res["writers32_appends_per_commit"] = 32 * args.per_writer / max(1, store.commits - before)
-        await store.append("small", [run_created()])
-        for i in range(999):
-            await store.append("small", [ev("task_progress", n=i, note="x" * 100)])
-    t = time.perf_counter()
-    bulk_run(db, "big", args.events)
-    res["bulk_insert_s"] = time.perf_counter() - t
-    async with SQLiteStore.open(db, key=KEY) as store:
-        at_1k = summary(await tail_latency(store, "small", args.samples))
-        at_big = summary(await tail_latency(store, "big", args.samples))
-        res["append_at_1k"], res["append_at_big"] = at_1k, at_big
-        res["ratio_big_1k"] = at_big["p50_us"] / at_1k["p50_us"]
-        t = time.perf_counter()
-        report = await verify_run(store, "big", KEY)
-        elapsed = time.perf_counter() - t
-        assert report.ok, report
-        res["verify_per_s"] = report.events / elapsed
-    res["bare_read_hash_per_s"] = bare_read_and_hash(db, "big")
-    bare_1k = summary(bare_sqlite(tmp / "bare1k.db", args.samples, preload=1000))
-    bare_big = summary(bare_sqlite(tmp / "barebig.db", args.samples, preload=args.events))
-    res["bare_ratio_big_1k"] = bare_big["p50_us"] / bare_1k["p50_us"]
+    tails = await tail_latencies(tmp, args.events, args.samples)
+    res["append_at_1k"], res["append_at_big"] = tails["at_1k"], tails["at_big"]
+    res["ratio_big_1k"] = tails["at_big"]["p50_us"] / tails["at_1k"]["p50_us"]
+    res["bare_at_1k"], res["bare_at_big"] = tails["bare_1k"], tails["bare_big"]
+    res["bare_ratio_big_1k"] = tails["bare_big"]["p50_us"] / tails["bare_1k"]["p50_us"]
+    for name in ("bulk_insert_s", "verify_per_s", "bare_read_hash_per_s"):
+        res[name] = tails[name]
     return res
 
 
@@ -318,6 +370,8 @@ def render(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> str:
         ("SQLite append, single writer", s["single_writer"]),
         ("SQLite append at event ~1k", s["append_at_1k"]),
         (f"SQLite append at event ~{res['events']:,}", s["append_at_big"]),
+        ("bare SQLite insert+commit at row ~1k", s["bare_at_1k"]),
+        (f"bare SQLite insert+commit at row ~{res['events']:,}", s["bare_at_big"]),
         ("bare psycopg insert+commit", p["bare_commit"]),
         ("PostgreSQL append, single writer", p["single_writer"]),
     ):
