@@ -86,17 +86,25 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
     return known
 
 
-async def _head(conn: psycopg.AsyncConnection[Any], run_id: str, *, lock: bool) -> Head | None:
-    sql = "SELECT seq, hash, mac FROM run_heads WHERE run_id = %s"
-    cur = await conn.execute(sql + (" FOR UPDATE" if lock else ""), (run_id,))
-    got = await cur.fetchone()
+_HEAD_SQL = "SELECT seq, hash, mac FROM run_heads WHERE run_id = %s"
+
+
+def _as_head(run_id: str, got: Any) -> Head | None:
     return None if got is None else Head(run_id=run_id, seq=got[0], hash=got[1], mac=got[2])
+
+
+def _as_row(got: Any) -> Row | None:
+    return None if got is None else dict(json.loads(got[0]))
+
+
+async def _head(conn: psycopg.AsyncConnection[Any], run_id: str) -> Head | None:
+    cur = await conn.execute(_HEAD_SQL, (run_id,))
+    return _as_head(run_id, await cur.fetchone())
 
 
 async def _row(conn: psycopg.AsyncConnection[Any], key: RowKey) -> Row | None:
     cur = await conn.execute(select_sql(TABLES[key.table], "%s"), key.key)
-    got = await cur.fetchone()
-    return None if got is None else dict(json.loads(got[0]))
+    return _as_row(await cur.fetchone())
 
 
 async def _list(conn: psycopg.AsyncConnection[Any], table: str, run_id: str) -> list[Row]:
@@ -159,9 +167,16 @@ class PostgresStore:
     ) -> Sequence[Event]:
         await check_in_flight(self._in_flight, run_id, entries)
         with _translated():
-            async with self._pool.connection() as conn, conn.transaction():
-                head = await _head(conn, run_id, lock=True)
-                rows = {k: await _row(conn, k) for k in rows_needed(run_id, entries)}
+            # Pipelined: BEGIN, the head's row lock and every projection read travel in one
+            # round trip; the writes and COMMIT in a second.
+            async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
+                head_cur = await conn.execute(_HEAD_SQL + " FOR UPDATE", (run_id,))
+                reads = [
+                    (k, await conn.execute(select_sql(TABLES[k.table], "%s"), k.key))
+                    for k in rows_needed(run_id, entries)
+                ]
+                head = _as_head(run_id, await head_cur.fetchone())
+                rows = {k: _as_row(await cur.fetchone()) for k, cur in reads}
                 plan = plan_append(
                     run_id=run_id,
                     head=head,
@@ -204,7 +219,7 @@ class PostgresStore:
     async def head(self, run_id: str) -> Head | None:
         with _translated():
             async with self._pool.connection() as conn:
-                return await _head(conn, run_id, lock=False)
+                return await _head(conn, run_id)
 
     async def read_stored(
         self, run_id: str, *, after: int = 0, limit: int = 1000
@@ -301,7 +316,7 @@ class PostgresStore:
         with _translated():
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                head = await _head(conn, run_id, lock=False)
+                head = await _head(conn, run_id)
                 if head is None:
                     return None
                 return RunSnapshot(
