@@ -54,13 +54,23 @@ class ServerState:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
 
 
-def get_state(request: Request) -> ServerState:
+def state_of(request: Request) -> ServerState:
     state: ServerState = request.app.state.charter
     return state
 
 
-def get_principal(request: Request) -> Principal:
+def principal_of(request: Request) -> Principal:
     """The authenticated caller (``401`` problem otherwise); remembered for the access log."""
-    principal = get_state(request).authenticator.principal(request.headers.get("authorization"))
+    principal = state_of(request).authenticator.principal(request.headers.get("authorization"))
     request.state.principal = principal
     return principal
+
+
+# The dependencies are coroutines: FastAPI would run plain functions in its thread pool, two
+# thread hops per request for work that never blocks (the key check is a hash comparison).
+async def get_state(request: Request) -> ServerState:
+    return state_of(request)
+
+
+async def get_principal(request: Request) -> Principal:
+    return principal_of(request)

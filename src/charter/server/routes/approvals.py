@@ -17,7 +17,7 @@ from charter.kernel.principals import Principal
 from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER
 from charter.server.problems import problem_responses
 from charter.server.schemas import ApprovalStatus, DecisionRequest
-from charter.server.state import ServerState, get_principal, get_state
+from charter.server.state import ServerState, get_principal, get_state, principal_of
 
 router = APIRouter(tags=["approvals"])
 
@@ -65,7 +65,7 @@ async def _decide(
     runtime = state.runtime
     token = request.headers.get(APPROVAL_TOKEN_HEADER)
     if request.headers.get("authorization") or not token:
-        principal = get_principal(request)
+        principal = principal_of(request)
         return await runtime.kernel.decide(
             approval_id, approve=approve, principal=principal, reason=body.reason
         )

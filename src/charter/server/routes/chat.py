@@ -35,9 +35,9 @@ from charter.providers.events import StreamEvent
 from charter.providers.orchestrator import ChatRequest, ChatSettings, Orchestrator
 from charter.providers.turns import Conversation, TurnHub
 from charter.server.problems import problem_responses
-from charter.server.routes.proposals import proposal_service
+from charter.server.routes.proposals import proposals_of
 from charter.server.sse import RETRY_MS, parse_last_event_id
-from charter.server.state import ServerState, get_principal, get_state
+from charter.server.state import ServerState, get_principal, get_state, state_of
 
 router = APIRouter(tags=["chat"])
 _SSE_SCHEMA = {
@@ -94,14 +94,14 @@ async def chat_hub(request: Request) -> TurnHub:
     hub: TurnHub | None = getattr(request.app.state, "charter_chat", None)
     if hub is not None:
         return hub
-    state = get_state(request)
+    state = state_of(request)
     options: dict[str, Any] = getattr(request.app.state, "charter_chat_options", None) or {}
     config = load_chat_config(state.runtime.deployment.source)
     provider = options.get("provider") or config.provider
     orchestrator = Orchestrator(
         state.runtime.kernel,
         provider=provider,
-        proposals=proposal_service(request),
+        proposals=proposals_of(request),
         settings=options.get("settings") or config.settings,
     )
     hub = TurnHub(orchestrator, clock=options.get("clock") or state.runtime.kernel.clock)

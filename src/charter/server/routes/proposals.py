@@ -15,7 +15,7 @@ from charter.kernel.principals import Principal
 from charter.proposals.service import ProposalService, load_proposal_settings
 from charter.server.problems import STATUS_BY_REASON, problem_responses
 from charter.server.schemas import DecisionRequest
-from charter.server.state import ServerState, get_principal, get_state
+from charter.server.state import ServerState, get_principal, get_state, state_of
 
 router = APIRouter(tags=["proposals"])
 
@@ -31,14 +31,18 @@ STATUS_BY_REASON.update(
 )
 
 
-def proposal_service(request: Request) -> ProposalService:
+def proposals_of(request: Request) -> ProposalService:
     service: ProposalService | None = getattr(request.app.state, "charter_proposals", None)
     if service is None:
-        runtime = get_state(request).runtime
+        runtime = state_of(request).runtime
         settings = load_proposal_settings(runtime.deployment.source)
         service = ProposalService(runtime.kernel, settings)
         request.app.state.charter_proposals = service
     return service
+
+
+async def proposal_service(request: Request) -> ProposalService:
+    return proposals_of(request)
 
 
 Service = Annotated[ProposalService, Depends(proposal_service)]
