@@ -5,8 +5,10 @@
 Starts, on loopback, in one run: a bare FastAPI app (uvicorn) whose endpoint calls the trivial
 function; ``charter serve`` on SQLite; ``charter serve`` on PostgreSQL (one replica, then two
 behind a client-side round robin). A closed-loop load generator (asyncio, httpx2) keeps
-``--concurrency`` requests in flight for ``--seconds`` per configuration and reports
-throughput and p50/p99 latency, plus PostgreSQL transactions per governed call (from
+``--concurrency`` requests in flight for ``--seconds`` per configuration, each worker calling
+through its own context (one agent session each), and reports throughput and p50/p99 latency;
+then one worker alone gives the unloaded p50 (the latency comparison with the bare endpoint,
+free of queueing). Also PostgreSQL transactions per governed call (from
 ``pg_stat_database``). Everything shares this machine's cores with the load generator.
 """
 
@@ -122,8 +124,10 @@ def serve(root: Path, store: str) -> tuple[subprocess.Popen[bytes], str]:
 
 
 async def load(
-    urls: list[str], key: str, context_id: str | None, seconds: float, concurrency: int
+    urls: list[str], key: str, contexts: list[str] | None, seconds: float, concurrency: int
 ) -> dict[str, Any]:
+    """Closed loop: ``concurrency`` workers, worker ``i`` on ``urls[i % n]`` and, for governed
+    calls, its own context ``contexts[i]`` (one agent session each, as in production)."""
     latencies: list[float] = []
     errors = 0
     stop = time.perf_counter() + seconds
@@ -139,7 +143,7 @@ async def load(
                 counter += 1
                 n = counter
                 body = {"tool": "bench.echo", "call_id": f"c{i}-{n}", "arguments": {"n": n}}
-                path = f"/v1/contexts/{context_id}/calls" if context_id else "/bare"
+                path = f"/v1/contexts/{contexts[i]}/calls" if contexts else "/bare"
                 t0 = time.perf_counter()
                 response = await http.post(path, json=body)
                 latencies.append(time.perf_counter() - t0)
@@ -167,12 +171,18 @@ def pg_xacts(db: str) -> int:
     return int(row[0]) if row else 0
 
 
-def context(url: str, key: str) -> str:
-    answer = httpx2.post(
-        f"{url}/v1/contexts", json={"profile": "all"}, headers={"Authorization": f"Bearer {key}"}
-    )
-    answer.raise_for_status()
-    return str(answer.json()["context_id"])
+def contexts(urls: list[str], key: str, n: int) -> list[str]:
+    """``n`` contexts (one per worker), context ``i`` resolved through ``urls[i % len(urls)]``."""
+    out = []
+    for i in range(n):
+        answer = httpx2.post(
+            f"{urls[i % len(urls)]}/v1/contexts",
+            json={"profile": "all"},
+            headers={"Authorization": f"Bearer {key}"},
+        )
+        answer.raise_for_status()
+        out.append(str(answer.json()["context_id"]))
+    return out
 
 
 def main() -> None:
@@ -185,6 +195,18 @@ def main() -> None:
     results: dict[str, dict[str, Any]] = {}
     procs: list[subprocess.Popen[bytes]] = []
     db = f"charter_bench_{secrets.token_hex(4)}"
+    n = opts.concurrency
+
+    def measure(name: str, urls: list[str], ctxs: list[str] | None) -> dict[str, Any]:
+        """Throughput at ``--concurrency``, then the unloaded latency with one worker."""
+        loaded = asyncio.run(load(urls, key, ctxs, opts.seconds, n))
+        single = asyncio.run(load(urls, key, ctxs, min(opts.seconds, 3.0), 1))
+        loaded["p50_c1_ms"] = single["p50_ms"]
+        loaded["calls_c1"] = single["calls"]
+        loaded["errors"] += single["errors"]
+        results[name] = loaded
+        return loaded
+
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         write_project(root, key)
@@ -198,32 +220,31 @@ def main() -> None:
                     root / "bare.log",
                 )
             )
-            bare = f"http://127.0.0.1:{port}"
-            run = lambda urls, ctx: asyncio.run(  # noqa: E731
-                load(urls, key, ctx, opts.seconds, opts.concurrency)
-            )
-            results["bare FastAPI endpoint"] = run([bare], None)
+            measure("bare FastAPI endpoint", [f"http://127.0.0.1:{port}"], None)
+            procs.pop().terminate()
             proc, url = serve(root, "sqlite:///.charter/charter.db")
             procs.append(proc)
-            results["governed, 1 replica, SQLite"] = run([url], context(url, key))
-            proc.terminate()
+            measure("governed, 1 replica, SQLite", [url], contexts([url], key, n))
+            procs.pop().terminate()
             if not opts.skip_postgres:
                 with psycopg.connect(ADMIN, autocommit=True) as conn:
                     conn.execute(f"CREATE DATABASE {db}")
                 pg = f"postgresql://postgres@127.0.0.1:5432/{db}"
                 proc_a, url_a = serve(root, pg)
                 procs.append(proc_a)
-                ctx = context(url_a, key)
+                ctxs = contexts([url_a], key, n)
                 before = pg_xacts(db)
-                one = run([url_a], ctx)
-                one["pg_xacts_per_call"] = (pg_xacts(db) - before) / max(one["calls"], 1)
-                results["governed, 1 replica, PostgreSQL"] = one
+                one = measure("governed, 1 replica, PostgreSQL", [url_a], ctxs)
+                one["pg_xacts_per_call"] = (pg_xacts(db) - before) / (
+                    one["calls"] + one["calls_c1"]
+                )
                 proc_b, url_b = serve(root, pg)
                 procs.append(proc_b)
                 before = pg_xacts(db)
-                two = run([url_a, url_b], ctx)
-                two["pg_xacts_per_call"] = (pg_xacts(db) - before) / max(two["calls"], 1)
-                results["governed, 2 replicas, PostgreSQL"] = two
+                two = measure("governed, 2 replicas, PostgreSQL", [url_a, url_b], ctxs)
+                two["pg_xacts_per_call"] = (pg_xacts(db) - before) / (
+                    two["calls"] + two["calls_c1"]
+                )
         finally:
             for proc in procs:
                 proc.terminate()
@@ -233,14 +254,15 @@ def main() -> None:
                     conn.execute(f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
     base = results["bare FastAPI endpoint"]
     print(
-        f"{'configuration':36} {'calls/s':>9} {'p50 ms':>8} {'p99 ms':>8} "
-        f"{'x bare p50':>10} pg xacts/call"
+        f"{'configuration':34} {'calls/s':>8} {'p50 ms':>7} {'p99 ms':>7} "
+        f"{'p50 c=1':>8} {'x bare c=1':>10} pg xacts/call"
     )
     for name, r in results.items():
         xacts = f"{r['pg_xacts_per_call']:.1f}" if "pg_xacts_per_call" in r else ""
         print(
-            f"{name:36} {r['per_s']:9.0f} {r['p50_ms']:8.2f} {r['p99_ms']:8.2f} "
-            f"{r['p50_ms'] / base['p50_ms']:10.2f} {xacts:>6}  (errors {r['errors']})"
+            f"{name:34} {r['per_s']:8.0f} {r['p50_ms']:7.2f} {r['p99_ms']:7.2f} "
+            f"{r['p50_c1_ms']:8.2f} {r['p50_c1_ms'] / base['p50_c1_ms']:10.2f} "
+            f"{xacts:>6}  (errors {r['errors']})"
         )
 
 
