@@ -33,10 +33,24 @@ def _openai_chunk(delta: dict[str, Any], finish: str | None = None) -> str:
     return f"data: {json.dumps(chunk)}\n\n"
 
 
+def _openai_usage() -> str:
+    """The last chunk servers send with ``stream_options.include_usage``: no choices at all."""
+    chunk = {
+        "id": "chatcmpl-rec",
+        "object": "chat.completion.chunk",
+        "created": 1767225600,
+        "model": "recorded-model",
+        "choices": [],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+    return f"data: {json.dumps(chunk)}\n\n"
+
+
 def openai_text(parts: list[str]) -> str:
     out = [_openai_chunk({"role": "assistant", "content": ""})]
     out += [_openai_chunk({"content": p}) for p in parts]
     out.append(_openai_chunk({}, "stop"))
+    out.append(_openai_usage())
     return "".join(out) + "data: [DONE]\n\n"
 
 
@@ -54,6 +68,7 @@ def openai_tools(calls: list[tuple[str, str, list[str]]]) -> str:
                 part = {"index": index, "function": {"arguments": fragments[step]}}
                 out.append(_openai_chunk({"tool_calls": [part]}))
     out.append(_openai_chunk({}, "tool_calls"))
+    out.append(_openai_usage())
     return "".join(out) + "data: [DONE]\n\n"
 
 
