@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from charter.contracts.canonical import canonical_bytes
 from charter.errors import Failure, InvalidInput, LedgerIntegrityError
 from charter.ledger.chain import Head, LedgerKey
@@ -47,11 +49,12 @@ from charter.ledger.events import (
     EVENT_TYPES,
     GENESIS_HASH,
     SCHEMA_VERSION,
+    Event,
     StoredEvent,
-    decode,
 )
+from charter.ledger.jsonload import loads
 from charter.ledger.ports import Store
-from charter.ledger.projections import HANDLERS, RUN_TABLES, Rebuild, Row
+from charter.ledger.projections import HANDLERS, RUN_TABLES, TABLES, Row, RowKey
 
 _BATCH = 5000
 
@@ -227,17 +230,68 @@ def _explain_frame(row: StoredEvent, last_seq: int) -> None:
 
 
 _sha256 = hashlib.sha256
+_dumps = orjson.dumps
+_SORTED = orjson.OPT_SORT_KEYS
+
+
+class RebuiltRows:
+    """Projection rows rebuilt by applying events in order, one dict per table.
+
+    The same handlers and the same result as :class:`~charter.ledger.projections.Rebuild`;
+    rows are keyed by their key tuple inside their table, so a handler's reads and writes
+    cost a tuple lookup instead of hashing and comparing :class:`RowKey` objects.
+    """
+
+    def __init__(self) -> None:
+        self.tables: dict[str, dict[tuple[str, ...], Row]] = {}
+
+    def get(self, key: RowKey) -> Row | None:
+        table = self.tables.get(key.table)
+        return None if table is None else table.get(key.key)
+
+    def apply(self, event: Event) -> None:
+        handler = HANDLERS.get(event.type)
+        if handler is None:
+            return
+        tables = self.tables
+        for key, row in handler.apply(event, self.get).items():
+            table = tables.get(key.table)
+            if table is None:
+                table = tables[key.table] = {}
+            table[key.key] = row
+
+    def run(self, run_id: str) -> Row | None:
+        return self.tables.get("runs", {}).get((run_id,))
+
+    def listed(self, table: str, run_id: str) -> list[Row]:
+        rows = [r for k, r in self.tables.get(table, {}).items() if k[0] == run_id]
+        return sorted(rows, key=TABLES[table].sort_key)
 
 
 class ChainChecker:
-    """Feed rows in order; then :meth:`finish` with the head and, optionally, stored rows."""
+    """Feed rows in order; then :meth:`finish` with the head and, optionally, stored rows.
 
-    def __init__(self, run_id: str) -> None:
+    With ``events`` (a list), every event's parsed document (``{at, event_id, payload, …}``,
+    as ``json.loads`` of its stored bytes gives it) is appended to it as the event is checked,
+    so replay and evaluation need not read and parse the run again. An event whose bytes are
+    not JSON is then noted in :attr:`unreadable` (verification itself parses only the events
+    a projection handler needs, and its verdict does not change).
+    """
+
+    def __init__(self, run_id: str, *, events: list[dict[str, Any]] | None = None) -> None:
         self.run_id = run_id
         self.last_seq = 0
         self.last_hash = GENESIS_HASH
-        self.count = 0
-        self.rebuild = Rebuild()
+        self.rebuild = RebuiltRows()
+        self.events = events
+        self.unreadable: int | None = None
+        # The part of every frame's suffix between prev_hash and seq (fixed for the run).
+        self._middle = f'","run_id":"{run_id}","schema_version":{SCHEMA_VERSION},"seq":'
+
+    @property
+    def count(self) -> int:
+        """Rows accepted so far (sequence numbers run 1, 2, … without gaps)."""
+        return self.last_seq
 
     def feed(self, row: StoredEvent) -> None:
         if row.run_id != self.run_id:
@@ -253,15 +307,17 @@ class ChainChecker:
 
         The checks of :func:`check_values`, inlined on the common path (verification reads
         every event of a run, so each microsecond here is a second per million events).
+        ``str(seq).zfill(8)`` is ``f"{seq:08d}"`` for every int, at half the cost.
         """
-        last_seq = self.last_seq
+        text = str(seq)
         if (
-            seq != last_seq + 1
+            seq != self.last_seq + 1
             or prev_hash != self.last_hash
-            or not data.startswith(f'{{"at":"{at}","event_id":"{seq:08d}","payload":'.encode())
+            or not data.startswith(
+                f'{{"at":"{at}","event_id":"{text.zfill(8)}","payload":'.encode()
+            )
             or not data.endswith(
-                f',"prev_hash":"{prev_hash}","run_id":"{self.run_id}","schema_version":'
-                f'{SCHEMA_VERSION},"seq":{seq},"type":"{type_}"}}'.encode()
+                f',"prev_hash":"{prev_hash}{self._middle}{text},"type":"{type_}"}}'.encode()
             )
             or type_ not in EVENT_TYPES
         ):
@@ -274,7 +330,7 @@ class ChainChecker:
                 prev_hash,
                 hash_,
                 data,
-                last_seq=last_seq,
+                last_seq=self.last_seq,
                 last_hash=self.last_hash,
             )
         digest = _sha256(prev_hash.encode())
@@ -283,21 +339,31 @@ class ChainChecker:
             raise LedgerProblem(
                 "LEDGER_HASH_MISMATCH", seq, f"event {seq}'s bytes do not match its hash"
             )
-        self.count += 1
         if seq == 1 and type_ != "run_created":
             raise LedgerProblem("LEDGER_BAD_TRANSITION", 1, "the first event is not run_created")
+        if type_ in HANDLERS or self.events is not None:
+            self._parse(seq, type_, hash_, data)
+        self.last_seq = seq
+        self.last_hash = hash_
+
+    def _parse(self, seq: int, type_: str, hash_: str, data: bytes) -> None:
+        """Apply the event's projection handler, if it has one; keep its document if asked."""
         if type_ in HANDLERS:
-            row = StoredEvent(
-                run_id=self.run_id,
-                seq=seq,
-                type=type_,
-                at=at,
-                prev_hash=prev_hash,
-                hash=hash_,
-                data=data,
-            )
             try:
-                self.rebuild.apply(decode(row))
+                doc = loads(data)
+                self.rebuild.apply(
+                    Event(
+                        schema_version=doc["schema_version"],
+                        run_id=doc["run_id"],
+                        seq=doc["seq"],
+                        event_id=doc["event_id"],
+                        type=doc["type"],
+                        at=doc["at"],
+                        payload=doc["payload"],
+                        prev_hash=doc["prev_hash"],
+                        hash=hash_,
+                    )
+                )
             except Failure as exc:  # the live append path would have refused this event
                 raise LedgerProblem(
                     "LEDGER_BAD_TRANSITION", seq, f"event {seq}: {exc.message}"
@@ -306,8 +372,15 @@ class ChainChecker:
                 raise LedgerProblem(
                     "LEDGER_HASH_MISMATCH", seq, f"event {seq} is not valid JSON"
                 ) from None
-        self.last_seq = seq
-        self.last_hash = hash_
+        elif self.events is not None:
+            try:
+                doc = loads(data)
+            except ValueError:
+                if self.unreadable is None:
+                    self.unreadable = seq
+                return
+        if self.events is not None:
+            self.events.append(doc)
 
     def check_head(self, head: Head | None, key: LedgerKey) -> None:
         if head is None:
@@ -336,7 +409,7 @@ class ChainChecker:
             )
 
     def compare(self, name: str, stored: Any, rebuilt: Any) -> None:
-        if _canon(stored) != _canon(rebuilt):
+        if not same_json(stored, rebuilt):
             run = self.rebuild.run(self.run_id)
             seq = run["snapshot_seq"] if run else None
             raise LedgerProblem(
@@ -351,6 +424,23 @@ class ChainChecker:
                 list(tables.get(table, ())),
                 self.rebuild.listed(table, self.run_id),
             )
+
+
+def same_json(a: Any, b: Any) -> bool:
+    """``canonical_bytes(a) == canonical_bytes(b)``, without canonicalizing equal values.
+
+    Python's ``==`` agrees with canonical JSON except that it takes ``True`` for ``1`` (and
+    ``False`` for ``0``), which orjson's output tells apart; values equal under both are equal
+    canonically. Anything else (unequal values, lists against tuples, integers orjson cannot
+    write) is decided by the canonical bytes, as before.
+    """
+    if a == b:
+        try:
+            if _dumps(a, option=_SORTED) == _dumps(b, option=_SORTED):
+                return True
+        except TypeError:  # orjson.JSONEncodeError
+            pass
+    return _canon(a) == _canon(b)
 
 
 def _canon(value: Any) -> bytes:
@@ -412,10 +502,53 @@ async def verify_run(
     With ``artifacts``, every registered artifact's file is then read through it (in a worker
     thread) and checked against its sha256 and size.
     """
+    report, _ = await _verify(store, run_id, key, artifacts, None)
+    return report
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerifiedEvents:
+    """A run's verification and its events, parsed once by the same pass."""
+
+    report: VerifyReport
+    events: Sequence[dict[str, Any]]
+    """Every event's document in seq order (``json.loads`` of its stored bytes); when the
+    report is not ok, only those read before the problem."""
+
+
+async def read_verified(
+    store: Store, run_id: str, key: LedgerKey, *, artifacts: ArtifactSource | None = None
+) -> VerifiedEvents:
+    """:func:`verify_run` that also returns the parsed events, reading the run only once.
+
+    Replay and evaluation take these events, so a replay of a run is a verified replay at the
+    cost of one read. Raises :class:`~charter.errors.LedgerIntegrityError` for a ledger that
+    verifies but holds an event that is not JSON (verification parses only the events that
+    change projections).
+    """
+    events: list[dict[str, Any]] = []
+    report, checker = await _verify(store, run_id, key, artifacts, events)
+    if report.ok and checker.unreadable is not None:
+        raise LedgerIntegrityError(
+            f"event {checker.unreadable} is not valid JSON",
+            reason="LEDGER_HASH_MISMATCH",
+            seq=checker.unreadable,
+            run_id=run_id,
+        )
+    return VerifiedEvents(report=report, events=events)
+
+
+async def _verify(
+    store: Store,
+    run_id: str,
+    key: LedgerKey,
+    artifacts: ArtifactSource | None,
+    events: list[dict[str, Any]] | None,
+) -> tuple[VerifyReport, ChainChecker]:
     snap = await store.snapshot(run_id)
     if snap is None:
         raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
-    checker = ChainChecker(run_id)
+    checker = ChainChecker(run_id, events=events)
     count = 0
     scan = getattr(store, "scan_stored", None)
     try:
@@ -455,5 +588,5 @@ async def verify_run(
             if registered:
                 await asyncio.to_thread(check_artifacts, registered, artifacts)
     except LedgerProblem as problem:
-        return problem.report(run_id, events=count, head_seq=snap.head.seq)
-    return VerifyReport(run_id=run_id, ok=True, events=count, head_seq=snap.head.seq)
+        return problem.report(run_id, events=count, head_seq=snap.head.seq), checker
+    return VerifyReport(run_id=run_id, ok=True, events=count, head_seq=snap.head.seq), checker
