@@ -33,10 +33,8 @@ from charter.kernel.principals import Principal, PrincipalKind
 from charter.kernel.redaction import Redactor
 from charter.kernel.settings import KernelSettings
 from charter.ledger.chain import LedgerKey
-from charter.ledger.verify import verify_run
 from charter.project.build import build_project
-from charter.proof.evaluate import evaluate_events
-from charter.proof.replay import read_events, replay_events
+from charter.proof.verified import replay_verified
 from charter.stores.sqlite import SQLiteStore
 
 TOOLS = '''
@@ -101,13 +99,12 @@ async def bare(store: Any, run_id: str) -> int:
 
 
 async def replay_verify(store: Any, run_id: str, build: Any) -> int:
-    events = await read_events(store, run_id)
-    report = replay_events(run_id, events, build)
-    assert report.changed == ()
-    evaluate_events(run_id, events)
-    verified = await verify_run(store, run_id, KEY)
-    assert verified.ok, verified.message
-    return len(events)
+    """What ``charter runs replay`` runs: one verified read, then replay and evaluation."""
+    got = await replay_verified(store, run_id, build, KEY)
+    assert got.ok, got.verify.message
+    assert got.replay is not None
+    assert got.replay.changed == ()
+    return got.verify.events
 
 
 def _store(root: Path, memory: bool) -> Any:

@@ -173,7 +173,8 @@ def events(
         _run(store, _READ_ONLY_KEY, work)
 
 
-def _report(report: VerifyReport, as_json: bool) -> None:
+def report_verify(report: VerifyReport, as_json: bool) -> None:
+    """Print a verification report; exit 1 when it found a problem."""
     if as_json:
         print_json(report.to_dict())
     elif report.ok:
@@ -181,15 +182,14 @@ def _report(report: VerifyReport, as_json: bool) -> None:
             f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
             "MAC, lifecycles and projections verified"
         )
-    if not report.ok:
-        if not as_json:
-            where = f" (artifact {report.artifact_id})" if report.artifact_id else ""
-        if report.path is not None:
-            where += f" path {report.path!r}"
-        fail(
-            f"{report.run_id}: {report.reason} at seq {report.seq}: {report.message}{where}",
-        )
+    if report.ok:
+        return
+    if as_json:
         raise typer.Exit(1)
+    where = f" (artifact {report.artifact_id})" if report.artifact_id else ""
+    if report.path is not None:
+        where += f" path {report.path!r}"
+    fail(f"{report.run_id}: {report.reason} at seq {report.seq}: {report.message}{where}")
 
 
 @app.command("verify")
@@ -210,7 +210,7 @@ def verify(
         else:
             source = deployment_source(target, deploy, Path.cwd()) if files else None
             report = _run(store, key, lambda s: verify_run(s, target, key, artifacts=source))
-    _report(report, as_json)
+    report_verify(report, as_json)
 
 
 @app.command("export")

@@ -16,8 +16,8 @@ from charter.project.build import Build, build_project, load_build, resolve_buil
 from charter.proof.context_tests import SuiteReport, run_tests
 from charter.proof.evaluate import Evaluation, evaluate_run
 from charter.proof.promote import promote as do_promote
-from charter.proof.replay import replay_run
 from charter.proof.suite import suite_from_build
+from charter.proof.verified import VerifiedReplay, replay_verified
 from charter.runtime import ledger_key_for, open_runtime
 from charter.stores.factory import open_store
 from charter.workflows.entry import create_catalog_run, inputs_from_options
@@ -94,18 +94,29 @@ def replay(
     store: str = runs.STORE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Re-evaluate every recorded decision of a run against a Build; never dispatches."""
+    """Verify a run's ledger and re-evaluate every recorded decision against a Build (one
+    read of the run); never dispatches. Exits 1 when the ledger fails verification."""
     with reported_errors(as_json):
         b = _build(build or "latest", project)
         key = ledger_key_for(project)
 
-        async def main() -> Any:
+        async def main() -> VerifiedReplay:
             async with open_store(store, key=key, must_exist=True) as s:
-                return await replay_run(s, run_id, b)
+                return await replay_verified(s, run_id, b, key, agents=frozenset(b.agents))
 
-        report = anyio.run(main)
+        got = anyio.run(main)
+    if got.replay is None:
+        runs.report_verify(got.verify, as_json)  # not ok: it says why and exits 1
+        return
+    report = got.replay
     if as_json:
-        print_json(report.to_dict())
+        print_json(
+            {
+                **report.to_dict(),
+                "verify": got.verify.to_dict(),
+                "evaluation": None if got.evaluation is None else got.evaluation.to_dict(),
+            }
+        )
         return
     table = Table(title=f"replay of {run_id} against {b.digest[:19]}")
     for col in ("seq", "call", "tool", "recorded", "replayed", "reason"):
@@ -116,7 +127,10 @@ def replay(
             str(c.seq), c.call_id, c.tool, c.recorded, f"{style}{c.replayed}", c.reason or ""
         )
     console.print(table)
-    console.print(f"{len(report.changed)} decision(s) would change; nothing was dispatched")
+    console.print(
+        f"ledger verified ({got.verify.events} events); {len(report.changed)} decision(s) "
+        "would change; nothing was dispatched"
+    )
 
 
 def create(

@@ -52,6 +52,7 @@ from charter.ledger.events import (
     Event,
     StoredEvent,
 )
+from charter.ledger.gcpause import collector_paused
 from charter.ledger.jsonload import loads
 from charter.ledger.ports import Store
 from charter.ledger.projections import HANDLERS, RUN_TABLES, TABLES, Row, RowKey
@@ -502,7 +503,8 @@ async def verify_run(
     With ``artifacts``, every registered artifact's file is then read through it (in a worker
     thread) and checked against its sha256 and size.
     """
-    report, _ = await _verify(store, run_id, key, artifacts, None)
+    with collector_paused():
+        report, _ = await _verify(store, run_id, key, artifacts, None)
     return report
 
 
@@ -527,7 +529,8 @@ async def read_verified(
     change projections).
     """
     events: list[dict[str, Any]] = []
-    report, checker = await _verify(store, run_id, key, artifacts, events)
+    with collector_paused():
+        report, checker = await _verify(store, run_id, key, artifacts, events)
     if report.ok and checker.unreadable is not None:
         raise LedgerIntegrityError(
             f"event {checker.unreadable} is not valid JSON",

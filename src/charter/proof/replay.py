@@ -16,12 +16,12 @@ principal is assumed to hold the permissions it held (checks marked ``assumed``)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from charter.kernel.principals import Principal, PrincipalKind
+from charter.ledger.jsonload import loads
 from charter.ledger.ports import Store
 from charter.project.build import Build
 from charter.proof.decide import decide, synthetic_context
@@ -90,6 +90,9 @@ def replay_events(
 ) -> ReplayReport:
     """Pure: ``events`` are ``{seq, type, payload}`` mappings in seq order."""
     contexts: dict[str, Mapping[str, Any]] = {}
+    # The decision without arguments depends only on the context row and the tool: decide
+    # once per (context, tool). The call_limit budget and the approval binding stay per call.
+    decided: dict[str, dict[str, tuple[str, str | None]]] = {}
     approvals: dict[str, Mapping[str, Any]] = {}
     seen: set[tuple[str, str]] = set()
     counts: dict[tuple[str, str], int] = {}
@@ -114,6 +117,7 @@ def replay_events(
         typ = ev["type"]
         if typ == "context_resolved":
             contexts[p["context_id"]] = p
+            decided.pop(p["context_id"], None)
             continue
         if typ == "approval_requested":
             approvals[p["approval_id"]] = p
@@ -128,12 +132,16 @@ def replay_events(
         if key in seen or key[0] not in contexts:
             continue
         seen.add(key)
-        ctx_row = contexts[key[0]]
-        who = principal_of(ctx_row)
-        ctx = synthetic_context(build, who, ctx_row["profile"], ctx_row.get("agent"))
         tool = p.get("tool_id") or ""
-        got = decide(build, ctx, who, tool, None)
-        replayed, reason = got.status, got.reason
+        by_tool = decided.setdefault(key[0], {})
+        cached = by_tool.get(tool)
+        if cached is None:
+            ctx_row = contexts[key[0]]
+            who = principal_of(ctx_row)
+            ctx = synthetic_context(build, who, ctx_row["profile"], ctx_row.get("agent"))
+            got = decide(build, ctx, who, tool, None)
+            cached = by_tool[tool] = (got.status, got.reason)
+        replayed, reason = cached
         contract = build.tools[tool].contract if tool in build.tools else None
         if recorded == "rejected" and replayed in ("allowed", "pending_approval"):
             replayed, reason = "rejected", "AS_RECORDED"  # validation needs the arguments
@@ -179,6 +187,7 @@ def replay_events(
 
 
 async def read_events(store: Store, run_id: str, *, batch: int = 5000) -> list[dict[str, Any]]:
+    """The run's events as stored (unverified); :func:`replay_run` verifies as it reads."""
     out: list[dict[str, Any]] = []
     after = 0
     while True:
@@ -186,7 +195,7 @@ async def read_events(store: Store, run_id: str, *, batch: int = 5000) -> list[d
         if not rows:
             return out
         for row in rows:
-            out.append(json.loads(row.data))
+            out.append(loads(row.data))
         after = rows[-1].seq
 
 
