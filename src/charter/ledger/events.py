@@ -91,7 +91,8 @@ def format_at(moment: datetime) -> str:
     """RFC 3339 UTC with microseconds: ``2025-01-02T03:04:05.000006Z``."""
     if moment.tzinfo is None:
         raise ValueError("event timestamps must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    # Not strftime: glibc's strftime re-reads the time zone (a stat call) every time.
+    return moment.astimezone(UTC).isoformat(timespec="microseconds")[: -len("+00:00")] + "Z"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -163,6 +164,16 @@ def stored_bytes(
     Keys appear in RFC 8785 order (at, event_id, payload, prev_hash, run_id, schema_version,
     seq, type); a property test holds this equal to ``canonical_bytes`` of the whole dict.
     """
+    if _PLAIN.fullmatch(f"{at}{prev_hash}{run_id}{type}"):
+        # What the append path always has: four plain strings, written as they are.
+        return b"".join(
+            (
+                f'{{"at":"{at}","event_id":"{seq:08d}","payload":'.encode("ascii"),
+                payload_bytes,
+                f',"prev_hash":"{prev_hash}","run_id":"{run_id}","schema_version":'
+                f'{SCHEMA_VERSION},"seq":{seq},"type":"{type}"}}'.encode("ascii"),
+            )
+        )
     return b"".join(
         (
             b'{"at":',
