@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import sqlite3
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -14,6 +16,7 @@ from charter.errors import MigrationError, StoreConflict, StoreError
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock
 from charter.ledger.lifecycle import InFlightCalls
+from charter.ledger.projections import task_key
 from charter.ledger.verify import verify_run
 from charter.stores import migrations
 from charter.stores.sqlite import SQLiteStore, translate_sqlite_error
@@ -80,6 +83,87 @@ async def test_a_refused_append_does_not_fail_its_batch(tmp_path: Path) -> None:
                 tg.start_soon(good, i)
             tg.start_soon(bad)
         assert sorted(results) == ["ILLEGAL_TRANSITION"] + ["ok"] * 10
+
+
+async def _one_batch(
+    store: SQLiteStore, path: Path, appends: list[Awaitable[Any]]
+) -> tuple[list[Any], int]:
+    """Run ``appends`` as one batch: the writer is held on another connection's write lock
+    (busy with an append of its own) until all of them are queued. Returns their results and
+    the commits made from the held append on."""
+    blocker = sqlite3.connect(path, isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    held = asyncio.ensure_future(store.append("run-held", [run_created()]))
+    await asyncio.sleep(0.05)
+    queued = [asyncio.ensure_future(a) for a in appends]
+    await asyncio.sleep(0.05)
+    before = store.commits
+    blocker.execute("COMMIT")
+    blocker.close()
+    await held
+    results = await asyncio.gather(*queued, return_exceptions=True)
+    return results, store.commits - before
+
+
+@pytest.mark.anyio
+async def test_appends_in_one_batch_read_what_earlier_ones_wrote(tmp_path: Path) -> None:
+    key = fixed_ledger_key()
+    path = tmp_path / "s.db"
+    async with SQLiteStore.open(path, key=key) as store:
+        await store.append("run-s", [run_created()])
+        _, commits = await _one_batch(
+            store,
+            path,
+            [
+                store.append("run-s", [ev("task_created", task_id="t1")]),
+                store.append("run-s", [ev("task_status_changed", task_id="t1", status="running")]),
+                store.append("run-n", [run_created()]),
+                store.append("run-n", [ev("task_progress", n=1)]),
+            ],
+        )
+        assert commits == 2  # the held append, then the four together
+        task = await store.get_row(task_key("run-s", "t1"))
+        assert task is not None
+        assert (task["status"], task["attempts"]) == ("running", 1)
+        for run_id, seq in (("run-s", 3), ("run-n", 2)):
+            report = await verify_run(store, run_id, key)
+            assert report.ok
+            assert report.head_seq == seq
+
+
+@pytest.mark.anyio
+async def test_a_write_conflict_fails_only_its_append(tmp_path: Path) -> None:
+    key = fixed_ledger_key()
+    path = tmp_path / "c.db"
+    async with SQLiteStore.open(path, key=key) as store:
+        for run_id in ("run-a", "run-b"):
+            await store.append(run_id, [run_created()])
+        # Context ids are unique across runs: the second one fails when the batch is written.
+        context = ev(
+            "context_resolved",
+            context_id="ctx-1",
+            tenant="t",
+            principal="p",
+            expires_at="2030-01-01T00:00:00.000000Z",
+        )
+        results, commits = await _one_batch(
+            store,
+            path,
+            [
+                store.append("run-a", [context]),
+                store.append("run-b", [context]),
+                store.append("run-b", [ev("task_progress", n=1)]),
+            ],
+        )
+        # The held append; the batch rolled back, then the two good appends alone.
+        assert commits == 3
+        assert not isinstance(results[0], BaseException)
+        assert isinstance(results[1], StoreConflict)
+        assert not isinstance(results[2], BaseException)
+        for run_id, seq in (("run-a", 2), ("run-b", 2)):
+            report = await verify_run(store, run_id, key)
+            assert report.ok
+            assert report.head_seq == seq
 
 
 @pytest.mark.anyio

@@ -2,10 +2,11 @@
 
 One dedicated writer thread owns the only writing connection (WAL, ``synchronous=FULL``) and
 **group-commits**: appends queued while a commit is in progress all go into the next single
-transaction, and each append's future resolves only after that transaction committed. An
-append whose plan is refused (a bad transition, a stale ``expected_seq``) fails alone, before
-it writes anything; a database error rolls the batch back and retries its appends one by one,
-so one failure never takes its neighbours with it.
+transaction, and each append's future resolves only after that transaction committed. The
+batch reads its heads in one query and writes its event rows, projection rows and heads with
+one statement per kind. An append whose plan is refused (a bad transition, a stale
+``expected_seq``) fails alone, before it writes anything; a database error rolls the batch back
+and retries its appends one by one, so one failure never takes its neighbours with it.
 
 Readers use their own connections on a small thread pool. Every ``sqlite3`` exception is
 translated into the :class:`~charter.errors.StoreError` family at this boundary. The event
@@ -20,7 +21,7 @@ import json
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
@@ -116,6 +117,15 @@ def _head(conn: sqlite3.Connection, run_id: str) -> Head | None:
     return None if got is None else Head(run_id=run_id, seq=got[0], hash=got[1], mac=got[2])
 
 
+def _heads(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head]:
+    """The heads of ``run_ids`` that exist, in one query."""
+    marks = ", ".join("?" * len(run_ids))
+    cur = conn.execute(
+        f"SELECT run_id, seq, hash, mac FROM run_heads WHERE run_id IN ({marks})", tuple(run_ids)
+    )
+    return {r: Head(run_id=r, seq=seq, hash=h, mac=mac) for r, seq, h, mac in cur}
+
+
 def _row(conn: sqlite3.Connection, key: RowKey) -> Row | None:
     got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
     return None if got is None else dict(json.loads(got[0]))
@@ -124,6 +134,62 @@ def _row(conn: sqlite3.Connection, key: RowKey) -> Row | None:
 def _list(conn: sqlite3.Connection, table: str, run_id: str) -> list[Row]:
     sql = list_sql(TABLES[table], "?")
     return [json.loads(r[0]) for r in conn.execute(sql, (run_id,))]
+
+
+class _Pending:
+    """One batch's appends as planned, written at its end with one statement per kind.
+
+    ``heads`` starts as the batch's heads read in one query; each planned append moves its
+    run's head there and leaves its projection rows in ``rows``, so a later append of the same
+    batch reads them as a read in the transaction would (the rows decoded from stored text).
+    """
+
+    def __init__(self, heads: dict[str, Head]) -> None:
+        self.heads = heads
+        self.events: list[tuple[str, int, str, str, str, str, bytes]] = []
+        self.moved: dict[str, Head] = {}
+        self.new_runs: set[str] = set()
+        self.rows: dict[RowKey, tuple[object, ...]] = {}
+
+    def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
+        planned = self.rows.get(key)
+        if planned is None:
+            return _row(conn, key)
+        return dict(json.loads(str(planned[-1])))
+
+    def add(self, plan: AppendPlan) -> None:
+        self.events.extend(
+            (r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows
+        )
+        self.heads[plan.run_id] = self.moved[plan.run_id] = plan.head
+        if plan.new_run:
+            self.new_runs.add(plan.run_id)
+        for key, row in plan.writes.items():
+            self.rows[key] = upsert_params(key, row)
+
+    def write(self, conn: sqlite3.Connection) -> None:
+        if self.events:
+            conn.executemany(
+                "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                self.events,
+            )
+        by_table: dict[str, list[tuple[object, ...]]] = {}
+        for key, params in self.rows.items():
+            by_table.setdefault(key.table, []).append(params)
+        for table, rows in by_table.items():
+            conn.executemany(upsert_sql(TABLES[table], "?"), rows)
+        heads = self.moved.values()
+        created = [(h.run_id, h.seq, h.hash, h.mac) for h in heads if h.run_id in self.new_runs]
+        moved = [(h.seq, h.hash, h.mac, h.run_id) for h in heads if h.run_id not in self.new_runs]
+        if created:
+            conn.executemany(
+                "INSERT INTO run_heads (run_id, seq, hash, mac) VALUES (?, ?, ?, ?)", created
+            )
+        if moved:
+            conn.executemany(
+                "UPDATE run_heads SET seq = ?, hash = ?, mac = ? WHERE run_id = ?", moved
+            )
 
 
 class SQLiteStore:
@@ -231,15 +297,17 @@ class SQLiteStore:
     ) -> list[tuple[_Job, Sequence[Event] | None, BaseException | None]]:
         try:
             conn.execute("BEGIN IMMEDIATE")
+            pending = _Pending(_heads(conn, {job.run_id for job in batch}))
             outcomes: list[tuple[_Job, Sequence[Event] | None, BaseException | None]] = []
             for job in batch:
                 try:
-                    plan = self._plan(conn, job)
+                    plan = self._plan(conn, job, pending)
                 except CharterError as exc:  # refused before writing anything
                     outcomes.append((job, None, exc))
                     continue
-                self._write(conn, plan)
+                pending.add(plan)
                 outcomes.append((job, plan.events, None))
+            pending.write(conn)
             conn.execute("COMMIT")
             self.commits += 1
             return outcomes
@@ -251,37 +319,17 @@ class SQLiteStore:
             # Retry each append alone so one bad append does not fail its neighbours.
             return [o for job in batch for o in self._commit(conn, [job])]
 
-    def _plan(self, conn: sqlite3.Connection, job: _Job) -> AppendPlan:
-        rows = {k: _row(conn, k) for k in rows_needed(job.run_id, job.entries)}
+    def _plan(self, conn: sqlite3.Connection, job: _Job, pending: _Pending) -> AppendPlan:
+        rows = {k: pending.row(conn, k) for k in rows_needed(job.run_id, job.entries)}
         return plan_append(
             run_id=job.run_id,
-            head=_head(conn, job.run_id),
+            head=pending.heads.get(job.run_id),
             entries=job.entries,
             rows=rows,
             now=format_at(self._clock()),
             key=self.key,
             expected_seq=job.expected_seq,
         )
-
-    def _write(self, conn: sqlite3.Connection, plan: AppendPlan) -> None:
-        conn.executemany(
-            "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?)",
-            [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows],
-        )
-        for key, row in plan.writes.items():
-            conn.execute(upsert_sql(TABLES[key.table], "?"), upsert_params(key, row))
-        h = plan.head
-        if plan.new_run:
-            conn.execute(
-                "INSERT INTO run_heads (run_id, seq, hash, mac) VALUES (?, ?, ?, ?)",
-                (h.run_id, h.seq, h.hash, h.mac),
-            )
-        else:
-            conn.execute(
-                "UPDATE run_heads SET seq = ?, hash = ?, mac = ? WHERE run_id = ?",
-                (h.seq, h.hash, h.mac, h.run_id),
-            )
 
     def _settle(
         self, outcomes: list[tuple[_Job, Sequence[Event] | None, BaseException | None]]
