@@ -1,15 +1,18 @@
 """Replay + verify of a 100,000-event run, beside a bare read-and-hash loop in the same run.
 
-Records a run through the kernel (an in-process echo tool, SQLite store) until it holds at
-least ``--events`` events, then measures, best of ``--repeat``:
+Records a run through the kernel (an in-process echo tool; SQLite store unless ``--memory``)
+until it holds at least ``--events`` events, then measures, best of ``--repeat``:
 
-* bare: read every stored event row in batches and SHA-256 its bytes (no parsing);
-* replay + verify: read and parse every event, re-decide every call against the Build
-  (``replay_events``), evaluate the run (``evaluate_events``) and verify the ledger
-  (``verify_run``: chain, MACs, state machines, projections).
+* bare: read every stored event row through the store in batches and SHA-256 its bytes (no
+  parsing, no checks);
+* replay + verify: exactly what ``charter runs replay`` runs —
+  :func:`charter.proof.verified.replay_verified`: one read of the run that verifies it
+  (chain, frames, lifecycles, projections rebuilt and compared, head MAC) and parses every
+  event once, then re-decides every call against the Build (``replay_events``) and evaluates
+  the run (``evaluate_events``).
 
 Prints events/s for both and the ratio (goal: replay + verify ≥ 50 % of the bare loop).
-Usage: ``python bench/replay.py [--events 100000] [--repeat 3] [--json]``.
+Usage: ``python bench/replay.py [--events 100000] [--repeat 3] [--json] [--memory]``.
 """
 
 from __future__ import annotations
