@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 from pathlib import Path
@@ -11,7 +12,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from charter.contracts.canonical import canonical_bytes
+from charter.errors import LedgerIntegrityError
 from charter.ledger.chain import LedgerKey
+from charter.ledger.events import StoredEvent
 from charter.ledger.jsonload import loads
 from charter.ledger.verify import read_verified, same_json, verify_run
 from charter.proof.replay import read_events
@@ -19,6 +22,7 @@ from charter.stores.memory import MemoryStore
 from charter.stores.sqlite import SQLiteStore
 from charter.testing.clock import FakeClock
 from charter.testing.scenarios import SAMPLE_RUN, record_sample_run
+from tests.ledger.forge import rechain
 
 pytestmark = pytest.mark.anyio
 KEY = LedgerKey("test", b"k" * 32)
@@ -120,3 +124,40 @@ async def test_a_projection_edited_to_a_boolean_diverges(tmp_path: Path) -> None
     async with SQLiteStore.open(path, key=KEY, clock=FakeClock()) as store:
         report = await verify_run(store, "run-1", KEY)
         assert (report.ok, report.reason) == (False, "SNAPSHOT_DIVERGENCE")
+
+
+async def test_an_event_that_is_not_json_stops_a_verified_read(tmp_path: Path) -> None:
+    # Verification parses only events with a projection handler; a key holder's ledger whose
+    # task_progress bytes are not JSON verifies, but its events cannot be handed on.
+    path = tmp_path / "c.db"
+    async with SQLiteStore.open(path, key=KEY, clock=FakeClock()) as store:
+        await record_sample_run(store, "run-1")
+    conn = sqlite3.connect(path, isolation_level=None)
+    cur = conn.execute("SELECT seq, type, at, prev_hash, hash, data FROM events ORDER BY seq")
+    rows = [
+        StoredEvent(run_id="run-1", seq=s, type=t, at=a, prev_hash=p, hash=h, data=bytes(d))
+        for s, t, a, p, h, d in cur
+    ]
+    assert rows[7].type == "task_progress"
+    start = rows[7].data.index(b'"payload":') + len(b'"payload":')
+    rows[7] = dataclasses.replace(
+        rows[7], data=rows[7].data[:start] + b"{oops" + rows[7].data[start + 1 :]
+    )
+    forged = rechain(rows, 7)
+    conn.execute("BEGIN")
+    conn.execute("DELETE FROM events")
+    conn.executemany(
+        "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+        [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in forged],
+    )
+    last = forged[-1]
+    conn.execute(
+        "UPDATE run_heads SET hash = ?, mac = ?", (last.hash, KEY.mac("run-1", last.seq, last.hash))
+    )
+    conn.execute("COMMIT")
+    conn.close()
+    async with SQLiteStore.open(path, key=KEY, clock=FakeClock()) as store:
+        assert (await verify_run(store, "run-1", KEY)).ok
+        with pytest.raises(LedgerIntegrityError) as caught:
+            await read_verified(store, "run-1", KEY)
+        assert (caught.value.reason, caught.value.seq) == ("LEDGER_HASH_MISMATCH", 8)
