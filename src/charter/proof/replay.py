@@ -187,7 +187,8 @@ def replay_events(
 
 
 async def read_events(store: Store, run_id: str, *, batch: int = 5000) -> list[dict[str, Any]]:
-    """The run's events as stored (unverified); :func:`replay_run` verifies as it reads."""
+    """The run's events as stored, unverified (``proof.verified.replay_verified`` reads them
+    verified, in one pass)."""
     out: list[dict[str, Any]] = []
     after = 0
     while True:
