@@ -219,13 +219,11 @@ def bulk_run(path: Path, run_id: str, events: int) -> None:
         hash="",
     )
     run_row = _HANDLERS["run_created"].apply(first_event, {}.get)[_run_key(run_id)]
-    from charter.contracts.canonical import canonical_text
+    from charter.ledger.projections import TABLES as _TABLES
+    from charter.stores._sql import upsert_params, upsert_sql
 
     conn.execute("BEGIN")
-    conn.execute(
-        "INSERT INTO runs VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (run_id, "submitted", "report-pipeline", "session-1", at, at, canonical_text(run_row)),
-    )
+    conn.execute(upsert_sql(_TABLES["runs"], "?"), upsert_params(_run_key(run_id), run_row))
     conn.execute(
         "INSERT INTO run_heads VALUES (?, ?, ?, ?)", (run_id, seq, prev, KEY.mac(run_id, seq, prev))
     )

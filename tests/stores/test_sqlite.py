@@ -209,6 +209,25 @@ def test_migrations_are_recorded(tmp_path: Path) -> None:
     conn.close()
 
 
+@pytest.mark.anyio
+async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) -> None:
+    """A database from before the runs' tenant column lists its runs per tenant once opened."""
+    path, key = tmp_path / "old.db", fixed_ledger_key()
+    async with SQLiteStore.open(path, key=key) as store:
+        await store.append("run-a", [ev("run_created", **run_created().payload, tenant="acme")])
+        await store.append("run-g", [ev("run_created", **run_created().payload, tenant="globex")])
+    version = len(migrations.SQLITE)
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP INDEX runs_by_tenant")  # back to the schema before the column
+    conn.execute("ALTER TABLE runs DROP COLUMN tenant")
+    conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version = ?", (version,))
+    conn.close()
+    async with SQLiteStore.open(path, key=key) as store:
+        assert [s.run["run_id"] for s in await store.list_runs(tenant="acme")] == ["run-a"]
+        assert [s.run["run_id"] for s in await store.list_runs(tenant="globex")] == ["run-g"]
+        assert (await verify_run(store, "run-a", key)).ok
+
+
 def _all_subclasses(cls: type) -> list[type]:
     out = [cls]
     for sub in cls.__subclasses__():

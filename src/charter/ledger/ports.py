@@ -68,8 +68,10 @@ class ProjectionReader(Protocol):
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]: ...
 
-    async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
-        """Most recently created runs first."""
+    async def list_runs(
+        self, *, limit: int = 100, tenant: str | None = None
+    ) -> Sequence[RunSummary]:
+        """Most recently created runs first; with ``tenant``, only that tenant's runs."""
         ...
 
     async def snapshot(self, run_id: str) -> RunSnapshot | None: ...

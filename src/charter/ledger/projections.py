@@ -52,7 +52,7 @@ TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
         name="runs",
         keys=("run_id",),
-        columns=("status", "workflow_slug", "session_id", "created_at", "updated_at"),
+        columns=("status", "workflow_slug", "session_id", "created_at", "updated_at", "tenant"),
         order_by="created_at",
     ),
     "tasks": TableSpec(

@@ -126,8 +126,12 @@ class MemoryStore:
         rows = [r for r in candidates if all(r.get(c) == v for c, v in where.items())]
         return sorted(rows, key=spec.sort_key)[:limit]
 
-    async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
+    async def list_runs(
+        self, *, limit: int = 100, tenant: str | None = None
+    ) -> Sequence[RunSummary]:
         runs = [json.loads(d) for k, d in self.rows.items() if k.table == "runs"]
+        if tenant is not None:
+            runs = [r for r in runs if r.get("tenant") == tenant]
         runs.sort(key=lambda r: (r["created_at"], r["run_id"]), reverse=True)
         return [
             RunSummary(

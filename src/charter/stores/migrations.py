@@ -63,6 +63,11 @@ SQLITE: tuple[tuple[str, ...], ...] = (
         "CREATE UNIQUE INDEX proposals_by_id ON proposals (proposal_id)",
         "CREATE INDEX proposals_by_tenant ON proposals (tenant, status, created_at)",
     ),
+    (  # runs listed per tenant by an index instead of filtering the newest runs in Python
+        "ALTER TABLE runs ADD COLUMN tenant TEXT",
+        "UPDATE runs SET tenant = json_extract(data, '$.tenant')",
+        "CREATE INDEX runs_by_tenant ON runs (tenant, created_at, run_id)",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -114,6 +119,11 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
             data TEXT NOT NULL, PRIMARY KEY (run_id, proposal_id))""",
         "CREATE UNIQUE INDEX proposals_by_id ON proposals (proposal_id)",
         "CREATE INDEX proposals_by_tenant ON proposals (tenant, status, created_at)",
+    ),
+    (
+        "ALTER TABLE runs ADD COLUMN tenant TEXT",
+        "UPDATE runs SET tenant = data::jsonb ->> 'tenant'",
+        "CREATE INDEX runs_by_tenant ON runs (tenant, created_at, run_id)",
     ),
 )
 

@@ -300,14 +300,19 @@ class PostgresStore:
                 cur = await conn.execute(sql, (*where.values(), limit))
                 return [json.loads(r[0]) for r in await cur.fetchall()]
 
-    async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
+    async def list_runs(
+        self, *, limit: int = 100, tenant: str | None = None
+    ) -> Sequence[RunSummary]:
+        where, params = (
+            ("WHERE r.tenant = %s ", (tenant, limit)) if tenant is not None else ("", (limit,))
+        )
         with _translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(
                     "SELECT r.data, coalesce(h.seq, 0) FROM runs r "
                     "LEFT JOIN run_heads h ON h.run_id = r.run_id "
-                    "ORDER BY r.created_at DESC, r.run_id DESC LIMIT %s",
-                    (limit,),
+                    f"{where}ORDER BY r.created_at DESC, r.run_id DESC LIMIT %s",
+                    params,
                 )
                 rows = await cur.fetchall()
         return [RunSummary(run=json.loads(d), event_count=int(n)) for d, n in rows]

@@ -451,13 +451,19 @@ class SQLiteStore:
         params = (*where.values(), limit)
         return await self._read(lambda c: [json.loads(r[0]) for r in c.execute(sql, params)])
 
-    async def list_runs(self, *, limit: int = 100) -> Sequence[RunSummary]:
+    async def list_runs(
+        self, *, limit: int = 100, tenant: str | None = None
+    ) -> Sequence[RunSummary]:
+        where, params = (
+            ("WHERE r.tenant = ? ", (tenant, limit)) if tenant is not None else ("", (limit,))
+        )
+
         def go(conn: sqlite3.Connection) -> list[RunSummary]:
             cur = conn.execute(
                 "SELECT r.data, coalesce(h.seq, 0) FROM runs r "
                 "LEFT JOIN run_heads h ON h.run_id = r.run_id "
-                "ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
-                (limit,),
+                f"{where}ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
+                params,
             )
             return [RunSummary(run=json.loads(d), event_count=n) for d, n in cur]
 

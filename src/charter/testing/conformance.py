@@ -335,6 +335,21 @@ class StoreConformance:
         assert [s.run["run_id"] for s in summaries] == ["run-3", "run-2"]
         assert [s.event_count for s in summaries] == [1, 2]
 
+    @pytest.mark.anyio
+    async def test_list_runs_of_one_tenant(self, store: Store) -> None:
+        for run_id, tenant in (("run-a1", "acme"), ("run-g1", "globex"), ("run-a2", "acme")):
+            created = run_created()
+            await store.append(run_id, [ev("run_created", **created.payload, tenant=tenant)])
+        await store.append("run-none", [run_created()])  # a run without a tenant
+        acme = await store.list_runs(limit=10, tenant="acme")
+        assert [s.run["run_id"] for s in acme] == ["run-a2", "run-a1"]
+        assert [s.run["run_id"] for s in await store.list_runs(limit=1, tenant="acme")] == [
+            "run-a2"
+        ]
+        assert [s.run["run_id"] for s in await store.list_runs(tenant="globex")] == ["run-g1"]
+        assert await store.list_runs(tenant="initech") == []
+        assert len(await store.list_runs(limit=10)) == 4
+
     # -- concurrency and subscriptions ----------------------------------------------------
 
     @pytest.mark.anyio

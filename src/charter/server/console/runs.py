@@ -50,13 +50,8 @@ _CALL_EVENTS = frozenset(
 
 async def tenant_runs(console: Console, tenant: str) -> list[dict[str, Any]]:
     state = console.state
-    out = []
-    for summary in await state.runtime.store.list_runs(limit=LIST_SCAN):
-        run = summary.run
-        owner = run.get("tenant") if "tenant" in run else await state.run_tenant(run["run_id"])
-        if owner == tenant:
-            out.append({**run, "event_count": summary.event_count})
-    return out
+    summaries = await state.runtime.store.list_runs(limit=LIST_SCAN, tenant=tenant)
+    return [{**s.run, "event_count": s.event_count} for s in summaries]
 
 
 @router.get("/runs", response_class=HTMLResponse)

@@ -77,13 +77,8 @@ async def list_runs(
     state: Annotated[ServerState, Depends(get_state)],
     limit: Annotated[int, Query(ge=1, le=LIST_SCAN)] = 50,
 ) -> list[dict[str, Any]]:
-    out: list[dict[str, Any]] = []
-    for summary in await state.runtime.store.list_runs(limit=LIST_SCAN):
-        if await state.run_tenant(summary.run["run_id"]) == principal.tenant:
-            out.append({**summary.run, "event_count": summary.event_count})
-            if len(out) >= limit:
-                break
-    return out
+    summaries = await state.runtime.store.list_runs(limit=limit, tenant=principal.tenant)
+    return [{**s.run, "event_count": s.event_count} for s in summaries]
 
 
 async def _manifest(state: ServerState, run_id: str) -> dict[str, Any]:
