@@ -6,6 +6,7 @@ the dependencies below, never from module globals, so several apps can live in o
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,11 +35,16 @@ class ServerState:
     readiness: Sequence[ReadinessCheck] = ()
     max_body_bytes: int = 1024 * 1024 + 64 * 1024
     sse_keepalive_s: float = 15.0
-    _run_tenants: dict[str, str | None] = field(default_factory=dict)
+    run_tenant_cache: int = 10_000
+    _run_tenants: OrderedDict[str, str | None] = field(default_factory=OrderedDict)
 
     async def run_tenant(self, run_id: str) -> str | None:
-        """The tenant a run belongs to (from its ``run_created`` event; runs never move)."""
+        """The tenant a run belongs to (from its ``run_created`` event; runs never move).
+
+        The answers for the most recently asked ``run_tenant_cache`` runs are kept.
+        """
         if run_id in self._run_tenants:
+            self._run_tenants.move_to_end(run_id)
             return self._run_tenants[run_id]
         rows = await self.runtime.store.read_stored(run_id, after=0, limit=1)
         if not rows:
@@ -46,6 +52,8 @@ class ServerState:
         tenant = decode(rows[0]).payload.get("tenant")
         found = tenant if isinstance(tenant, str) else None
         self._run_tenants[run_id] = found
+        if len(self._run_tenants) > self.run_tenant_cache:
+            self._run_tenants.popitem(last=False)
         return found
 
     async def check_run(self, run_id: str, principal: Principal) -> None:
