@@ -309,49 +309,60 @@ class ChainChecker:
     def feed_values(
         self, seq: int, type_: str, at: str, prev_hash: str, hash_: str, data: bytes
     ) -> None:
-        """Check and apply one row of this run given as column values (no row object).
+        """Check and apply one row of this run given as column values (no row object)."""
+        self.feed_batch([(seq, type_, at, prev_hash, hash_, data)])
 
-        The checks of :func:`check_values`, inlined on the common path (verification reads
-        every event of a run, so each microsecond here is a second per million events).
-        ``str(seq).zfill(8)`` is ``f"{seq:08d}"`` for every int, at half the cost.
+    def feed_batch(self, rows: Iterable[tuple[int, str, str, str, str, bytes]]) -> None:
+        """Check and apply rows of this run, in order, given as column tuples.
+
+        The checks of :func:`check_values`, inlined on the common path and run in one loop
+        with its lookups hoisted (verification reads every event of a run, so each microsecond
+        here is a second per million events). ``str(seq).zfill(8)`` is ``f"{seq:08d}"`` for
+        every int, at half the cost.
         """
-        text = str(seq)
-        if (
-            seq != self.last_seq + 1
-            or prev_hash != self.last_hash
-            or not data.startswith(
-                f'{{"at":"{at}","event_id":"{text.zfill(8)}","payload":'.encode()
-            )
-            or not data.endswith(
-                f',"prev_hash":"{prev_hash}{self._middle}{text},"type":"{type_}"}}'.encode()
-            )
-            or type_ not in EVENT_TYPES
-        ):
-            # Something is wrong: let the full check say what, in the documented order.
-            check_values(
-                self.run_id,
-                seq,
-                type_,
-                at,
-                prev_hash,
-                hash_,
-                data,
-                last_seq=self.last_seq,
-                last_hash=self.last_hash,
-            )
-        digest = _fresh_sha256()
-        digest.update(prev_hash.encode())
-        digest.update(data)
-        if "sha256:" + digest.hexdigest() != hash_:
-            raise LedgerProblem(
-                "LEDGER_HASH_MISMATCH", seq, f"event {seq}'s bytes do not match its hash"
-            )
-        if seq == 1 and type_ != "run_created":
-            raise LedgerProblem("LEDGER_BAD_TRANSITION", 1, "the first event is not run_created")
-        if type_ in HANDLERS or self.events is not None:
-            self._parse(seq, type_, hash_, data)
-        self.last_seq = seq
-        self.last_hash = hash_
+        middle, types, handlers = self._middle, EVENT_TYPES, HANDLERS
+        keep = self.events is not None
+        fresh = _fresh_sha256
+        for seq, type_, at, prev_hash, hash_, data in rows:
+            text = str(seq)
+            if (
+                seq != self.last_seq + 1
+                or prev_hash != self.last_hash
+                or not data.startswith(
+                    f'{{"at":"{at}","event_id":"{text.zfill(8)}","payload":'.encode()
+                )
+                or not data.endswith(
+                    f',"prev_hash":"{prev_hash}{middle}{text},"type":"{type_}"}}'.encode()
+                )
+                or type_ not in types
+            ):
+                # Something is wrong: let the full check say what, in the documented order.
+                check_values(
+                    self.run_id,
+                    seq,
+                    type_,
+                    at,
+                    prev_hash,
+                    hash_,
+                    data,
+                    last_seq=self.last_seq,
+                    last_hash=self.last_hash,
+                )
+            digest = fresh()
+            digest.update(prev_hash.encode())
+            digest.update(data)
+            if "sha256:" + digest.hexdigest() != hash_:
+                raise LedgerProblem(
+                    "LEDGER_HASH_MISMATCH", seq, f"event {seq}'s bytes do not match its hash"
+                )
+            if seq == 1 and type_ != "run_created":
+                raise LedgerProblem(
+                    "LEDGER_BAD_TRANSITION", 1, "the first event is not run_created"
+                )
+            if keep or type_ in handlers:
+                self._parse(seq, type_, hash_, data)
+            self.last_seq = seq
+            self.last_hash = hash_
 
     def _parse(self, seq: int, type_: str, hash_: str, data: bytes) -> None:
         """Apply the event's projection handler, if it has one; keep its document if asked."""
@@ -563,7 +574,7 @@ async def _verify(
     try:
         if scan is not None:
             # Fast path: the store feeds column values to the checker as it reads them.
-            await scan(run_id, upto=snap.head.seq, visit=checker.feed_values)
+            await scan(run_id, upto=snap.head.seq, visit=checker.feed_batch)
             count = checker.count
         after = 0 if scan is None else snap.head.seq
         pending: asyncio.Future[Sequence[StoredEvent]] | None = (

@@ -70,6 +70,9 @@ def _as_store_error(exc: BaseException) -> BaseException:
     return StoreError(f"sqlite writer: {type(exc).__name__}: {exc}")
 
 
+_SCAN_BATCH = 2000  # rows per scan_stored callback
+
+
 @dataclass(slots=True)
 class _Job:
     run_id: str
@@ -404,10 +407,11 @@ class SQLiteStore:
         run_id: str,
         *,
         upto: int,
-        visit: Callable[[int, str, str, str, str, bytes], None],
+        visit: Callable[[list[tuple[int, str, str, str, str, bytes]]], None],
     ) -> None:
-        """Feed ``(seq, type, at, prev_hash, hash, data)`` of rows ``seq <= upto`` in order to
-        ``visit`` on one reader thread (verification's fast path: no row objects, no hops)."""
+        """Feed the ``(seq, type, at, prev_hash, hash, data)`` tuples of rows ``seq <= upto``,
+        in order and in batches, to ``visit`` on one reader thread (verification's fast path:
+        no row objects, no hops, no call per row)."""
 
         def go(conn: sqlite3.Connection) -> None:
             cur = conn.execute(
@@ -415,8 +419,8 @@ class SQLiteStore:
                 "WHERE run_id = ? AND seq <= ? ORDER BY seq",
                 (run_id, upto),
             )
-            for seq, type_, at, prev, digest, data in cur:
-                visit(seq, type_, at, prev, digest, bytes(data))
+            while batch := cur.fetchmany(_SCAN_BATCH):
+                visit(batch)  # BLOB columns arrive as bytes
 
         await self._read(go)
 
