@@ -5,13 +5,15 @@
 Measures (SQLite unless named):
 
 * bare floors: one SQLite insert+commit with synchronous=FULL (WAL); one psycopg insert+commit;
-* single-writer append latency p50/p95/p99 (SQLite and PostgreSQL);
+* single-writer append latency p50/p95/p99 (SQLite and PostgreSQL); on SQLite the appends
+  alternate with the bare FULL commits, so both see the same machine;
 * throughput with 32 concurrent writers (group commit) against the single writer's;
 * append latency at the tail of a 1k-event run and of a 1M-event run (the big run is bulk
   inserted as prepared, correctly chained rows, then appended to through the API), beside the
   bare table's own 1M/1k ratio; each run and bare table in a database of its own, all four
   sampled in one interleaved loop;
-* verify throughput (events/s) beside a bare loop that only reads rows and chains sha256.
+* verify throughput (events/s) beside a bare loop that only reads rows and chains sha256
+  (alternating, best of three each).
 
 Goals (``--check`` exits 1 when one is missed): single-writer p95 ≤ 2× the bare FULL commit
 p95; 32 writers ≥ 8× single-writer throughput; the 1M/1k latency ratio within 10 % of the bare
@@ -104,13 +106,6 @@ def bare_insert(conn: sqlite3.Connection, run: str, seq: int) -> float:
     conn.execute("INSERT INTO bare VALUES (?, ?, ?)", (run, seq, BARE_ROW))
     conn.execute("COMMIT")
     return time.perf_counter() - t
-
-
-def bare_sqlite(path: Path, n: int) -> list[float]:
-    conn, run, seq = bare_table(path)
-    out = [bare_insert(conn, run, seq + i + 1) for i in range(n)]
-    conn.close()
-    return out
 
 
 def bare_pg(url: str, n: int) -> list[float]:
@@ -237,6 +232,26 @@ async def timed_append(store: Any, run_id: str, n: int) -> float:
     return time.perf_counter() - t
 
 
+async def single_beside_bare(
+    store: Any, bare_path: Path, samples: int
+) -> tuple[list[float], list[float]]:
+    """Single-writer appends and bare FULL commits, alternating (the order flipping every
+    round), so that drift on a shared machine falls on both alike: (bare, appends)."""
+    conn, run, last = bare_table(bare_path)
+    await store.append("single", [run_created()])
+    bare: list[float] = []
+    single: list[float] = []
+    for i in range(samples):
+        if i % 2:
+            single.append(await timed_append(store, "single", i))
+            bare.append(bare_insert(conn, run, last + i + 1))
+        else:
+            bare.append(bare_insert(conn, run, last + i + 1))
+            single.append(await timed_append(store, "single", i))
+    conn.close()
+    return bare, single
+
+
 async def tail_latencies(tmp: Path, events: int, samples: int) -> dict[str, Any]:
     """Append latency at the tail of a 1k-event and of a big run, beside the bare table's.
 
@@ -276,23 +291,27 @@ async def tail_latencies(tmp: Path, events: int, samples: int) -> dict[str, Any]
                     conn, run, last = bares[name]
                     took = bare_insert(conn, run, last + i + 1)
                 times[name].append(took)
-        t = time.perf_counter()
-        report = await verify_run(big, "big", KEY)
-        elapsed = time.perf_counter() - t
-        assert report.ok, report
-        res["verify_per_s"] = report.events / elapsed
+        # Verify and the bare read-and-hash loop alternate; each keeps its best of three.
+        res["verify_per_s"] = res["bare_read_hash_per_s"] = 0.0
+        for _ in range(3):
+            t = time.perf_counter()
+            report = await verify_run(big, "big", KEY)
+            elapsed = time.perf_counter() - t
+            assert report.ok, report
+            res["verify_per_s"] = max(res["verify_per_s"], report.events / elapsed)
+            bare_rate = bare_read_and_hash(big_db, "big")
+            res["bare_read_hash_per_s"] = max(res["bare_read_hash_per_s"], bare_rate)
     for conn, _, _ in (bare_small, bare_big):
         conn.close()
     res.update({name: summary(samples_) for name, samples_ in times.items()})
-    res["bare_read_hash_per_s"] = bare_read_and_hash(big_db, "big")
     return res
 
 
 async def sqlite_suite(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
     res: dict[str, Any] = {}
-    res["bare_commit"] = summary(bare_sqlite(tmp / "bare.db", args.samples))
     async with SQLiteStore.open(tmp / "ledger.db", key=KEY) as store:
-        single = await single_writer(store, "single", args.samples)
+        bare, single = await single_beside_bare(store, tmp / "bare.db", args.samples)
+        res["bare_commit"] = summary(bare)
         res["single_writer"] = summary(single)
         res["single_writer"]["per_s"] = 1 / statistics.fmean(single)
         runs = await start_runs(store, 32)
@@ -365,7 +384,9 @@ def render(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> str:
         "",
         f"`python bench/ledger.py` — {res['events']:,} events in the big run, "
         f"{res['samples']} samples per latency, {time.strftime('%Y-%m-%d')}; 2 shared cores, "
-        "numbers drift 10–50 % between runs, the ratios are what matter.",
+        "numbers drift 10–50 % between runs, the ratios are what matter. Single-writer appends "
+        "alternate with the bare commits; verify and the bare read-and-hash loop alternate, "
+        "best of three each.",
         "",
         "| measurement | p50 µs | p95 µs | p99 µs |",
         "|---|---|---|---|",
