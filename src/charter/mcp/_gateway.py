@@ -37,11 +37,13 @@ from charter.errors import Failure, InvalidInput, TransientExternal
 from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.core import _parse_at
 from charter.kernel.principals import Principal
+from charter.ledger.calls_projection import context_key
 from charter.mcp._results import envelope_result, failure_result
 from charter.runtime import Runtime
 
 MCP_SESSION_SLUG = "mcp-session"
 IDEMPOTENCY_KEY = "idempotency_key"
+_KEY_SCAN = 20  # calls with one idempotency key looked at (other principals' keys may clash)
 NETWORK_EXECUTORS = frozenset({"http", "mcp"})
 """Executor kinds that reach over the network: their tools are always advertised open-world."""
 
@@ -152,9 +154,32 @@ class Gateway:
             context_id = ctx.context_id
         else:
             call_id = key
-            context_id = session.key_contexts.setdefault(key, ctx.context_id)
+            context_id = session.key_contexts.get(key) or await self._keyed_context(
+                principal, key, ctx.context_id
+            )
+            session.key_contexts[key] = context_id
         env = await self.runtime.call(context_id, name, call_id, args, as_=principal)
         return envelope_result(env, name=name, call_id=call_id, keyed=key is not None)
+
+    async def _keyed_context(self, principal: Principal, key: str, current: str) -> str:
+        """The context that first saw ``key`` for this principal in this profile — in any
+        session, process or replica, from the store's calls — else ``current``.
+
+        A retry after a reconnect, a restart of ``charter mcp`` or through another replica so
+        reaches the same ``(context, call id)``: the kernel answers with the recorded outcome
+        (or refuses different arguments) instead of dispatching again.
+        """
+        store = self.runtime.kernel.store
+        rows = await store.query_rows(
+            "calls", {"call_id": key, "tenant": principal.tenant}, limit=_KEY_SCAN
+        )
+        for row in rows:
+            if row.get("actor") != principal.name:
+                continue
+            ctx = await store.get_row(context_key(row["run_id"], row["context_id"]))
+            if ctx is not None and ctx.get("profile") == self.profile:
+                return str(row["context_id"])
+        return current
 
     def _take_key(self, name: str, args: dict[str, Any]) -> str | None:
         """Remove and return the ``idempotency_key`` argument (unless the tool declares it)."""

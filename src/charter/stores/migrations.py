@@ -68,6 +68,9 @@ SQLITE: tuple[tuple[str, ...], ...] = (
         "UPDATE runs SET tenant = json_extract(data, '$.tenant')",
         "CREATE INDEX runs_by_tenant ON runs (tenant, created_at, run_id)",
     ),
+    (  # a keyed MCP retry finds its call (and context) from any session, process or replica
+        "CREATE INDEX calls_by_call_id ON calls (call_id, tenant)",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -125,6 +128,7 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
         "UPDATE runs SET tenant = data::jsonb ->> 'tenant'",
         "CREATE INDEX runs_by_tenant ON runs (tenant, created_at, run_id)",
     ),
+    ("CREATE INDEX calls_by_call_id ON calls (call_id, tenant)",),
 )
 
 
