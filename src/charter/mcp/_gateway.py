@@ -43,6 +43,7 @@ from charter.runtime import Runtime
 
 MCP_SESSION_SLUG = "mcp-session"
 IDEMPOTENCY_KEY = "idempotency_key"
+_KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
 _KEY_SCAN = 20  # calls with one idempotency key looked at (other principals' keys may clash)
 NETWORK_EXECUTORS = frozenset({"http", "mcp"})
 """Executor kinds that reach over the network: their tools are always advertised open-world."""
@@ -158,6 +159,8 @@ class Gateway:
                 principal, key, ctx.context_id
             )
             session.key_contexts[key] = context_id
+            if len(session.key_contexts) > _KEYS_KEPT:  # the store remembers the rest
+                del session.key_contexts[next(iter(session.key_contexts))]
         env = await self.runtime.call(context_id, name, call_id, args, as_=principal)
         return envelope_result(env, name=name, call_id=call_id, keyed=key is not None)
 
