@@ -1,11 +1,13 @@
 """A downstream MCP server for the tests (run as a script over stdio).
 
 Its tool's description is read from ``description.txt`` at every listing, so a test can change
-it while Charter is running; every call is counted in ``lookup.count``.
+it while Charter is running; every call is counted in ``lookup.count`` and every start of the
+server in ``starts.count`` (its pid in ``server.pid``).
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +59,9 @@ async def call_tool(
 
 
 async def main() -> None:
+    starts = HERE / "starts.count"
+    starts.write_text(str(int(starts.read_text()) + 1 if starts.exists() else 1))
+    (HERE / "server.pid").write_text(str(os.getpid()))
     server: Server[Any] = Server("downstream", on_list_tools=list_tools, on_call_tool=call_tool)
     async with stdio_server() as (read, write):
         await server.run(read, write, server.create_initialization_options())

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
 import shutil
+import signal
 import sys
 from pathlib import Path
 
@@ -46,6 +48,11 @@ def charter_mcp(project: Path) -> StdioServerParameters:
 
 def lookups(project: Path) -> int:
     path = project / "downstream" / "lookup.count"
+    return int(path.read_text()) if path.exists() else 0
+
+
+def starts(project: Path) -> int:
+    path = project / "downstream" / "starts.count"
     return int(path.read_text()) if path.exists() else 0
 
 
@@ -94,6 +101,19 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
         assert not result.is_error, _flow.text(result)
         assert result.structured_content == {"value": "ABC"}
         assert lookups(tmp_path) == 1
+        # the next call runs on the kept session: the server is not started again
+        started = starts(tmp_path)
+        again = await client.call_tool("lookup", {"key": "def"})
+        assert again.structured_content == {"value": "DEF"}
+        assert lookups(tmp_path) == 2
+        assert starts(tmp_path) == started
+        # the kept server dies between calls: the next call starts it again, nothing lost
+        os.kill(int((tmp_path / "downstream" / "server.pid").read_text()), signal.SIGKILL)
+        revived = await client.call_tool("lookup", {"key": "ghi"})
+        assert not revived.is_error, _flow.text(revived)
+        assert revived.structured_content == {"value": "GHI"}
+        assert lookups(tmp_path) == 3
+        assert starts(tmp_path) == started + 1
 
         # the server changes its tool's description (a "rug pull")
         (tmp_path / "downstream" / "description.txt").write_text(
@@ -118,7 +138,7 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
         refused = await client.call_tool("lookup", {"key": "abc2"})
         assert refused.is_error
         assert "TOOL_NOT_READY" in _flow.text(refused)
-        assert lookups(tmp_path) == 1
+        assert lookups(tmp_path) == 3
 
     # a new charter mcp refuses to serve the drifted profile
     done = await anyio.run_process(
@@ -126,7 +146,7 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert b"TOOL_NOT_READY" in done.stderr or b"not ready" in done.stderr
-    assert lookups(tmp_path) == 1
+    assert lookups(tmp_path) == 3
 
 
 def make_project_files(root: Path, command: list[str]) -> None:

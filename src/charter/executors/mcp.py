@@ -15,12 +15,16 @@ a JSON-RPC error → ``failed``; the server unreachable before the call was sent
 not dispatched (``EXECUTOR_UNREACHABLE``); the deadline passing or the connection breaking
 after the call was sent → ``unknown``.
 
-Each call opens its own connection (a stdio server is started per call): simple and
-isolated, but it costs a process start per call; see ``docs/mcp.md``.
+Connections are kept: each downstream server has one live session (a stdio server is started
+once), shared by every call and opened again after it breaks, times out or is closed
+(:class:`McpExecutor.aclose`). The tool listing is still fetched before every call, on that
+session, so drift is caught at the call that would have been sent.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -41,6 +45,7 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
+from mcp_types.jsonrpc import CONNECTION_CLOSED
 
 from charter.contracts.canonical import sha256_digest
 from charter.contracts.model import MODEL_NAME, ToolContract
@@ -119,6 +124,63 @@ async def connect(spec: McpServerSpec) -> AsyncIterator[Client]:
         Client(streamable_http_client(spec.url, http_client=http), cache=None) as client,
     ):
         yield client
+
+
+class _Session:
+    """One downstream server's live connection, shared by calls from any task.
+
+    The SDK's client must be entered and left in one task, so a task of its own holds it open
+    until :meth:`close`; if the connection fails or breaks, the task ends and the session is
+    no longer :attr:`alive` (the pool then opens a new one).
+    """
+
+    def __init__(self, spec: McpServerSpec) -> None:
+        self.spec = spec
+        self._client: Client | None = None
+        self._failure: Exception | None = None
+        self.used = False  # set once a call has run on it
+        self._ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self.loop = asyncio.get_running_loop()
+        self._task = self.loop.create_task(
+            self._hold(), name=f"charter-mcp-downstream {spec.label}"
+        )
+
+    async def _hold(self) -> None:
+        try:
+            async with connect(self.spec) as client:
+                self._client = client
+                self._ready.set()
+                await self._stop.wait()
+        except Exception as exc:  # translated by the caller, like a failed connect
+            self._failure = exc
+        finally:
+            self._client = None
+            self._ready.set()
+
+    @property
+    def alive(self) -> bool:
+        return not self._task.done() and not self._stop.is_set()
+
+    async def client(self) -> Client:
+        """The connected client (waiting for the connection); raises why it is not there."""
+        await self._ready.wait()
+        if self._client is None:
+            raise self._failure or ConnectionError("the MCP session is closed")
+        return self._client
+
+    async def close(self) -> None:
+        self._stop.set()
+        with contextlib.suppress(Exception):
+            await self._task
+
+
+_STALE = object()  # an attempt on a kept session that turned out dead, nothing sent
+
+
+def _session_key(spec: McpServerSpec) -> tuple[Any, ...]:
+    env = tuple(sorted(spec.env.items())) if spec.env is not None else None
+    return (spec.command, spec.url, spec.cwd, env, spec.credential, spec.credential_env)
 
 
 def upstream_digest(tool: types.Tool) -> str:
@@ -238,13 +300,31 @@ class McpExecutor:
     ) -> None:
         self._servers = dict(servers)  # tool id -> server
         self._redact = redact_message
+        self._sessions: dict[tuple[Any, ...], _Session] = {}
 
     @property
     def servers(self) -> Mapping[str, McpServerSpec]:
         return self._servers
 
     async def aclose(self) -> None:
-        return None
+        """Close every kept session (stdio servers exit)."""
+        sessions, self._sessions = list(self._sessions.values()), {}
+        for session in sessions:
+            await session.close()
+
+    def _session(self, spec: McpServerSpec) -> _Session:
+        key = _session_key(spec)
+        session = self._sessions.get(key)
+        if session is None or not session.alive or session.loop is not asyncio.get_running_loop():
+            session = self._sessions[key] = _Session(spec)
+        return session
+
+    async def _discard(self, session: _Session) -> None:
+        """Drop a session whose state is in doubt (a timeout, a broken connection)."""
+        key = _session_key(session.spec)
+        if self._sessions.get(key) is session:
+            del self._sessions[key]
+        await session.close()
 
     async def readiness(self, contracts: Sequence[ToolContract]) -> dict[str, Drift | Failure]:
         """Check every pinned contract against its server (one listing per server).
@@ -278,29 +358,44 @@ class McpExecutor:
                 ),
                 dispatched=False,
             )
+        started = anyio.current_time()
+        outcome = await self._attempt(request, spec, contract.upstream.name, request.deadline_s)
+        if outcome is _STALE:  # a kept session had died meanwhile: once more, on a new one
+            left = request.deadline_s - (anyio.current_time() - started)
+            outcome = await self._attempt(request, spec, contract.upstream.name, left)
+        assert isinstance(outcome, ExecutionOutcome)
+        return outcome
+
+    async def _attempt(
+        self, request: ExecutionRequest, spec: McpServerSpec, upstream: str, timeout: float
+    ) -> ExecutionOutcome | object:
+        contract = request.contract
         sent = False
+        session = self._session(spec)
+        reused = session.used
         try:
-            with anyio.fail_after(request.deadline_s):
-                async with connect(spec) as client:
-                    drift = compare(contract, await _all_tools(client))
-                    if drift is not None:
-                        return failed(
-                            ContractViolation(
-                                f"not ready: {drift.describe()}",
-                                reason=TOOL_NOT_READY,
-                                details=drift.to_dict(),
-                            ),
-                            dispatched=False,
-                        )
-                    sent = True
-                    result = await client.call_tool(
-                        contract.upstream.name,
-                        dict(request.arguments),
-                        meta=types.RequestParamsMeta(
-                            {"charter/idempotency_key": request.context.idempotency_key}  # type: ignore[typeddict-unknown-key]
+            with anyio.fail_after(timeout):
+                client = await session.client()
+                drift = compare(contract, await _all_tools(client))
+                if drift is not None:
+                    return failed(
+                        ContractViolation(
+                            f"not ready: {drift.describe()}",
+                            reason=TOOL_NOT_READY,
+                            details=drift.to_dict(),
                         ),
+                        dispatched=False,
                     )
+                sent = session.used = True
+                result = await client.call_tool(
+                    upstream,
+                    dict(request.arguments),
+                    meta=types.RequestParamsMeta(
+                        {"charter/idempotency_key": request.context.idempotency_key}  # type: ignore[typeddict-unknown-key]
+                    ),
+                )
         except TimeoutError:
+            await self._discard(session)
             if not sent:
                 return self._unreachable(request, spec, "did not answer in time")
             return unknown(
@@ -309,6 +404,8 @@ class McpExecutor:
                 )
             )
         except MCPError as exc:
+            if exc.error.code == CONNECTION_CLOSED:  # the SDK's word for a broken connection
+                return await self._broken(request, session, sent=sent, reused=reused, why=exc)
             if not sent:
                 return self._unreachable(request, spec, f"protocol error {exc.error.code}")
             return failed(
@@ -319,17 +416,33 @@ class McpExecutor:
                 )
             )
         except Exception as exc:  # transport failures of any kind, translated here
-            if not sent:
-                return self._unreachable(request, spec, type(exc).__name__)
-            return unknown(
-                failure_from(
-                    "transient_external",
-                    CONNECTION_LOST,
-                    f"the connection to the MCP server broke after the call was sent "
-                    f"({type(exc).__name__})",
-                )
-            )
+            return await self._broken(request, session, sent=sent, reused=reused, why=exc)
         return self._result(request, result)
+
+    async def _broken(
+        self,
+        request: ExecutionRequest,
+        session: _Session,
+        *,
+        sent: bool,
+        reused: bool,
+        why: BaseException,
+    ) -> ExecutionOutcome | object:
+        """The connection failed: nothing sent is safe to try again (a kept session may simply
+        have died since its last call); after the call was sent the outcome is unknown."""
+        await self._discard(session)
+        if not sent and reused:
+            return _STALE
+        if not sent:
+            return self._unreachable(request, session.spec, type(why).__name__)
+        return unknown(
+            failure_from(
+                "transient_external",
+                CONNECTION_LOST,
+                f"the connection to the MCP server broke after the call was sent "
+                f"({type(why).__name__})",
+            )
+        )
 
     def _unreachable(
         self, request: ExecutionRequest, spec: McpServerSpec, why: str
