@@ -5,8 +5,8 @@ and the contract's ``upstream`` names the server's tool and pins a digest over i
 description and input schema (:func:`upstream_digest`). A changed description is how tool
 poisoning and "rug pulls" happen, so:
 
-- :func:`check_upstream` (readiness) lists the server's tools and reports every pinned tool
-  whose digest no longer matches, naming what changed;
+- :meth:`McpExecutor.readiness` lists the server's tools (on the kept session) and reports
+  every pinned tool whose digest no longer matches, naming what changed;
 - :class:`McpExecutor` lists the tools again before every call and refuses a drifted or
   missing tool before dispatch (``contract_violation`` / ``TOOL_NOT_READY``, nothing sent).
 
@@ -280,12 +280,6 @@ def compare(contract: ToolContract, listed: Sequence[types.Tool]) -> Drift | Non
     )
 
 
-async def check_upstream(spec: McpServerSpec, contracts: Sequence[ToolContract]) -> list[Drift]:
-    """Readiness for the contracts served by ``spec``: every drifted or missing tool."""
-    listed = await list_upstream(spec)
-    return [d for c in contracts if (d := compare(c, listed)) is not None]
-
-
 # ---------------------------------------------------------------------------------------
 # the executor
 
@@ -340,12 +334,36 @@ class McpExecutor:
         out: dict[str, Drift | Failure] = {}
         for spec, group in groups.values():
             try:
-                drifts = await check_upstream(spec, group)
+                listed = await self._listed(spec)
             except Failure as exc:
                 out.update(dict.fromkeys((c.id for c in group), exc))
                 continue
-            out.update({d.tool_id: d for d in drifts})
+            out.update({d.tool_id: d for c in group if (d := compare(c, listed)) is not None})
         return out
+
+    async def _listed(self, spec: McpServerSpec) -> list[types.Tool]:
+        """The server's tools, listed on its kept session (so readiness starts no process)."""
+        session = self._session(spec)
+        reused = session.used
+        try:
+            with anyio.fail_after(LIST_TIMEOUT_S):
+                tools = await _all_tools(await session.client())
+        except Exception as exc:
+            await self._discard(session)
+            if reused and not isinstance(exc, TimeoutError):
+                return await self._listed(spec)  # it had died since: once more, on a new one
+            if isinstance(exc, TimeoutError):
+                raise TransientExternal(
+                    f"the MCP server {spec.label} did not list its tools within "
+                    f"{LIST_TIMEOUT_S:g} s",
+                    reason=EXECUTOR_UNREACHABLE,
+                ) from None
+            raise TransientExternal(
+                f"the MCP server {spec.label} could not be reached: {type(exc).__name__}",
+                reason=EXECUTOR_UNREACHABLE,
+            ) from None
+        session.used = True
+        return tools
 
     async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
         contract = request.contract
