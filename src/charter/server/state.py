@@ -16,7 +16,7 @@ from fastapi import Request
 from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
-from charter.ledger.events import decode
+from charter.ledger.projections import run_key
 from charter.runtime import Runtime
 from charter.server.auth import Authenticator
 from charter.server.metrics import ServerMetrics
@@ -39,17 +39,17 @@ class ServerState:
     _run_tenants: OrderedDict[str, str | None] = field(default_factory=OrderedDict)
 
     async def run_tenant(self, run_id: str) -> str | None:
-        """The tenant a run belongs to (from its ``run_created`` event; runs never move).
+        """The tenant a run belongs to (its run row, from ``run_created``; runs never move).
 
         The answers for the most recently asked ``run_tenant_cache`` runs are kept.
         """
         if run_id in self._run_tenants:
             self._run_tenants.move_to_end(run_id)
             return self._run_tenants[run_id]
-        rows = await self.runtime.store.read_stored(run_id, after=0, limit=1)
-        if not rows:
+        run = await self.runtime.store.get_row(run_key(run_id))
+        if run is None:
             return None  # not cached: the run may be created later under this id
-        tenant = decode(rows[0]).payload.get("tenant")
+        tenant = run.get("tenant")
         found = tenant if isinstance(tenant, str) else None
         self._run_tenants[run_id] = found
         if len(self._run_tenants) > self.run_tenant_cache:
