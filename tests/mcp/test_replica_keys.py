@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import mcp_types as types
@@ -39,3 +40,25 @@ async def test_a_keyed_retry_through_another_replica_does_not_run_again(tmp_path
         assert count(tmp_path, "echo") == 2
         await keyed_echo(b, "app", profile="reader")
         assert count(tmp_path, "echo") == 3
+
+
+@pytest.mark.anyio
+async def test_an_http_session_starts_a_new_run_when_its_context_expires(tmp_path: Path) -> None:
+    make_project(tmp_path)
+    now = [datetime(2026, 1, 1, tzinfo=UTC)]
+    async with open_runtime(tmp_path, clock=lambda: now[0]) as rt:
+        gateway, who = Gateway(rt, "main"), rt.principal("app")
+        http, stdio = McpSession(request_ids_unique=False), McpSession()
+        for session in (http, stdio):
+            await gateway.call_tool(who, session, "svc.echo", {"text": "a"}, 1)
+        first_http, first_stdio = http.run_id, stdio.run_id
+        await keyed_echo(rt, "app")  # key-1, recorded in another session's run
+        now[0] += timedelta(hours=1)  # every context has expired
+        for session in (http, stdio):
+            await gateway.call_tool(who, session, "svc.echo", {"text": "b"}, 2)
+        assert http.run_id is not None
+        assert http.run_id != first_http  # a run per context lifetime over stateless HTTP
+        assert stdio.run_id == first_stdio  # one run per stdio connection
+        before = count(tmp_path, "echo")
+        await keyed_echo(rt, "app")  # the keyed retry still finds its call
+        assert count(tmp_path, "echo") == before

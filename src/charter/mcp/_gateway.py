@@ -4,7 +4,7 @@ A :class:`Gateway` answers ``tools/list`` and ``tools/call`` for a principal wit
 :class:`McpSession`. Every call goes through the kernel (``Runtime.call``) in the session's
 ad-hoc ``mcp-session`` run, which is created lazily on the session's first request and
 reused for the session; the session's context is re-resolved in the same run when it
-expires.
+expires (over stateless HTTP, where the session lives as long as the process, in a new run).
 
 Call ids. A client may pass an ``idempotency_key`` argument (it is not in the schema shown to
 the model and is removed before the kernel sees the arguments, unless the tool's own schema
@@ -85,6 +85,11 @@ class Gateway:
             now = self.runtime.kernel._now()
             if ctx is not None and now < _parse_at(ctx.expires_at):
                 return ctx
+            if ctx is not None and not session.request_ids_unique:
+                # Stateless HTTP: the "session" is the principal's for the process's lifetime,
+                # so each context lifetime gets a run of its own instead of one run growing
+                # forever (keyed retries still find their call through the store).
+                session.run_id, session.tag = None, secrets.token_hex(6)
             ctx = await self.runtime.kernel.resolve_context(
                 principal,
                 self.profile,
