@@ -24,7 +24,6 @@ session, so drift is caught at the call that would have been sent.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
@@ -171,8 +170,7 @@ class _Session:
 
     async def close(self) -> None:
         self._stop.set()
-        with contextlib.suppress(Exception):
-            await self._task
+        await asyncio.wait([self._task])  # its end, however it ended (never re-raised here)
 
 
 _STALE = object()  # an attempt on a kept session that turned out dead, nothing sent
