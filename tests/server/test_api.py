@@ -5,6 +5,7 @@ error documents and limits."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import time
 
 import httpx2
@@ -14,6 +15,7 @@ import pytest
 from charter.client import Client
 from charter.errors import InvalidInput, PermissionDenied, TransientExternal
 from charter.kernel.envelope import CallStatus
+from charter.stores import migrations
 from tests.kernel._project import runs_of
 from tests.server._harness import JWT_AUDIENCE, Project, ThreadServer
 
@@ -41,6 +43,26 @@ def test_health_ready_metrics_docs(server: ThreadServer, clients: dict[str, Clie
         metrics = http.get("/metrics")
         assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
         assert "charter_pending_approvals" in metrics.text
+
+
+def test_ready_only_while_the_schema_is_current(server: ThreadServer, project: Project) -> None:
+    """A newer Charter migrating the database under a running server makes it not ready."""
+    db = sqlite3.connect(project.root / ".charter" / "charter.db", isolation_level=None)
+    db.execute("PRAGMA busy_timeout = 5000")
+    newer = len(migrations.SQLITE) + 1
+    with raw(server) as http:
+        assert http.get("/readyz").status_code == 200
+        db.execute(f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (?, 'x')", (newer,))
+        try:
+            answer = http.get("/readyz")
+            assert answer.status_code == 503
+            (store,) = [c for c in answer.json()["checks"] if c["name"] == "store"]
+            assert store["reason"] == "STORE_SCHEMA_TOO_NEW"
+            assert store["schema"] == {"recorded": newer, "known": newer - 1}
+        finally:
+            db.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version = ?", (newer,))
+            db.close()
+        assert http.get("/readyz").status_code == 200
 
 
 def test_context_schemas_in_every_format(clients: dict[str, Client]) -> None:

@@ -78,4 +78,9 @@ class ProjectionReader(Protocol):
 
 
 class Store(EventLog, ProjectionReader, Protocol):
+    async def schema_versions(self) -> tuple[int, int]:
+        """``(recorded, known)``: the schema version the database records now, and the
+        newest this code knows (equal when the schema is current)."""
+        ...
+
     async def aclose(self) -> None: ...

@@ -77,6 +77,9 @@ class MemoryStore:
         self._tick = asyncio.Event()
         return plan.events
 
+    async def schema_versions(self) -> tuple[int, int]:
+        return 1, 1  # no schema: always current
+
     async def head(self, run_id: str) -> Head | None:
         return self.heads.get(run_id)
 

@@ -216,6 +216,15 @@ class PostgresStore:
         self._tick.set()
         self._tick = asyncio.Event()
 
+    async def schema_versions(self) -> tuple[int, int]:
+        with _translated():
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(
+                    f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"
+                )
+                got = await cur.fetchone()
+        return (int(got[0]) if got else 0), len(migrations.POSTGRES)
+
     async def head(self, run_id: str) -> Head | None:
         with _translated():
             async with self._pool.connection() as conn:

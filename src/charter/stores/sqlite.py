@@ -383,6 +383,11 @@ class SQLiteStore:
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc) from None
 
+    async def schema_versions(self) -> tuple[int, int]:
+        sql = f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"
+        found = await self._read(lambda c: int(c.execute(sql).fetchone()[0]))
+        return found, len(migrations.SQLITE)
+
     async def head(self, run_id: str) -> Head | None:
         return await self._read(lambda c: _head(c, run_id))
 

@@ -336,6 +336,11 @@ class StoreConformance:
         assert [s.event_count for s in summaries] == [1, 2]
 
     @pytest.mark.anyio
+    async def test_the_schema_is_current_once_open(self, store: Store) -> None:
+        recorded, known = await store.schema_versions()
+        assert recorded == known >= 1
+
+    @pytest.mark.anyio
     async def test_list_runs_of_one_tenant(self, store: Store) -> None:
         for run_id, tenant in (("run-a1", "acme"), ("run-g1", "globex"), ("run-a2", "acme")):
             created = run_created()

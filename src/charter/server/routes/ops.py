@@ -32,12 +32,21 @@ async def healthz() -> dict[str, str]:
 
 
 async def _store_check(state: ServerState) -> dict[str, Any]:
+    """The store answers, and its schema is the one this code was written for (a newer
+    Charter may have migrated the database since this process started)."""
     try:
-        await state.runtime.store.list_runs(limit=1)
+        recorded, known = await state.runtime.store.schema_versions()
     except CharterError as exc:
         return {"name": "store", "ok": False, "reason": getattr(exc, "reason", "STORE_ERROR")}
     except OSError:
         return {"name": "store", "ok": False, "reason": "STORE_UNREACHABLE"}
+    if recorded != known:
+        return {
+            "name": "store",
+            "ok": False,
+            "reason": "STORE_SCHEMA_TOO_NEW" if recorded > known else "STORE_SCHEMA_OLD",
+            "schema": {"recorded": recorded, "known": known},
+        }
     return {"name": "store", "ok": True}
 
 
