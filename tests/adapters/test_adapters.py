@@ -81,6 +81,14 @@ async def test_openai_agents_tool_call_id_is_the_call_id(runtime: Runtime, tmp_p
     assert [o["status"] for o in outputs] == ["succeeded", "succeeded"]
     assert outputs[0]["data"] == outputs[1]["data"]
     assert count(tmp_path, "echo") == 1
+    for n, bad in enumerate(('{"text": ', '["not", "an object"]')):  # intake refuses them
+        tool_ctx = ToolContext(
+            context=None, tool_name="svc_echo", tool_call_id=f"tc-bad-{n}", tool_arguments=bad
+        )
+        refused = json.loads(await echo.on_invoke_tool(tool_ctx, bad))
+        assert refused["status"] == "rejected", refused
+        assert refused["error"]["code"] == "invalid_input", refused
+    assert count(tmp_path, "echo") == 1
 
 
 async def test_pydantic_ai_agent_run_goes_through_the_kernel(

@@ -48,10 +48,18 @@ class GovernedTool:
 
     async def call(self, arguments: Mapping[str, Any] | str, *, call_id: str | None = None) -> str:
         """Make the governed call; the JSON text to hand back to the model."""
-        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments)
-        if not isinstance(args, dict):
-            args = {"": args}  # not an object: the kernel's validation says why
-        key = args.pop(IDEMPOTENCY_KEY, None) if self._strips_key() else None
+        args: Mapping[str, Any] | str = arguments
+        key = None
+        if isinstance(arguments, str):
+            try:
+                parsed = json.loads(arguments)
+            except ValueError:
+                parsed = None  # passed on as text: the kernel's intake says what is wrong
+            if isinstance(parsed, dict):
+                args = parsed
+        if not isinstance(args, str) and self._strips_key():
+            args = dict(args)
+            key = args.pop(IDEMPOTENCY_KEY, None)
         chosen = str(key) if key is not None else call_id or f"adapter-{secrets.token_hex(8)}"
         envelope = await self.runtime.call(
             self.context_id, self.id, chosen, args, as_=self.principal
