@@ -10,13 +10,33 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.panel import Panel
 
 from charter.errors import BuildError, CharterError, Failure, UserError
+from charter.kernel.envelope import Envelope
 
 console = Console(highlight=False)
 err_console = Console(stderr=True, highlight=False)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of text.")
+
+
+def show_envelope(title: str, env: Envelope) -> None:
+    """One call's envelope as the demos print it: a titled panel of its JSON essentials."""
+    body: dict[str, Any] = {"status": env.status.value}
+    if env.data is not None:
+        body["data"] = env.data
+    if env.error:
+        body["error"] = env.error
+    if env.approval:
+        body["approval"] = env.approval
+    body["metrics"] = {
+        "duration_ms": round(env.metrics.duration_ms, 1),
+        "cached": env.metrics.cached,
+    }
+    console.print(
+        Panel(json.dumps(body, indent=2, ensure_ascii=False), title=title, title_align="left")
+    )
 
 
 def print_json(value: Any) -> None:

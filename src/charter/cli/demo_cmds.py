@@ -3,38 +3,17 @@
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
-from typing import Any
 
 import typer
-from rich.panel import Panel
 
-from charter.cli._output import console, reported_errors
+from charter.cli._output import console, reported_errors, show_envelope
 from charter.cli.pipeline_demo import report_pipeline_demo
 from charter.cli.tutoring_demo import tutoring_demo
-from charter.kernel.envelope import Envelope
 from charter.ledger.verify import verify_run
 from charter.project.build import build_project, save_build
 from charter.project.init import init_project
 from charter.runtime import ledger_key_for, open_runtime
-
-
-def _show(title: str, env: Envelope) -> None:
-    body: dict[str, Any] = {"status": env.status.value}
-    if env.data is not None:
-        body["data"] = env.data
-    if env.error:
-        body["error"] = env.error
-    if env.approval:
-        body["approval"] = env.approval
-    body["metrics"] = {
-        "duration_ms": round(env.metrics.duration_ms, 1),
-        "cached": env.metrics.cached,
-    }
-    console.print(
-        Panel(json.dumps(body, indent=2, ensure_ascii=False), title=title, title_align="left")
-    )
 
 
 async def _demo(directory: Path) -> bool:
@@ -50,7 +29,7 @@ async def _demo(directory: Path) -> bool:
             f"run {ctx.run_id}; tools: {', '.join(t.id for t in ctx.tools)}"
         )
         note = {"title": "Charter demo", "body": "Every write waits for a human."}
-        _show(
+        show_envelope(
             "3. app calls notes.add (a write tool)",
             first := await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app"),
         )
@@ -62,28 +41,28 @@ async def _demo(directory: Path) -> bool:
             console.print(f"[bold]4. app tries to approve its own call[/]: refused — {exc}")
         await rt.approve(approval_id, as_="alice", reason="demo")
         console.print(f"[bold]5. alice (operator) approves[/] {approval_id}")
-        _show(
+        show_envelope(
             "6. app re-submits the identical call",
             await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app"),
         )
-        _show(
+        show_envelope(
             "7. the same call id again: the recorded receipt, nothing runs twice",
             await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app"),
         )
-        _show(
+        show_envelope(
             "8. same call id, other arguments",
             await rt.call(
                 ctx.context_id, "notes.add", "demo-add-1", {**note, "body": "changed"}, as_="app"
             ),
         )
-        _show(
+        show_envelope(
             "9. app searches the notebook",
             await rt.call(
                 ctx.context_id, "notes.search", "demo-search-1", {"query": "demo"}, as_="app"
             ),
         )
         intruder = await rt.resolve_context("intruder", "reader")
-        _show(
+        show_envelope(
             "10. intruder (tenant globex) uses acme's context",
             await rt.call(ctx.context_id, "notes.search", "x", {"query": ""}, as_="intruder"),
         )

@@ -8,7 +8,6 @@ the receipt on repetition → the ledger verifies. The executor is stopped at th
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 import socket
@@ -18,14 +17,11 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
-from rich.panel import Panel
 from rich.table import Table
 
-from charter.cli._output import console
+from charter.cli._output import console, show_envelope
 from charter.errors import UserError
-from charter.kernel.envelope import Envelope
 from charter.ledger.verify import verify_run
 from charter.project.build import build_project, save_build
 from charter.runtime import ledger_key_for, open_runtime
@@ -89,23 +85,6 @@ def demo_deployment(directory: Path, url: str) -> Path:
     return target
 
 
-def _show(title: str, env: Envelope) -> None:
-    body: dict[str, Any] = {"status": env.status.value}
-    if env.data is not None:
-        body["data"] = env.data
-    if env.error:
-        body["error"] = env.error
-    if env.approval:
-        body["approval"] = env.approval
-    body["metrics"] = {
-        "duration_ms": round(env.metrics.duration_ms, 1),
-        "cached": env.metrics.cached,
-    }
-    console.print(
-        Panel(json.dumps(body, indent=2, ensure_ascii=False), title=title, title_align="left")
-    )
-
-
 async def tutoring_demo(directory: Path) -> bool:
     directory = directory.resolve()
     b = build_project(directory)
@@ -133,13 +112,13 @@ async def tutoring_demo(directory: Path) -> bool:
                 f"[bold]4. Context[/] {ctx.context_id} for the side panel (tenant northside), "
                 f"run {ctx.run_id}; tools: {', '.join(t.id for t in ctx.tools)}"
             )
-            _show(
+            show_envelope(
                 "5. panel searches math courses (read, over HTTP)",
                 await rt.call(
                     ctx.context_id, "courses.search", "s1", {"subject": "math"}, as_="panel"
                 ),
             )
-            _show(
+            show_envelope(
                 "6. panel reads Ben's progress",
                 await rt.call(
                     ctx.context_id, "learners.progress", "p1", {"learner_id": "l-ben"}, as_="panel"
@@ -147,7 +126,7 @@ async def tutoring_demo(directory: Path) -> bool:
             )
             enroll = {"learner_id": "l-ben", "course_id": "alg-1"}
             first = await rt.call(ctx.context_id, "enrollments.create", "e1", enroll, as_="panel")
-            _show("7. panel enrolls Ben in Algebra I (a write)", first)
+            show_envelope("7. panel enrolls Ben in Algebra I (a write)", first)
             if first.approval is None:
                 return False
             try:
@@ -157,12 +136,12 @@ async def tutoring_demo(directory: Path) -> bool:
             await rt.approve(first.approval["id"], as_="rivera", reason="Ben asked for it")
             console.print(f"[bold]9. rivera (teacher, operator) approves[/] {first.approval['id']}")
             done = await rt.call(ctx.context_id, "enrollments.create", "e1", enroll, as_="panel")
-            _show("10. panel re-submits: the executor enrolls Ben", done)
-            _show(
+            show_envelope("10. panel re-submits: the executor enrolls Ben", done)
+            show_envelope(
                 "11. the same call id again: the recorded receipt, nothing runs twice",
                 await rt.call(ctx.context_id, "enrollments.create", "e1", enroll, as_="panel"),
             )
-            _show(
+            show_envelope(
                 "12. Ben's progress now",
                 await rt.call(
                     ctx.context_id, "learners.progress", "p2", {"learner_id": "l-ben"}, as_="panel"
