@@ -16,20 +16,7 @@ from typing import Any
 import typer
 
 from charter.cli._output import err_console, fail, reported_errors
-
-PROJECT = typer.Option(Path("."), "--project", "-p", help="The project directory.")
-STORE = typer.Option(
-    None,
-    "--store",
-    envvar="CHARTER_STORE",
-    help="Store URL (default sqlite:///.charter/charter.db in the project).",
-)
-DEPLOY = typer.Option(
-    None,
-    "--deploy",
-    envvar="CHARTER_DEPLOY",
-    help="Deployment file (default: charter.deploy.yaml beside charter.yaml).",
-)
+from charter.cli.kernel_cmds import DEPLOY, PROJECT, STORE
 
 
 def mcp(
