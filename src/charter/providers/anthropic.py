@@ -16,11 +16,12 @@ from collections.abc import AsyncIterator
 from typing import Any
 
 from charter.errors import ConfigError
+from charter.providers._sdk import SdkProvider, credential, invoke_all, sdk_error
 from charter.providers.base import (
     ChatMessage,
-    SessionHandle,
     ToolInvocation,
     ToolInvoker,
+    ToolOutcome,
     TurnRequest,
 )
 from charter.providers.events import (
@@ -28,11 +29,8 @@ from charter.providers.events import (
     ProviderError,
     ProviderEvent,
     TextDelta,
-    ToolCallRequested,
-    ToolResultReady,
     TurnCompleted,
 )
-from charter.providers.openai_compat import credential
 
 
 def _sdk() -> Any:
@@ -74,31 +72,10 @@ def history(messages: list[ChatMessage]) -> list[dict[str, Any]]:
     return out
 
 
-class AnthropicProvider:
+class AnthropicProvider(SdkProvider):
     """Anthropic messages with streaming and Charter's bounded continuation loop."""
 
     name = "anthropic"
-
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str | None = None,
-        api_key_env: str | None = None,
-        max_tokens: int = 1024,
-        timeout_s: float = 60.0,
-    ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self.max_tokens = max_tokens
-        self.timeout_s = timeout_s
-
-    def __repr__(self) -> str:  # never the credential
-        return f"AnthropicProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def create_session(self, conversation_id: str) -> SessionHandle:
-        return SessionHandle(provider=self.name, session_id=conversation_id)
 
     async def execute_turn(
         self, request: TurnRequest, invoker: ToolInvoker
@@ -165,34 +142,21 @@ class AnthropicProvider:
                     ToolInvocation(call_id=c["id"], name=c["name"], arguments=c["json"] or "{}")
                     for c in calls
                 ]
-                for inv in invocations:
-                    yield ToolCallRequested(
-                        call_id=inv.call_id, name=inv.name, arguments=inv.arguments
-                    )
-                results: list[dict[str, Any]] = []
-                for inv in invocations:
-                    outcome = await invoker.invoke(inv)
-                    yield ToolResultReady(
-                        call_id=inv.call_id,
-                        name=inv.name,
-                        status=outcome.status,
-                        content=outcome.content,
-                    )
-                    results.append(
-                        {
-                            "type": "tool_result",
-                            "tool_use_id": inv.call_id,
-                            "content": outcome.content,
-                            "is_error": outcome.status != "succeeded",
-                        }
-                    )
+                outcomes: list[ToolOutcome] = []
+                async for event in invoke_all(invocations, invoker, outcomes):
+                    yield event
+                results = [
+                    {
+                        "type": "tool_result",
+                        "tool_use_id": inv.call_id,
+                        "content": outcome.content,
+                        "is_error": outcome.status != "succeeded",
+                    }
+                    for inv, outcome in zip(invocations, outcomes, strict=True)
+                ]
                 messages.append({"role": "user", "content": results})
             yield ProviderError(kind="max_rounds", detail=f"{request.max_rounds} rounds")
-        except anthropic.APIError as exc:  # every SDK failure: a safe kind, details for the log
-            status = getattr(exc, "status_code", None)
-            yield ProviderError(
-                kind=f"http_{status}" if status else type(exc).__name__,
-                detail=f"{type(exc).__name__}: {exc}",
-            )
+        except anthropic.APIError as exc:
+            yield sdk_error(exc)
         finally:
             await client.close()

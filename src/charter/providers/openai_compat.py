@@ -13,16 +13,16 @@ starts; it is never logged or stored.
 
 from __future__ import annotations
 
-import os
 from collections.abc import AsyncIterator
 from typing import Any
 
 from charter.errors import ConfigError
+from charter.providers._sdk import SdkProvider, credential, invoke_all, sdk_error
 from charter.providers.base import (
     ChatMessage,
-    SessionHandle,
     ToolInvocation,
     ToolInvoker,
+    ToolOutcome,
     TurnRequest,
 )
 from charter.providers.events import (
@@ -30,8 +30,6 @@ from charter.providers.events import (
     ProviderError,
     ProviderEvent,
     TextDelta,
-    ToolCallRequested,
-    ToolResultReady,
     TurnCompleted,
 )
 
@@ -44,13 +42,6 @@ def _sdk() -> Any:
             "the openai provider needs the openai extra: pip install 'charter[openai]'"
         ) from None
     return openai
-
-
-def credential(api_key_env: str | None) -> str | None:
-    """The key the named environment variable holds (``None``: not set)."""
-    if api_key_env is None:
-        return None
-    return os.environ.get(api_key_env) or None
 
 
 def history(instructions: str, messages: list[ChatMessage]) -> list[dict[str, Any]]:
@@ -81,31 +72,10 @@ def history(instructions: str, messages: list[ChatMessage]) -> list[dict[str, An
     return out
 
 
-class OpenAICompatProvider:
+class OpenAICompatProvider(SdkProvider):
     """Chat completions with streaming and Charter's bounded continuation loop."""
 
     name = "openai"
-
-    def __init__(
-        self,
-        *,
-        model: str,
-        base_url: str | None = None,
-        api_key_env: str | None = None,
-        max_tokens: int = 1024,
-        timeout_s: float = 60.0,
-    ) -> None:
-        self.model = model
-        self.base_url = base_url
-        self.api_key_env = api_key_env
-        self.max_tokens = max_tokens
-        self.timeout_s = timeout_s
-
-    def __repr__(self) -> str:  # never the credential
-        return f"OpenAICompatProvider(model={self.model!r}, base_url={self.base_url!r})"
-
-    async def create_session(self, conversation_id: str) -> SessionHandle:
-        return SessionHandle(provider=self.name, session_id=conversation_id)
 
     async def execute_turn(
         self, request: TurnRequest, invoker: ToolInvoker
@@ -188,27 +158,15 @@ class OpenAICompatProvider:
                     )
                     for i, c in enumerate(ordered)
                 ]
-                for inv in invocations:
-                    yield ToolCallRequested(
-                        call_id=inv.call_id, name=inv.name, arguments=inv.arguments
-                    )
-                for inv in invocations:
-                    outcome = await invoker.invoke(inv)
-                    yield ToolResultReady(
-                        call_id=inv.call_id,
-                        name=inv.name,
-                        status=outcome.status,
-                        content=outcome.content,
-                    )
-                    messages.append(
-                        {"role": "tool", "tool_call_id": inv.call_id, "content": outcome.content}
-                    )
+                outcomes: list[ToolOutcome] = []
+                async for event in invoke_all(invocations, invoker, outcomes):
+                    yield event
+                messages += [
+                    {"role": "tool", "tool_call_id": inv.call_id, "content": outcome.content}
+                    for inv, outcome in zip(invocations, outcomes, strict=True)
+                ]
             yield ProviderError(kind="max_rounds", detail=f"{request.max_rounds} rounds")
-        except openai.APIError as exc:  # every SDK failure: a safe kind, details for the log
-            status = getattr(exc, "status_code", None)
-            yield ProviderError(
-                kind=f"http_{status}" if status else type(exc).__name__,
-                detail=f"{type(exc).__name__}: {exc}",
-            )
+        except openai.APIError as exc:
+            yield sdk_error(exc)
         finally:
             await client.close()
