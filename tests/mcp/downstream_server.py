@@ -2,7 +2,7 @@
 
 Its tool's description is read from ``description.txt`` at every listing, so a test can change
 it while Charter is running; every call is counted in ``lookup.count`` and every start of the
-server in ``starts.count`` (its pid in ``server.pid``).
+server in ``starts.count`` (its pid in ``server.pid``); the key ``crash`` kills it mid-call.
 """
 
 from __future__ import annotations
@@ -48,6 +48,8 @@ async def list_tools(
 async def call_tool(
     ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
 ) -> types.CallToolResult:
+    if (params.arguments or {}).get("key") == "crash":
+        os._exit(1)  # dies with the call in hand: the caller cannot know whether it ran
     counter = HERE / "lookup.count"
     n = int(counter.read_text()) + 1 if counter.exists() else 1
     counter.write_text(str(n))

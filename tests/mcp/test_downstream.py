@@ -114,6 +114,13 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
         assert revived.structured_content == {"value": "GHI"}
         assert lookups(tmp_path) == 3
         assert starts(tmp_path) == started + 1
+        # the server dies after the call was sent: the outcome is unknown, never "failed"
+        crashed = await client.call_tool("lookup", {"key": "crash"})
+        assert crashed.is_error
+        assert (crashed.meta or {}).get("charter/status") == "unknown", _flow.text(crashed)
+        after = await client.call_tool("lookup", {"key": "jkl"})
+        assert after.structured_content == {"value": "JKL"}
+        assert lookups(tmp_path) == 4
 
         # the server changes its tool's description (a "rug pull")
         (tmp_path / "downstream" / "description.txt").write_text(
@@ -138,7 +145,7 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
         refused = await client.call_tool("lookup", {"key": "abc2"})
         assert refused.is_error
         assert "TOOL_NOT_READY" in _flow.text(refused)
-        assert lookups(tmp_path) == 3
+        assert lookups(tmp_path) == 4
 
     # a new charter mcp refuses to serve the drifted profile
     done = await anyio.run_process(
@@ -146,7 +153,7 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
     )
     assert done.returncode != 0
     assert b"TOOL_NOT_READY" in done.stderr or b"not ready" in done.stderr
-    assert lookups(tmp_path) == 3
+    assert lookups(tmp_path) == 4
 
 
 def make_project_files(root: Path, command: list[str]) -> None:
