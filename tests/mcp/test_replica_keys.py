@@ -8,6 +8,7 @@ from pathlib import Path
 import mcp_types as types
 import pytest
 
+from charter.mcp import _gateway
 from charter.mcp._gateway import Gateway, McpSession
 from charter.runtime import Runtime, open_runtime
 from tests.mcp._project import count, make_project
@@ -62,3 +63,20 @@ async def test_an_http_session_starts_a_new_run_when_its_context_expires(tmp_pat
         before = count(tmp_path, "echo")
         await keyed_echo(rt, "app")  # the keyed retry still finds its call
         assert count(tmp_path, "echo") == before
+
+
+@pytest.mark.anyio
+async def test_a_session_keeps_few_keys_in_memory_and_finds_the_rest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_gateway, "_KEYS_KEPT", 2)
+    make_project(tmp_path)
+    async with open_runtime(tmp_path) as rt:
+        gateway, who, session = Gateway(rt, "main"), rt.principal("app"), McpSession()
+        for n in range(3):
+            args = {"text": "hi", "idempotency_key": f"k-{n}"}
+            await gateway.call_tool(who, session, "svc.echo", args, n)
+        assert list(session.key_contexts) == ["k-1", "k-2"]  # the oldest key was dropped
+        again = {"text": "hi", "idempotency_key": "k-0"}
+        assert not (await gateway.call_tool(who, session, "svc.echo", again, 9)).is_error
+        assert count(tmp_path, "echo") == 3  # k-0 was found in the store, not run again
