@@ -24,6 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from charter.kernel.acceptance import model_text
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
@@ -111,18 +112,7 @@ def result_text(envelope: Envelope, limit: int = RESULT_MAX_BYTES) -> str:
             "retry": f"once approved, call again with the same arguments and "
             f"{IDEMPOTENCY_KEY}={envelope.call_id!r}",
         }
-    text = json.dumps(body, sort_keys=True, default=str)
-    if len(text.encode("utf-8")) <= limit:
-        return text
-    return json.dumps(
-        {
-            "status": envelope.status.value,
-            "truncated": True,
-            "max_bytes": limit,
-            "note": "the tool result exceeded the model's result budget",
-        },
-        sort_keys=True,
-    )
+    return model_text(body, limit)[0]
 
 
 __all__ = ["IDEMPOTENCY_KEY", "RESULT_MAX_BYTES", "GovernedTool", "governed_tools", "result_text"]

@@ -7,6 +7,7 @@ oversized result becomes ``{"truncated": true, "maxBytes": N}`` or, where the co
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -55,3 +56,21 @@ def clamp(data: Any, contract: ToolContract) -> Accepted:
         output_bytes=size,
         warnings=(f"RESULT_TRUNCATED: the result was {size} bytes (limit {limit})",),
     )
+
+
+def model_text(body: dict[str, Any], limit: int) -> tuple[str, dict[str, Any] | None]:
+    """A call's answer as the text a model reads (sorted JSON), within ``limit`` bytes.
+
+    ``body`` carries at least ``status``. Over the limit, the text is a marker saying so
+    instead (returned as the second value; ``None`` when the body fitted).
+    """
+    text = json.dumps(body, sort_keys=True, default=str)
+    if len(text.encode("utf-8")) <= limit:
+        return text, None
+    marker = {
+        "status": body["status"],
+        "truncated": True,
+        "maxBytes": limit,
+        "note": "the tool result exceeded the model's result budget",
+    }
+    return json.dumps(marker, sort_keys=True), marker

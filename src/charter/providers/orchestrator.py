@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from charter.errors import Failure
+from charter.kernel.acceptance import model_text
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.kernel import Kernel
@@ -397,17 +398,8 @@ class KernelInvoker:
 
     def _content(self, envelope: Envelope) -> tuple[str, Any]:
         body = {"status": envelope.status.value, "data": envelope.data, "error": envelope.error}
-        text = json.dumps(body, sort_keys=True, default=str)
-        limit = self.o.settings.result_max_bytes
-        if len(text.encode("utf-8")) > limit:
-            marker = {
-                "status": envelope.status.value,
-                "truncated": True,
-                "maxBytes": limit,
-                "note": "the tool result exceeded the model's result budget",
-            }
-            return json.dumps(marker, sort_keys=True), marker
-        return text, envelope.data
+        text, marker = model_text(body, self.o.settings.result_max_bytes)
+        return text, envelope.data if marker is None else marker
 
     async def _proposal(self, envelope: Envelope, call_id: str) -> None:
         if envelope.status is not CallStatus.SUCCEEDED or envelope.tool is None:
