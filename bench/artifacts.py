@@ -35,13 +35,13 @@ from typing import Any
 
 import anyio
 
+from _results import write_section
 from charter.artifacts.local import LocalArtifactStore
 from charter.artifacts.records import Producer, Trust
 from charter.artifacts.registry import MemoryRegistry
 from charter.artifacts.service import ArtifactService
 
 GOAL = 1.5
-RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADING = "## artifacts"
 SIZES = {"1 KiB": 1024, "10 MiB": 10 * 1024 * 1024}
 
@@ -137,18 +137,6 @@ def render(results: dict[str, dict[str, float]], repeats: dict[str, int]) -> str
     return "\n".join(lines) + "\n"
 
 
-def write_results(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = text.find(f"\n{HEADING}\n")
-    if start == -1:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + 1)
-        tail = "" if end == -1 else text[end:]
-        text = text[: start + 1] + section + tail
-    RESULTS.write_text(text)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats-small", type=int, default=200)
@@ -171,7 +159,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print(render(results, repeats))
     if args.write_results:
-        write_results(render(results, repeats))
+        write_section(HEADING, render(results, repeats))
     return 1 if args.check and not met else 0
 
 

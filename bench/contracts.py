@@ -34,17 +34,16 @@ import subprocess
 import sys
 import timeit
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import jsonschema
 
+from _results import write_section
 from charter.contracts.canonical import Fingerprinter, canonical_bytes, canonical_bytes_of_plain
 from charter.contracts.intake import Intake, parse_arguments
 from charter.contracts.schema import compile_schema
 
 GOAL = 0.25
-RESULTS = Path(__file__).with_name("RESULTS.md")
 HEADING = "## contracts"
 
 SCHEMA: dict[str, Any] = {
@@ -199,23 +198,6 @@ def markdown(result: dict[str, Any], repeats: int) -> str:
     return "\n".join(lines)
 
 
-def write_results(section: str) -> None:
-    """Replace the ``## contracts`` section of RESULTS.md (or append it), keeping the rest."""
-    text = RESULTS.read_text(encoding="utf-8") if RESULTS.exists() else "# Benchmark results\n"
-    lines = text.splitlines()
-    start = next((i for i, line in enumerate(lines) if line.strip() == HEADING), None)
-    if start is None:
-        new = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = next(
-            (i for i in range(start + 1, len(lines)) if lines[i].startswith("## ")), len(lines)
-        )
-        before = "\n".join(lines[:start]).rstrip("\n")
-        after = "\n".join(lines[end:])
-        new = before + "\n\n" + section + ("\n" + after if after else "")
-    RESULTS.write_text(new.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the goal is not met")
@@ -238,7 +220,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{name:<{width}}  {value:9}")
         print(f"goal: {result['goal']}: {'met' if result['goal_met'] else 'NOT met'}")
     if args.write_results:
-        write_results(markdown(result, args.repeats))
+        write_section(HEADING, markdown(result, args.repeats))
     if args.check and not result["goal_met"]:
         return 1
     return 0

@@ -40,12 +40,13 @@ from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from _results import write_section  # before bench/ leaves sys.path below
+
 # Run as a script, Python puts bench/ first on sys.path, where bench/mcp.py would shadow the
 # mcp package (which charter.runtime imports): look modules up without it.
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## kernel"
 CALLERS = 32
 
@@ -526,22 +527,6 @@ def render_markdown(res: dict[str, Any], checks: list[tuple[str, bool, str]]) ->
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-def write_results(section: str) -> None:
-    """Replace the ``## kernel`` section's measured part, keeping any prose after the marker."""
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = text.find(SECTION)
-    if start >= 0:
-        nxt = text.find("\n## ", start + 1)
-        old = text[start : nxt + 1 if nxt >= 0 else len(text)]
-        marker = old.find("<!-- analysis -->")
-        tail = old[marker:] if marker >= 0 else ""
-        new = section + ("\n" + tail if tail else "")
-        text = text[:start] + new + (text[nxt + 1 :] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
-
-
 async def floors_suite(fn: Callable[..., Awaitable[Any]], tmp: Path, n: int) -> dict[str, Any]:
     await bare_function(fn, 100)
     return {
@@ -588,7 +573,7 @@ def main() -> int:
         if "profile" in res["charter"]:
             render_profile(res["charter"]["profile"])
     if args.write_results:
-        write_results(render_markdown(res, checks))
+        write_section(SECTION, render_markdown(res, checks))
     if args.check and not all(ok for _, ok, _ in checks):
         for name, ok, detail in checks:
             if not ok:

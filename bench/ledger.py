@@ -39,6 +39,7 @@ from typing import Any
 
 import psycopg
 
+from _results import write_section
 from charter.ledger.chain import LedgerKey, chain_hash
 from charter.ledger.events import GENESIS_HASH, format_at, payload_bytes, stored_bytes
 from charter.ledger.verify import verify_run
@@ -48,7 +49,6 @@ from charter.testing.scenarios import ev, run_created
 
 PG_ADMIN = "postgresql://postgres@127.0.0.1:5432/postgres"
 KEY = LedgerKey("bench", b"b" * 32)
-RESULTS = Path(__file__).with_name("RESULTS.md")
 BARE_ROW = b"x" * 300
 
 
@@ -425,17 +425,6 @@ def render(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_results(section: str) -> None:
-    text = RESULTS.read_text() if RESULTS.exists() else "# Benchmark results\n"
-    start = text.find("## ledger")
-    if start >= 0:
-        nxt = text.find("\n## ", start + 1)
-        text = text[:start] + section + (text[nxt + 1 :] if nxt >= 0 else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    RESULTS.write_text(text)
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--events", type=int, default=1_000_000)
@@ -461,7 +450,7 @@ def main() -> int:
     else:
         print(section)
     if args.write_results:
-        write_results(section)
+        write_section("## ledger", section)
     if args.check and not all(ok for _, ok, _ in checks):
         print("goals missed", file=sys.stderr)
         return 1

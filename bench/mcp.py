@@ -30,13 +30,14 @@ from typing import Any
 
 import anyio
 
+from _results import write_section  # before bench/ leaves sys.path below
+
 # This file is named mcp.py: run as a script, its directory would shadow the MCP SDK.
 if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     del sys.path[0]
 
 from mcp import Client, StdioServerParameters
 
-RESULTS = Path(__file__).with_name("RESULTS.md")
 SECTION = "## mcp"
 GOAL = 1.2
 
@@ -199,17 +200,6 @@ def render(result: dict[str, Any]) -> str:
     )
 
 
-def write_results(text: str) -> None:
-    current = RESULTS.read_text() if RESULTS.exists() else ""
-    start = current.find(SECTION + "\n")
-    if start == -1:
-        RESULTS.write_text(current.rstrip("\n") + "\n\n" + text)
-        return
-    end = current.find("\n## ", start + len(SECTION))
-    tail = current[end + 1 :] if end != -1 else ""
-    RESULTS.write_text(current[:start] + text + ("\n" + tail if tail else ""))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--calls", type=int, default=500)
@@ -223,7 +213,7 @@ def main() -> None:
     else:
         print(render(result))
     if args.write_results:
-        write_results(render(result))
+        write_section(SECTION, render(result))
     if args.check and not result["met"]:
         print(f"goal missed: {result['ratio_p50']:.2f}x > {GOAL}x", file=sys.stderr)
         sys.exit(1)
