@@ -195,7 +195,11 @@ def bulk_run(path: Path, run_id: str, events: int) -> None:
             batch.append((run_id, seq, entry.type, at, prev, digest, data))
             prev = digest
         conn.execute("BEGIN")
-        conn.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)", batch)
+        conn.executemany(
+            "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?)",
+            batch,
+        )
         conn.execute("COMMIT")
     # The run row exactly as the projection handler builds it from the first event.
     from charter.ledger.events import Event as _Event

@@ -228,6 +228,48 @@ async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) 
         assert (await verify_run(store, "run-a", key)).ok
 
 
+@pytest.mark.anyio
+async def test_events_move_to_the_append_ordered_table(tmp_path: Path) -> None:
+    """Schema 6: a database whose events are clustered by (run_id, seq) keeps every event,
+    still verifies, and still refuses a second event at a run's sequence number."""
+    path, key = tmp_path / "v5.db", fixed_ledger_key()
+    async with SQLiteStore.open(path, key=key) as store:
+        for run in ("run-a", "run-b"):
+            await store.append(run, [run_created()])
+        for i in range(3):
+            for run in ("run-a", "run-b"):
+                await store.append(run, [ev("task_progress", n=i)])
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("ALTER TABLE events RENAME TO events_new")  # back to the version-5 layout
+    conn.execute(
+        "CREATE TABLE events (run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, "
+        "at TEXT NOT NULL, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, data BLOB NOT NULL, "
+        "PRIMARY KEY (run_id, seq)) WITHOUT ROWID"
+    )
+    conn.execute("INSERT INTO events SELECT * FROM events_new")
+    conn.execute("DROP TABLE events_new")
+    conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 5")
+    conn.close()
+    async with SQLiteStore.open(path, key=key) as store:
+        for run in ("run-a", "run-b"):
+            report = await verify_run(store, run, key)
+            assert report.ok, report
+            assert report.events == 4
+        await store.append("run-a", [ev("task_progress", n=9)])
+        assert (await verify_run(store, "run-a", key)).events == 5
+    conn = sqlite3.connect(path, isolation_level=None)
+    assert (
+        "WITHOUT ROWID"
+        not in conn.execute("SELECT sql FROM sqlite_master WHERE name = 'events'").fetchone()[0]
+    )
+    with pytest.raises(sqlite3.IntegrityError):
+        conn.execute(
+            "INSERT INTO events SELECT run_id, seq, type, at, prev_hash, hash, data FROM events "
+            "WHERE run_id = 'run-a' AND seq = 2"
+        )
+    conn.close()
+
+
 def _all_subclasses(cls: type) -> list[type]:
     out = [cls]
     for sub in cls.__subclasses__():

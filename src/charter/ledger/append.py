@@ -105,8 +105,10 @@ def plan_append(
             raise InvalidInput("unknown event type", reason="UNKNOWN_EVENT_TYPE", run_id=run_id)
         if entry.type == "run_created" and seq != 0:
             raise StoreConflict("the run already exists", reason="RUN_EXISTS", run_id=run_id)
-        at = entry.at or now
-        if not _AT.fullmatch(at):
+        at = entry.at
+        if not at:
+            at = now  # the store's clock, already in the stored form
+        elif not _AT.fullmatch(at):
             raise InvalidInput("event time must be RFC 3339 UTC", reason="INVALID_TIMESTAMP")
         if not isinstance(entry.payload, Mapping):
             raise InvalidInput("event payload must be an object", reason="EVENT_PAYLOAD_INVALID")

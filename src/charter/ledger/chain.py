@@ -48,7 +48,8 @@ class LedgerKey:
 
     def mac(self, run_id: str, seq: int, head_hash: str) -> str:
         message = f"{run_id}|{seq}|{head_hash}".encode()
-        digest = hmac.new(self.secret, message, hashlib.sha256).hexdigest()
+        # hmac.digest is the one-shot C path (no HMAC object); same bytes as hmac.new.
+        digest = hmac.digest(self.secret, message, "sha256").hex()
         return f"hmac-sha256:{self.key_id}:{digest}"
 
     def mac_matches(self, run_id: str, seq: int, head_hash: str, mac: str) -> bool:

@@ -71,6 +71,23 @@ SQLITE: tuple[tuple[str, ...], ...] = (
     (  # a keyed MCP retry finds its call (and context) from any session, process or replica
         "CREATE INDEX calls_by_call_id ON calls (call_id, tenant)",
     ),
+    # Events in a rowid table (append order) with (run_id, seq) unique in an index, instead of
+    # a WITHOUT ROWID table clustered by (run_id, seq). A group commit appending to many runs
+    # dirtied one full-row leaf per run (and split them often); now the rows go to the table's
+    # last page and each run only dirties an index leaf of small entries. Measured on 32 runs,
+    # one append each per commit: 1.3 ms per commit instead of 3.2-3.9 ms; one run alone is
+    # unchanged. Reading a run stays one index range scan. Rows are copied run by run, so each
+    # run's existing events stay together.
+    (
+        """CREATE TABLE events_v6 (
+            run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, at TEXT NOT NULL,
+            prev_hash TEXT NOT NULL, hash TEXT NOT NULL, data BLOB NOT NULL)""",
+        "INSERT INTO events_v6 SELECT run_id, seq, type, at, prev_hash, hash, data "
+        "FROM events ORDER BY run_id, seq",
+        "DROP TABLE events",
+        "ALTER TABLE events_v6 RENAME TO events",
+        "CREATE UNIQUE INDEX events_by_run_seq ON events (run_id, seq)",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (

@@ -308,10 +308,12 @@ class SQLiteStore:
         try:
             conn.execute("BEGIN IMMEDIATE")
             pending = _Pending(_heads(conn, {job.run_id for job in batch}))
+            # One timestamp for the transaction: its appends become durable together.
+            now = format_at(self._clock())
             outcomes: list[tuple[_Job, Sequence[Event] | None, BaseException | None]] = []
             for job in batch:
                 try:
-                    plan = self._plan(conn, job, pending)
+                    plan = self._plan(conn, job, pending, now)
                 except CharterError as exc:  # refused before writing anything
                     outcomes.append((job, None, exc))
                     continue
@@ -329,14 +331,14 @@ class SQLiteStore:
             # Retry each append alone so one bad append does not fail its neighbours.
             return [o for job in batch for o in self._commit(conn, [job])]
 
-    def _plan(self, conn: sqlite3.Connection, job: _Job, pending: _Pending) -> AppendPlan:
+    def _plan(self, conn: sqlite3.Connection, job: _Job, pending: _Pending, now: str) -> AppendPlan:
         rows = {k: pending.row(conn, k) for k in rows_needed(job.run_id, job.entries)}
         return plan_append(
             run_id=job.run_id,
             head=pending.heads.get(job.run_id),
             entries=job.entries,
             rows=rows,
-            now=format_at(self._clock()),
+            now=now,
             key=self.key,
             expected_seq=job.expected_seq,
         )
