@@ -7,7 +7,9 @@ Measures (SQLite unless named):
 * bare floors: one SQLite insert+commit with synchronous=FULL (WAL); one psycopg insert+commit;
 * single-writer append latency p50/p95/p99 (SQLite and PostgreSQL); on SQLite the appends
   alternate with the bare FULL commits, so both see the same machine;
-* throughput with 32 concurrent writers (group commit) against the single writer's;
+* throughput with 32 concurrent writers (group commit) against the single writer's, beside
+  the same ratio for bare SQLite (32-row commits, one row per run, against 1-row commits in
+  the store's table layout): the ceiling group commit can reach on this disk;
 * append latency at the tail of a 1k-event run and of a 1M-event run (the big run is bulk
   inserted as prepared, correctly chained rows, then appended to through the API), beside the
   bare table's own 1M/1k ratio; each run and bare table in a database of its own, all four
@@ -106,6 +108,44 @@ def bare_insert(conn: sqlite3.Connection, run: str, seq: int) -> float:
     conn.execute("INSERT INTO bare VALUES (?, ?, ?)", (run, seq, BARE_ROW))
     conn.execute("COMMIT")
     return time.perf_counter() - t
+
+
+def bare_group_commit(path: Path, *, writers: int, rounds: int) -> dict[str, float]:
+    """The group-commit ceiling without Charter: commits of one row, alternating with commits
+    of one row for each of ``writers`` runs, into a table laid out like the store's events
+    (rows in append order, ``(run_id, seq)`` unique in an index; WAL, FULL), rows the size of
+    the appended events. Returns rows/s for both and their ratio: what 32 closed-loop writers
+    could gain over one if appending cost nothing but the database's own work."""
+    row = stored_bytes(
+        run_id="conc-0",
+        seq=1,
+        type="task_progress",
+        at=format_at(__import__("datetime").datetime.now(__import__("datetime").UTC)),
+        payload_bytes=payload_bytes(ev("task_progress", n=1, note="x" * 100).payload),
+        prev_hash=GENESIS_HASH,
+    )
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = FULL")
+    conn.execute("CREATE TABLE bare (run_id TEXT, seq INTEGER, data BLOB)")
+    conn.execute("CREATE UNIQUE INDEX bare_by_run ON bare (run_id, seq)")
+    runs = [f"conc-{w}" for w in range(writers)]
+    one: list[float] = []
+    group: list[float] = []
+    for seq in range(1, rounds + 1):
+        for kind in ("one", "group") if seq % 2 else ("group", "one"):
+            t = time.perf_counter()
+            conn.execute("BEGIN")
+            if kind == "one":
+                conn.execute("INSERT INTO bare VALUES (?, ?, ?)", ("alone", seq, row))
+            else:
+                conn.executemany("INSERT INTO bare VALUES (?, ?, ?)", [(r, seq, row) for r in runs])
+            conn.execute("COMMIT")
+            (one if kind == "one" else group).append(time.perf_counter() - t)
+    conn.close()
+    one_per_s = 1 / statistics.fmean(one)
+    group_per_s = writers / statistics.fmean(group)
+    return {"one_per_s": one_per_s, "group_per_s": group_per_s, "ratio": group_per_s / one_per_s}
 
 
 def bare_pg(url: str, n: int) -> list[float]:
@@ -324,6 +364,7 @@ async def sqlite_suite(tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
         before = store.commits
         res["writers32_per_s"] = await concurrent_writers(store, runs, args.per_writer)
         res["writers32_appends_per_commit"] = 32 * args.per_writer / max(1, store.commits - before)
+    res["bare_group"] = bare_group_commit(tmp / "bare_group.db", writers=32, rounds=args.per_writer)
     tails = await tail_latencies(tmp, args.events, args.samples)
     res["append_at_1k"], res["append_at_big"] = tails["at_1k"], tails["at_big"]
     res["ratio_big_1k"] = tails["at_big"]["p50_us"] / tails["at_1k"]["p50_us"]
@@ -368,7 +409,8 @@ def goals(res: dict[str, Any]) -> list[tuple[str, bool, str]]:
         (
             "32 writers >= 8x single-writer throughput",
             speedup >= 8,
-            f"{s['writers32_per_s']:.0f}/s vs {s['single_writer']['per_s']:.0f}/s ({speedup:.1f}x)",
+            f"{s['writers32_per_s']:.0f}/s vs {s['single_writer']['per_s']:.0f}/s ({speedup:.1f}x; "
+            f"bare SQLite ceiling {s['bare_group']['ratio']:.1f}x)",
         ),
         (
             "1M/1k latency ratio within 10% of bare ratio",
@@ -416,6 +458,9 @@ def render(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> str:
         f"| SQLite single writer | {s['single_writer']['per_s']:.0f} appends/s |",
         f"| SQLite 32 writers (group commit) | {s['writers32_per_s']:.0f} appends/s "
         f"({s['writers32_appends_per_commit']:.1f} appends per commit) |",
+        f"| bare SQLite, 1-row commits | {s['bare_group']['one_per_s']:.0f} rows/s |",
+        f"| bare SQLite, 32-row commits (one row per run) | {s['bare_group']['group_per_s']:.0f} "
+        f"rows/s ({s['bare_group']['ratio']:.1f}x the 1-row commits: the group-commit ceiling) |",
         f"| PostgreSQL single writer | {p['single_writer']['per_s']:.0f} appends/s |",
         f"| PostgreSQL 32 writers | {p['writers32_per_s']:.0f} appends/s |",
         f"| verify | {s['verify_per_s']:.0f} events/s |",
