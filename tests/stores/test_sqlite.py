@@ -229,7 +229,9 @@ async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) 
 
 
 @pytest.mark.anyio
-async def test_events_move_to_the_append_ordered_table(tmp_path: Path) -> None:
+async def test_events_move_to_the_append_ordered_table(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
     """Schema 6: a database whose events are clustered by (run_id, seq) keeps every event,
     still verifies, and still refuses a second event at a run's sequence number."""
     path, key = tmp_path / "v5.db", fixed_ledger_key()
@@ -250,7 +252,9 @@ async def test_events_move_to_the_append_ordered_table(tmp_path: Path) -> None:
     conn.execute("DROP TABLE events_new")
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 5")
     conn.close()
+    caplog.set_level("INFO", logger="charter.stores.sqlite")
     async with SQLiteStore.open(path, key=key) as store:
+        assert f"from schema version 5 to {len(migrations.SQLITE)}" in caplog.text
         for run in ("run-a", "run-b"):
             report = await verify_run(store, run, key)
             assert report.ok, report

@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import queue
 import sqlite3
 import threading
@@ -42,6 +43,7 @@ from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, 
 from charter.stores.locks import FileRunLocks
 
 T = TypeVar("T")
+logger = logging.getLogger(__name__)
 _MAX_BATCH = 1024
 # Checkpoint when the WAL holds this many pages (SQLite's default is 1000). A batch appending to
 # many runs dirties a few pages per run, and a page rewritten by many commits is copied back
@@ -106,6 +108,10 @@ def migrate(conn: sqlite3.Connection, *, where: str) -> int:
             f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"
         ).fetchone()
         migrations.check_not_newer(found, known, where=where)
+        if 0 < found < known:
+            # Some migrations rewrite a table (6 copies the events): on a large ledger the
+            # store takes a while to open, and the operator should know why.
+            logger.info("migrating %s from schema version %d to %d", where, found, known)
         for version in range(found + 1, known + 1):
             for statement in migrations.SQLITE[version - 1]:
                 conn.execute(statement)
