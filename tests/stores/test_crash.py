@@ -28,12 +28,17 @@ KEY = LedgerKey("crash", bytes.fromhex(KEY_HEX))
 KILLS = 20
 
 
+def _inherited_path() -> list[str]:
+    """The parent's PYTHONPATH, kept so the writer imports the same Charter as the test."""
+    return [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+
+
 def _kill_once(url: str, rng: random.Random) -> list[int]:
     proc = subprocess.Popen(
         [sys.executable, "-m", "tests.stores.crash_writer", url, "run-crash", KEY_HEX],
         cwd=ROOT,
         stdout=subprocess.PIPE,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), *_inherited_path()])},
     )
     assert proc.stdout is not None
     acked: list[int] = []

@@ -220,6 +220,8 @@ async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) 
     conn.execute("DROP INDEX runs_by_tenant")  # back to schema version 3, before the column
     conn.execute("ALTER TABLE runs DROP COLUMN tenant")
     conn.execute("DROP INDEX calls_by_call_id")
+    conn.execute("DROP TABLE conversations")  # and before migration 7's tables
+    conn.execute("DROP TABLE conversation_events")
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 3")
     conn.close()
     async with SQLiteStore.open(path, key=key) as store:
@@ -250,6 +252,8 @@ async def test_events_move_to_the_append_ordered_table(
     )
     conn.execute("INSERT INTO events SELECT * FROM events_new")
     conn.execute("DROP TABLE events_new")
+    conn.execute("DROP TABLE conversations")  # and before migration 7's tables
+    conn.execute("DROP TABLE conversation_events")
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 5")
     conn.close()
     caplog.set_level("INFO", logger="charter.stores.sqlite")

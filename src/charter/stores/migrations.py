@@ -88,6 +88,18 @@ SQLITE: tuple[tuple[str, ...], ...] = (
         "ALTER TABLE events_v6 RENAME TO events",
         "CREATE UNIQUE INDEX events_by_run_seq ON events (run_id, seq)",
     ),
+    # Chat conversations (charter.stores.conversations): message history and stream events,
+    # deletable (retention), unlike the ledger, which keeps every turn without its text.
+    (
+        """CREATE TABLE conversations (
+            conversation_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, user_name TEXT NOT NULL,
+            run_id TEXT, turns INTEGER NOT NULL, updated_at TEXT NOT NULL,
+            history TEXT NOT NULL, watched_at TEXT)""",
+        "CREATE INDEX conversations_by_updated ON conversations (updated_at)",
+        """CREATE TABLE conversation_events (
+            conversation_id TEXT NOT NULL, sequence INTEGER NOT NULL, type TEXT NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (conversation_id, sequence)) WITHOUT ROWID""",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -146,6 +158,16 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
         "CREATE INDEX runs_by_tenant ON runs (tenant, created_at, run_id)",
     ),
     ("CREATE INDEX calls_by_call_id ON calls (call_id, tenant)",),
+    (  # chat conversations (see the SQLite list's migration 7)
+        """CREATE TABLE conversations (
+            conversation_id TEXT PRIMARY KEY, tenant TEXT NOT NULL, user_name TEXT NOT NULL,
+            run_id TEXT, turns BIGINT NOT NULL, updated_at TEXT NOT NULL,
+            history TEXT NOT NULL, watched_at TEXT)""",
+        "CREATE INDEX conversations_by_updated ON conversations (updated_at)",
+        """CREATE TABLE conversation_events (
+            conversation_id TEXT NOT NULL, sequence BIGINT NOT NULL, type TEXT NOT NULL,
+            data TEXT NOT NULL, PRIMARY KEY (conversation_id, sequence))""",
+    ),
 )
 
 

@@ -33,6 +33,7 @@ from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.locks import LocalRunLocks
+from charter.stores.postgres_conversations import PostgresConversations
 
 CHANNEL = "charter_events"
 _MIGRATION_LOCK = 0x43_68_61_72  # "Char": one advisory lock id for schema migrations
@@ -112,7 +113,7 @@ async def _list(conn: psycopg.AsyncConnection[Any], table: str, run_id: str) -> 
     return [json.loads(r[0]) for r in await cur.fetchall()]
 
 
-class PostgresStore:
+class PostgresStore(PostgresConversations):
     def __init__(
         self,
         url: str,

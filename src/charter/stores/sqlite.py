@@ -41,6 +41,7 @@ from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.locks import FileRunLocks
+from charter.stores.sqlite_conversations import SQLiteConversations
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ class _Pending:
             )
 
 
-class SQLiteStore:
+class SQLiteStore(SQLiteConversations):
     def __init__(
         self,
         path: str | Path,
@@ -268,6 +269,7 @@ class SQLiteStore:
         if self._writer is not None:
             self._queue.put(_STOP)
             await asyncio.to_thread(self._writer.join)
+        self._close_conversations()
         self._readers.shutdown(wait=True)
         with self._conns_lock:
             for conn in self._reader_conns:
