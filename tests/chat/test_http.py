@@ -171,3 +171,27 @@ def test_conversations_belong_to_their_user(kv: Live) -> None:
         again = list(app.chat("hello again", conversation_id=conv_id))
     assert again[0]["conversationId"] == conv_id
     assert again[0]["sequence"] == events[-1]["sequence"] + 1
+
+
+def test_a_conversation_forgotten_in_memory_is_served_from_the_store(kv: Live) -> None:
+    """As after a restart or on another replica: the hub's memory no longer has it."""
+    with Client(kv.url, kv.keys["app"]) as app:
+        events = list(app.chat("hello"))
+        conv_id = events[0]["conversationId"]
+        task = kv.hub.conversations[conv_id].task
+        _wait(lambda: task is not None and task.done(), "the turn's last write")
+        del kv.hub.conversations[conv_id]
+        assert list(app.chat_events(conv_id)) == events
+        assert list(app.chat_events(conv_id, after=events[1]["sequence"])) == events[2:]
+        again = list(app.chat("hello again", conversation_id=conv_id))
+    assert again[0]["conversationId"] == conv_id
+    assert again[0]["sequence"] == events[-1]["sequence"] + 1
+    assert [m.text for m in kv.hub.conversations[conv_id].history] == [
+        "hello",
+        "Hello from the script.",
+        "hello again",
+        "Hello from the script.",
+    ]
+    with Client(kv.url, kv.keys["alice"]) as alice, pytest.raises(PermissionDenied) as missing:
+        list(alice.chat_events(conv_id))
+    assert missing.value.reason == "CONVERSATION_NOT_FOUND"

@@ -10,7 +10,7 @@ settings (grace window, retention, budgets)::
       profile: copilot              # the profile chats use when the request names none
       agent: copilot                # the agent chats use when the request names none
       grace_s: 300                  # how long a turn outlives its disconnected client
-      retention_days: 30            # conversations idle longer than this are forgotten
+      retention_days: 30            # idle conversations are deleted after this (ledger stays)
       max_rounds: 8                 # model rounds per turn (Charter's continuation bound)
       context_budget_bytes: 131072
       result_max_bytes: 65536

@@ -1,33 +1,60 @@
-"""Conversations that survive disconnects: detached turns, stored events, a grace window.
+"""Conversations that survive disconnects, restarts and replicas: detached turns, stored
+events, a grace window.
 
 A :class:`TurnHub` runs each turn as a task of its own, not tied to any HTTP connection.
-Every stream event is stored (redacted upstream) as it is emitted; subscribers read the
-stored events after their last sequence and then wait for more, so a reconnect with
+Every stream event is kept (redacted upstream) as it is emitted; subscribers read the kept
+events after their last sequence and then wait for more, so a reconnect with
 ``Last-Event-ID`` gets exactly the missing events. When the last subscriber leaves, the
 turn goes on for the grace window; if nobody comes back it is cancelled cleanly and a
 ``conversation.completed {status: cancelled}`` is stored as its last event. Time comes from
 an injectable clock; :meth:`TurnHub.sweep` (run by :meth:`watch`) applies the window and the
-retention (conversations idle longer than it are forgotten; proposals and the ledger stay).
+retention (conversations idle longer than it are deleted; proposals and the ledger stay).
 
-Conversations are kept in memory (the seed allows it for sessions); each one maps to its
-ledger run, so a conversation resumed after a restart finds its run by ``session_id``.
+Where things live:
+
+* **in memory**, this process's events of each conversation (the live path: local
+  subscribers never wait for a database);
+* **in the conversation store** (:mod:`charter.stores.conversations`, the same database as
+  the ledger, in deletable tables), when the hub has one: the conversation's record (owner,
+  run, turns, message history — saved when a turn starts and when it ends) and every stream
+  event. Events are written through, coalesced: a non-delta event writes what is pending, an
+  ``assistant.delta`` only when ~``flush_s`` passed since the last write (and the turn's end
+  writes the rest), so a token stream costs a few writes a second, never one per token. The
+  store's sequence numbers stay contiguous — a reader may miss the newest deltas for a moment,
+  never see a gap or a reordering.
+
+So after a restart, or on another replica, :meth:`TurnHub.find` loads a conversation from the
+store (same owner rule: someone else's answers like a missing one), a new turn gets its
+history, a subscriber replays the stored events, and a subscriber following a turn that runs
+on another replica polls the store (every ``poll_s``) until ``conversation.completed``. A
+conversation found only as a ledger run (no stored record: from before the store held them)
+still resumes its run by ``session_id``, with an empty history.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Callable
-from dataclasses import dataclass, field, replace
-from datetime import datetime
+import json
+import logging
+import time
+from collections.abc import AsyncGenerator, AsyncIterator, Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any
 
-from charter.errors import PermissionDenied
-from charter.ledger.events import format_at
+from charter.errors import Failure, PermissionDenied, StoreConflict
+from charter.ledger.events import decode, format_at
 from charter.ledger.ids import new_id
 from charter.providers.base import ChatMessage
 from charter.providers.events import StreamEvent
-from charter.providers.orchestrator import ChatRequest, Orchestrator
+from charter.providers.orchestrator import ChatRequest, Orchestrator, history_from
+from charter.stores.conversations import ConversationEvent, ConversationRecord, ConversationStore
+
+logger = logging.getLogger("charter.chat")
+COMPLETED = "conversation.completed"
+DELTA = "assistant.delta"
+_PAGE = 500  # stored events read per query
 
 
 @dataclass(kw_only=True)
@@ -36,7 +63,8 @@ class Conversation:
     tenant: str
     user: str
     run_id: str | None = None
-    events: list[StreamEvent] = field(default_factory=list)
+    events: list[StreamEvent] = field(default_factory=list)  # this process's, after ``base``
+    base: int = 0  # events up to this sequence are only in the store (a restart, a replica)
     history: list[ChatMessage] = field(default_factory=list)
     turns: int = 0
     task: asyncio.Task[None] | None = None
@@ -45,60 +73,170 @@ class Conversation:
     detached_at: datetime | None = None
     updated_at: datetime | None = None
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+    unsaved: list[StreamEvent] = field(default_factory=list)  # kept, not yet in the store
+    flushed_at: float = 0.0  # monotonic time of the last write to the store
+    turn_open: bool = False  # from start() until the turn's completed event is kept
+    writing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one store writer at a time
 
     @property
     def running(self) -> bool:
-        return self.task is not None and not self.task.done()
+        """A turn is open. Its task may still be writing its last events to the store; the
+        next turn may start meanwhile (``writing`` keeps the writes in order)."""
+        return self.turn_open
+
+    @property
+    def last_sequence(self) -> int:
+        return self.events[-1].sequence if self.events else self.base
+
+
+def _history_text(history: Sequence[ChatMessage]) -> str:
+    return json.dumps([asdict(m) for m in history], separators=(",", ":"), ensure_ascii=False)
+
+
+def _stored_event(event: StreamEvent) -> ConversationEvent:
+    data = json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False)
+    return ConversationEvent(sequence=event.sequence, type=event.type, data=data)
+
+
+def _stream_event(row: ConversationEvent) -> StreamEvent:
+    return StreamEvent.from_dict(json.loads(row.data))
 
 
 class TurnHub:
-    def __init__(self, orchestrator: Orchestrator, *, clock: Callable[[], datetime]) -> None:
+    def __init__(
+        self,
+        orchestrator: Orchestrator,
+        *,
+        clock: Callable[[], datetime],
+        store: ConversationStore | None = None,
+        flush_s: float = 0.1,
+        poll_s: float = 0.2,
+        store_sweep_s: float = 60.0,
+    ) -> None:
+        """``store`` None keeps conversations in this process only (the local CLI)."""
         self.orchestrator = orchestrator
         self.clock = clock
+        self.store = store
+        self.flush_s = flush_s
+        self.poll_s = poll_s
+        self.store_sweep_s = store_sweep_s
         self.conversations: dict[str, Conversation] = {}
         self.defaults: dict[str, str | None] = {}  # profile and agent when a request names none
         self.sweeper: asyncio.Task[None] | None = None
+        self._store_swept: datetime | None = None
+        self._tasks: set[asyncio.Task[None]] = set()  # turns, until their last write is done
 
-    def find(self, conversation_id: str, tenant: str, user: str) -> Conversation:
-        """The caller's conversation; anyone else's answers like a missing one."""
+    # -- finding conversations ------------------------------------------------------------
+
+    async def find(self, conversation_id: str, tenant: str, user: str) -> Conversation:
+        """The caller's conversation (from memory, else from the store); anyone else's answers
+        like a missing one."""
         conv = self.conversations.get(conversation_id)
+        if conv is None:
+            conv = await self._load(conversation_id)
         if conv is None or conv.tenant != tenant or conv.user != user:
             raise PermissionDenied("no such conversation", reason="CONVERSATION_NOT_FOUND")
+        self.conversations.setdefault(conversation_id, conv)
+        return self.conversations[conversation_id]
+
+    async def _load(self, conversation_id: str) -> Conversation | None:
+        if self.store is None:
+            return None
+        tail = await self.store.conversation_tail(conversation_id)
+        record = await self.store.load_conversation(conversation_id)
+        if record is None:
+            return None
+        conv = Conversation(conversation_id=conversation_id, tenant=record.tenant, user=record.user)
+        self._adopt(conv, record, tail)
         return conv
 
+    def _adopt(
+        self,
+        conv: Conversation,
+        record: ConversationRecord | None,
+        tail: ConversationEvent | None,
+    ) -> None:
+        """Take the store's state: its history, turns and run; its events stay stored.
+
+        Callers read ``tail`` before ``record``: a turn's history is saved before its
+        completed event is written, so the record is at least as new as the tail.
+        """
+        conv.events = []
+        conv.base = tail.sequence if tail is not None else 0
+        if record is not None:
+            conv.history = history_from(json.loads(record.history))
+            conv.turns = record.turns
+            conv.run_id = record.run_id or conv.run_id
+        conv.updated_at = self.clock()
+
+    async def _sync(self, conv: Conversation) -> ConversationEvent | None:
+        """Before a turn or a subscription on an idle conversation: if the store holds events
+        past this process's (turns ran on another replica), adopt its state. Returns the
+        stored tail (the one adopted)."""
+        if self.store is None or conv.running:
+            return None
+        tail = await self.store.conversation_tail(conv.conversation_id)
+        if tail is not None and tail.sequence > conv.last_sequence:
+            record = await self.store.load_conversation(conv.conversation_id)
+            self._adopt(conv, record, tail)
+        return tail
+
     async def _run_of(self, conversation_id: str, tenant: str, user: str) -> str | None:
-        """After a restart: the conversation's run, found by session id, if it is ours."""
+        """A conversation the store has no record of: its run, found by session id, if ours."""
         store = self.orchestrator.kernel.store
         rows = await store.query_rows("runs", {"session_id": conversation_id}, limit=1)
         if not rows or rows[0].get("tenant") != tenant:
             return None
         first = await store.read_stored(rows[0]["run_id"], after=0, limit=1)
-        from charter.ledger.events import decode
-
         if not first or decode(first[0]).payload.get("created_by") != user:
             return None
         return str(rows[0]["run_id"])
 
+    async def _resume(self, request: ChatRequest) -> Conversation | None:
+        """The caller's conversation ``request.conversation_id``, if any (memory, store or,
+        for one the store never held, its ledger run)."""
+        principal = request.principal
+        try:
+            conv = await self.find(request.conversation_id, principal.tenant, principal.name)
+        except PermissionDenied:
+            run_id = await self._run_of(request.conversation_id, principal.tenant, principal.name)
+            if run_id is None:
+                return None
+            conv = Conversation(
+                conversation_id=request.conversation_id,
+                tenant=principal.tenant,
+                user=principal.name,
+                run_id=run_id,
+            )
+            self.conversations[conv.conversation_id] = conv
+            await self.orchestrator.kernel.reconcile()
+            return conv
+        if conv.last_sequence == conv.base and not conv.running:
+            await self.orchestrator.kernel.reconcile()  # first turn here: calls left in flight
+        tail = await self._sync(conv)
+        if tail is not None and tail.type != COMPLETED and tail.sequence >= conv.last_sequence:
+            await self._open_turn_elsewhere(conv)
+        return conv
+
+    async def _open_turn_elsewhere(self, conv: Conversation) -> None:
+        """The stored stream ends inside a turn this process is not running: another replica
+        runs it (refuse) or it was lost with its process (close it: a cancelled completed
+        event, so every turn in the stream ends with one)."""
+        assert self.store is not None
+        record = await self.store.load_conversation(conv.conversation_id)
+        window = format_at(self.clock() - timedelta(seconds=self.orchestrator.settings.grace_s))
+        if record is not None and record.updated_at >= window:
+            raise PermissionDenied(
+                "a turn of this conversation is still running", reason="TURN_IN_PROGRESS"
+            )
+        self._keep(conv, self._event(conv, "cancelled", "TURN_LOST"))
+
+    # -- running turns --------------------------------------------------------------------
+
     async def start(self, request: ChatRequest) -> Conversation:
         """Start a turn; another user's (or an unknown) conversation id starts a new one."""
         principal = request.principal
-        conv: Conversation | None = None
-        if request.conversation_id:
-            try:
-                conv = self.find(request.conversation_id, principal.tenant, principal.name)
-            except PermissionDenied:
-                run_id = await self._run_of(
-                    request.conversation_id, principal.tenant, principal.name
-                )
-                if run_id is not None:
-                    conv = Conversation(
-                        conversation_id=request.conversation_id,
-                        tenant=principal.tenant,
-                        user=principal.name,
-                        run_id=run_id,
-                    )
-                    self.conversations[conv.conversation_id] = conv
-                    await self.orchestrator.kernel.reconcile()
+        conv = await self._resume(request) if request.conversation_id else None
         if conv is None:
             conv = Conversation(
                 conversation_id=new_id("conv"), tenant=principal.tenant, user=principal.name
@@ -109,7 +247,7 @@ class TurnHub:
                 "a turn of this conversation is still running", reason="TURN_IN_PROGRESS"
             )
         conv.turns += 1
-        conv.turn_start = conv.events[-1].sequence if conv.events else 0
+        conv.turn_start = conv.last_sequence
         turn = replace(
             request,
             conversation_id=conv.conversation_id,
@@ -119,69 +257,230 @@ class TurnHub:
         )
         conv.history.append(ChatMessage(role="user", text=request.message))
         conv.detached_at = None
+        conv.turn_open = True
         conv.task = asyncio.create_task(self._run(conv, turn))
+        self._tasks.add(conv.task)
+        conv.task.add_done_callback(self._tasks.discard)
         return conv
 
     async def _run(self, conv: Conversation, request: ChatRequest) -> None:
-        first = conv.events[-1].sequence + 1 if conv.events else 1
+        await self._save(conv)  # the record first: other replicas find the conversation by it
         text: list[str] = []
         try:
+            first = conv.last_sequence + 1
             async for event in self.orchestrator.execute_chat(request, first_sequence=first):
                 if event.type == "conversation.started":
                     conv.run_id = event.data.get("runId") or conv.run_id
-                if event.type == "assistant.delta":
+                if event.type == DELTA:
                     text.append(str(event.data.get("text", "")))
-                self._store(conv, event)
+                if event.type == COMPLETED:
+                    self._end_turn(conv, text)  # before a subscriber can see the event
+                self._keep(conv, event)
+                if event.type == COMPLETED:
+                    await self._save(conv)  # a reader of the stored event finds the history
+                if event.type != DELTA or time.monotonic() - conv.flushed_at >= self.flush_s:
+                    await self._flush(conv)
         except asyncio.CancelledError:
-            self._store(
-                conv,
-                StreamEvent(
-                    type="conversation.completed",
-                    conversation_id=conv.conversation_id,
-                    sequence=(conv.events[-1].sequence + 1) if conv.events else 1,
-                    timestamp=format_at(self.clock()),
-                    data={"status": "cancelled", "reason": "DISCONNECT_GRACE_EXPIRED"},
-                ),
-            )
+            if conv.turn_open:
+                self._end_turn(conv, text)
+                self._keep(conv, self._event(conv, "cancelled", "DISCONNECT_GRACE_EXPIRED"))
         finally:
+            if conv.turn_open or any(e.type == COMPLETED for e in conv.unsaved):
+                self._end_turn(conv, text)
+                await self._save(conv)
+            await self._flush(conv)
+
+    @staticmethod
+    def _end_turn(conv: Conversation, text: list[str]) -> None:
+        """Close the turn (once): the model's answer joins the history, a next turn may start."""
+        if conv.turn_open:
+            conv.turn_open = False
             if text:
                 conv.history.append(ChatMessage(role="assistant", text="".join(text)))
 
-    def _store(self, conv: Conversation, event: StreamEvent) -> None:
-        # stored (and so streamed) redacted: the deployment's secret values and patterns
+    def _event(self, conv: Conversation, status: str, reason: str) -> StreamEvent:
+        return StreamEvent(
+            type=COMPLETED,
+            conversation_id=conv.conversation_id,
+            sequence=conv.last_sequence + 1,
+            timestamp=format_at(self.clock()),
+            data={"status": status, "reason": reason},
+        )
+
+    def _keep(self, conv: Conversation, event: StreamEvent) -> None:
+        # kept (and so streamed and stored) redacted: the deployment's secret values and patterns
         event = replace(event, data=self.orchestrator.kernel.redactor.redact(event.data))
         conv.events.append(event)
+        conv.unsaved.append(event)
         conv.updated_at = self.clock()
         conv.changed.set()
         conv.changed = asyncio.Event()
 
+    async def _flush(self, conv: Conversation) -> None:
+        """Write the pending events, in order; on failure they stay pending for the next try.
+
+        The write is shielded from cancellation (the grace window cancels turns): a
+        cancelled turn lets its write finish, so it knows what the store holds and never
+        writes an event twice or leaves a gap.
+        """
+        if self.store is None or not conv.unsaved:
+            return
+        async with conv.writing:
+            batch, conv.unsaved = conv.unsaved, []
+            if not batch:
+                return
+            conv.flushed_at = time.monotonic()
+            write = asyncio.ensure_future(self._write(conv, [_stored_event(e) for e in batch]))
+            try:
+                await asyncio.shield(write)
+            except asyncio.CancelledError:
+                await asyncio.wait({write})
+                if not write.result():
+                    conv.unsaved = batch + conv.unsaved
+                raise
+            if not write.result():
+                conv.unsaved = batch + conv.unsaved
+
+    async def _write(self, conv: Conversation, rows: list[ConversationEvent]) -> bool:
+        """Append ``rows``; False: retry them later. A conflict means the store holds some
+        of them already (only those past its tail go) or another writer took these
+        sequences (the store keeps theirs; logged)."""
+        assert self.store is not None
+        cid = conv.conversation_id
+        try:
+            try:
+                await self.store.append_conversation_events(
+                    cid, rows, updated_at=format_at(self.clock())
+                )
+            except StoreConflict:
+                tail = await self.store.conversation_tail(cid)
+                stored = tail.sequence if tail is not None else 0
+                rest = [r for r in rows if r.sequence > stored]
+                if rest and rest[0].sequence != stored + 1:
+                    raise
+                if rest:
+                    await self.store.append_conversation_events(
+                        cid, rest, updated_at=format_at(self.clock())
+                    )
+        except StoreConflict as exc:
+            logger.warning("chat events of %s not stored: %s", cid, exc.reason)
+        except Failure as exc:
+            logger.warning("could not store chat events of %s: %s", cid, exc.reason)
+            return False
+        return True
+
+    async def _save(self, conv: Conversation) -> None:
+        if self.store is None:
+            return
+        async with conv.writing:  # the state as of now, after any earlier write
+            record = ConversationRecord(
+                conversation_id=conv.conversation_id,
+                tenant=conv.tenant,
+                user=conv.user,
+                run_id=conv.run_id,
+                turns=conv.turns,
+                updated_at=format_at(self.clock()),
+                history=_history_text(conv.history),
+            )
+            try:
+                await self.store.save_conversation(record)
+            except Failure as exc:  # the turn goes on; only its durability suffers (logged)
+                logger.warning(
+                    "could not store conversation %s: %s", conv.conversation_id, exc.reason
+                )
+
+    # -- subscribing ----------------------------------------------------------------------
+
     async def subscribe(
         self, conv: Conversation, *, after: int
     ) -> AsyncGenerator[StreamEvent, None]:
-        """Stored events after ``after``, then new ones, until ``conversation.completed``."""
+        """Events after ``after`` — stored ones, then new ones — until
+        ``conversation.completed``; a turn running on another replica is followed through
+        the store."""
         conv.subscribers += 1
         conv.detached_at = None
         try:
-            last = after
+            await self._sync(conv)
+            last, last_type = after, ""
+            async for event in self._stored(conv, after=last, upto=conv.base):
+                last, last_type = event.sequence, event.type
+                yield event
+            last = max(last, conv.base)
             while True:
                 fresh = [e for e in conv.events if e.sequence > last]
                 waiter = conv.changed
                 for event in fresh:
-                    last = event.sequence
+                    last, last_type = event.sequence, event.type
                     yield event
-                if fresh and fresh[-1].type == "conversation.completed" and not conv.running:
-                    return
-                if not fresh and not conv.running:
-                    return
+                if not conv.running and (not fresh or last_type == COMPLETED):
+                    break
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(waiter.wait(), timeout=1.0)
+            if last_type != COMPLETED and not conv.events:
+                async for event in self._follow(conv, after=last):
+                    yield event
         finally:
             conv.subscribers -= 1
             if conv.subscribers == 0:
                 conv.detached_at = self.clock()
 
+    async def _stored(
+        self, conv: Conversation, *, after: int, upto: int
+    ) -> AsyncIterator[StreamEvent]:
+        """The stored events in ``(after, upto]``, page by page."""
+        if self.store is None:
+            return
+        while after < upto:
+            rows = await self.store.read_conversation_events(
+                conv.conversation_id, after=after, limit=_PAGE
+            )
+            for row in rows:
+                if row.sequence > upto:
+                    return
+                after = row.sequence
+                yield _stream_event(row)
+            if len(rows) < _PAGE:
+                return
+
+    async def _follow(self, conv: Conversation, *, after: int) -> AsyncIterator[StreamEvent]:
+        """A turn this process is not running: poll the store until its completed event, or
+        until nothing new came for the grace window (its replica may be gone). Touches the
+        record so the replica running it sees a subscriber and keeps the turn."""
+        assert self.store is not None
+        grace = timedelta(seconds=self.orchestrator.settings.grace_s)
+        tail = await self.store.conversation_tail(conv.conversation_id)
+        if tail is None or (tail.sequence <= after and tail.type == COMPLETED):
+            return
+        last, quiet_since, touched = after, self.clock(), None
+        while True:
+            rows = await self.store.read_conversation_events(
+                conv.conversation_id, after=last, limit=_PAGE
+            )
+            for row in rows:
+                last = row.sequence
+                yield _stream_event(row)
+            now = self.clock()
+            if rows:
+                quiet_since = now
+                if len(rows) == _PAGE:
+                    continue
+                if rows[-1].type == COMPLETED:
+                    return
+            if now - quiet_since >= grace:
+                return
+            if touched is None or now - touched >= grace / 3:
+                touched = now
+                with contextlib.suppress(Failure):
+                    await self.store.touch_conversation(
+                        conv.conversation_id, watched_at=format_at(now)
+                    )
+            await asyncio.sleep(self.poll_s)
+
+    # -- the sweeper ----------------------------------------------------------------------
+
     async def sweep(self) -> None:
-        """Cancel turns detached past the grace window; forget conversations past retention."""
+        """Cancel turns detached past the grace window (unless a subscriber on another replica
+        follows them); delete conversations idle past retention, in memory and in the store."""
         now = self.clock()
         settings = self.orchestrator.settings
         for conv in list(self.conversations.values()):
@@ -190,6 +489,7 @@ class TurnHub:
                 and conv.subscribers == 0
                 and conv.detached_at is not None
                 and (now - conv.detached_at).total_seconds() >= settings.grace_s
+                and not await self._watched_elsewhere(conv, now)
             ):
                 assert conv.task is not None
                 conv.task.cancel()
@@ -201,6 +501,36 @@ class TurnHub:
                 and (now - conv.updated_at).total_seconds() >= settings.retention_s
             ):
                 del self.conversations[conv.conversation_id]
+        await self._sweep_store(now)
+
+    async def _watched_elsewhere(self, conv: Conversation, now: datetime) -> bool:
+        """A subscriber on another replica touched the record inside the grace window; the
+        window restarts from now."""
+        if self.store is None:
+            return False
+        try:
+            record = await self.store.load_conversation(conv.conversation_id)
+        except Failure:
+            return False
+        window = format_at(now - timedelta(seconds=self.orchestrator.settings.grace_s))
+        if record is None or record.watched_at is None or record.watched_at < window:
+            return False
+        conv.detached_at = now
+        return True
+
+    async def _sweep_store(self, now: datetime) -> None:
+        if self.store is None:
+            return
+        if self._store_swept is not None and (now - self._store_swept).total_seconds() < (
+            self.store_sweep_s
+        ):
+            return
+        self._store_swept = now
+        cutoff = now - timedelta(seconds=self.orchestrator.settings.retention_s)
+        try:
+            await self.store.delete_idle_conversations(before=format_at(cutoff))
+        except Failure as exc:
+            logger.warning("could not delete idle conversations: %s", exc.reason)
 
     async def watch(self, interval_s: float = 1.0) -> None:
         while True:
@@ -211,11 +541,11 @@ class TurnHub:
         conv.detached_at = self.clock()
 
     async def close(self) -> None:
-        """Cancel every running turn (server shutdown); each ends with its completed event."""
+        """Cancel every running turn (server shutdown); each ends with its completed event,
+        written to the store before this returns."""
         if self.sweeper is not None:
             self.sweeper.cancel()
-        for conv in list(self.conversations.values()):
-            if conv.task is not None and not conv.task.done():
-                conv.task.cancel()
-                with contextlib.suppress(asyncio.CancelledError):
-                    await conv.task
+        for task in list(self._tasks):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

@@ -38,6 +38,7 @@ from charter.server.problems import problem_responses
 from charter.server.routes.proposals import proposals_of
 from charter.server.sse import RETRY_MS, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state, state_of
+from charter.stores.conversations import ConversationStore
 
 router = APIRouter(tags=["chat"])
 _SSE_SCHEMA = {
@@ -104,7 +105,12 @@ async def chat_hub(request: Request) -> TurnHub:
         proposals=proposals_of(request),
         settings=options.get("settings") or config.settings,
     )
-    hub = TurnHub(orchestrator, clock=options.get("clock") or state.runtime.kernel.clock)
+    store = state.runtime.kernel.store
+    hub = TurnHub(
+        orchestrator,
+        clock=options.get("clock") or state.runtime.kernel.clock,
+        store=store if isinstance(store, ConversationStore) else None,
+    )
     hub.defaults = {"profile": config.profile, "agent": config.agent}
     hub.sweeper = asyncio.get_running_loop().create_task(
         hub.watch(float(options.get("sweep_s", 1.0)))
@@ -217,7 +223,7 @@ async def chat_events(
     after: Annotated[int, Query(ge=0, le=2**62)] = 0,
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> StreamingResponse:
-    conv = hub.find(conversation_id, principal.tenant, principal.name)
+    conv = await hub.find(conversation_id, principal.tenant, principal.name)
     resume = parse_last_event_id(last_event_id)
     start = max(after, resume) if resume is not None else after
     return StreamingResponse(

@@ -1,0 +1,289 @@
+"""Durable conversations: history and stream events in the conversation store survive a
+restart, are shared by two hubs ("replicas") on one database, and go with retention.
+
+Library level (no HTTP): runtimes opened on a real SQLite file (and on PostgreSQL for the
+restart), the key-value project's scripted model, a fake clock for the hub.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import textwrap
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from charter.errors import PermissionDenied
+from charter.proposals import ProposalService, load_proposal_settings
+from charter.providers import ChatRequest, Orchestrator, ScriptedProvider
+from charter.providers.base import ToolInvoker, TurnRequest
+from charter.providers.orchestrator import ChatSettings
+from charter.providers.turns import Conversation, TurnHub
+from charter.runtime import Runtime, open_runtime
+from charter.stores.conversations import ConversationEvent, ConversationStore
+from charter.stores.memory import MemoryStore
+from charter.testing.ids import fixed_ledger_key
+from tests.chat.conftest import KV_SCRIPT, FakeClock
+from tests.server._harness import Project, write_served_project
+from tests.stores.conftest import create_database, drop_database
+
+pytestmark = pytest.mark.anyio
+RETENTION_S = 3600.0
+
+
+class Recording:
+    """The scripted model, remembering every turn request it was given."""
+
+    name = "scripted"
+
+    def __init__(self) -> None:
+        self.inner = ScriptedProvider.from_document(_script())
+        self.requests: list[TurnRequest] = []
+
+    async def create_session(self, conversation_id: str) -> Any:
+        return await self.inner.create_session(conversation_id)
+
+    def execute_turn(self, request: TurnRequest, invoker: ToolInvoker) -> Any:
+        self.requests.append(request)
+        return self.inner.execute_turn(request, invoker)
+
+
+def _script() -> Any:
+    import yaml
+
+    doc = yaml.safe_load(textwrap.dedent(KV_SCRIPT))
+    doc["rules"].insert(
+        0, {"match": "(?i)long", "steps": [{"say": " ".join(f"w{i}" for i in range(40))}]}
+    )
+    return doc
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    return write_served_project(tmp_path_factory.mktemp("durable"))
+
+
+@pytest.fixture
+def sqlite_url(tmp_path: Path) -> str:
+    return f"sqlite:///{tmp_path / 'chat.db'}"
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    name = create_database()
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        drop_database(name)
+
+
+def _hub(
+    rt: Runtime,
+    provider: Any,
+    clock: FakeClock,
+    store: ConversationStore | None = None,
+    **options: Any,
+) -> TurnHub:
+    orchestrator = Orchestrator(
+        rt.kernel,
+        provider=provider,
+        proposals=ProposalService(rt.kernel, load_proposal_settings(rt.deployment.source)),
+        settings=ChatSettings(retention_s=RETENTION_S, approval_poll_s=0.02),
+    )
+    conversations = store if store is not None else rt.kernel.store
+    assert isinstance(conversations, ConversationStore)
+    return TurnHub(orchestrator, clock=clock, store=conversations, poll_s=0.02, **options)
+
+
+@asynccontextmanager
+async def _replica(
+    project: Project, url: str, clock: FakeClock, provider: Any | None = None
+) -> AsyncIterator[tuple[Runtime, TurnHub]]:
+    async with open_runtime(project.root, store=url) as rt:
+        hub = _hub(rt, provider or Recording(), clock)
+        try:
+            yield rt, hub
+        finally:
+            await hub.close()
+
+
+async def _turn(
+    hub: TurnHub, rt: Runtime, message: str, conv_id: str = "", who: str = "app"
+) -> tuple[Conversation, list[dict[str, Any]]]:
+    request = ChatRequest(
+        conversation_id=conv_id, principal=rt.principal(who), message=message, profile="all"
+    )
+    conv = await hub.start(request)
+    return conv, [e.to_dict() async for e in hub.subscribe(conv, after=conv.turn_start)]
+
+
+async def _all(hub: TurnHub, conv: Conversation, after: int = 0) -> list[dict[str, Any]]:
+    return [e.to_dict() async for e in hub.subscribe(conv, after=after)]
+
+
+def _sequences(events: Sequence[dict[str, Any]]) -> list[int]:
+    return [e["sequence"] for e in events]
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_restarted_server_gives_the_model_the_earlier_messages(
+    project: Project, backend: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(f"{backend}_url")
+    clock = FakeClock()
+    async with _replica(project, url, clock) as (rt, hub):
+        conv, first = await _turn(hub, rt, "hello")
+        conv_id, run_id = conv.conversation_id, conv.run_id
+    assert first[-1]["type"] == "conversation.completed"
+
+    model = Recording()
+    async with _replica(project, url, clock, model) as (rt, hub):
+        assert hub.conversations == {}  # nothing carried over in memory
+        conv, second = await _turn(hub, rt, "hello again", conv_id)
+    assert conv.conversation_id == conv_id
+    assert conv.run_id == run_id  # the same ledger run
+    (seen,) = model.requests
+    assert [(m.role, m.text) for m in seen.messages] == [
+        ("user", "hello"),
+        ("assistant", "Hello from the script."),
+        ("user", "hello again"),
+    ]
+    assert second[0]["sequence"] == first[-1]["sequence"] + 1
+    assert second[0]["data"]["turnId"].startswith("t2-")
+
+
+async def test_a_fresh_hub_replays_the_events_after_last_event_id(
+    project: Project, sqlite_url: str
+) -> None:
+    clock = FakeClock()
+    async with _replica(project, sqlite_url, clock) as (rt, hub):
+        conv, events = await _turn(hub, rt, "a slow one, please")
+        conv_id = conv.conversation_id
+    assert _sequences(events) == list(range(1, len(events) + 1))
+
+    async with _replica(project, sqlite_url, clock) as (rt, hub):
+        again = await hub.find(conv_id, "acme", "app")
+        assert await _all(hub, again) == events  # everything, as it was streamed
+        middle = events[4]["sequence"]
+        assert await _all(hub, again, after=middle) == events[5:]
+        assert await _all(hub, again, after=events[-1]["sequence"]) == []
+        # a second turn here streams on from the stored sequence numbers
+        _, more = await _turn(hub, rt, "hello", conv_id)
+        assert more[0]["sequence"] == events[-1]["sequence"] + 1
+        assert await _all(hub, again) == events + more
+
+
+async def test_a_subscriber_on_another_replica_follows_the_turn_to_its_end(
+    project: Project, sqlite_url: str
+) -> None:
+    clock = FakeClock()
+    async with (
+        _replica(project, sqlite_url, clock) as (rt_a, hub_a),
+        _replica(project, sqlite_url, clock) as (rt_b, hub_b),
+    ):
+        request = ChatRequest(
+            conversation_id="",
+            principal=rt_a.principal("app"),
+            message="a slow one, please",
+            profile="all",
+        )
+        conv = await hub_a.start(request)
+        on_a = asyncio.create_task(_all(hub_a, conv))
+        store = rt_b.kernel.store
+        assert isinstance(store, ConversationStore)
+        while await store.conversation_tail(conv.conversation_id) is None:
+            await asyncio.sleep(0.01)
+        assert conv.running  # B joins mid-turn
+        remote = await hub_b.find(conv.conversation_id, "acme", "app")
+        with pytest.raises(PermissionDenied) as busy:
+            await hub_b.start(replace_conv(request, conv.conversation_id, rt_b))
+        assert busy.value.reason == "TURN_IN_PROGRESS"
+        on_b = await asyncio.wait_for(_all(hub_b, remote), timeout=30)
+        streamed = await on_a
+    assert on_b == streamed
+    assert on_b[-1]["type"] == "conversation.completed"
+    assert on_b[-1]["data"]["status"] == "completed"
+    assert _sequences(on_b) == list(range(1, len(on_b) + 1))
+
+
+def replace_conv(request: ChatRequest, conv_id: str, rt: Runtime) -> ChatRequest:
+    return ChatRequest(
+        conversation_id=conv_id,
+        principal=rt.principal("app"),
+        message="hello",
+        profile=request.profile,
+    )
+
+
+async def test_retention_deletes_the_stored_conversation(project: Project, sqlite_url: str) -> None:
+    clock = FakeClock()
+    async with _replica(project, sqlite_url, clock) as (rt, hub):
+        conv, _ = await _turn(hub, rt, "hello")
+        kept, _ = await _turn(hub, rt, "hello")
+        store = rt.kernel.store
+        assert isinstance(store, ConversationStore)
+        await hub.sweep()
+        assert await store.load_conversation(conv.conversation_id) is not None
+        clock.advance(RETENTION_S / 2)
+        _, _ = await _turn(hub, rt, "hello again", kept.conversation_id)  # kept is active
+        clock.advance(RETENTION_S / 2 + 1)
+        await hub.sweep()
+        assert conv.conversation_id not in hub.conversations
+        assert await store.load_conversation(conv.conversation_id) is None
+        assert await store.read_conversation_events(conv.conversation_id, after=0) == []
+        assert await store.load_conversation(kept.conversation_id) is not None
+        with pytest.raises(PermissionDenied) as gone:
+            await hub.find(conv.conversation_id, "acme", "app")
+        assert gone.value.reason == "CONVERSATION_NOT_FOUND"
+        head = await rt.kernel.store.head(conv.run_id or "")
+        assert head is not None  # the ledger keeps the turn
+
+
+async def test_another_users_conversation_stays_not_found_after_a_restart(
+    project: Project, sqlite_url: str
+) -> None:
+    clock = FakeClock()
+    async with _replica(project, sqlite_url, clock) as (rt, hub):
+        conv, _ = await _turn(hub, rt, "hello")
+    async with _replica(project, sqlite_url, clock) as (rt, hub):
+        for tenant, user in (("acme", "alice"), ("globex", "bob")):
+            with pytest.raises(PermissionDenied) as missing:
+                await hub.find(conv.conversation_id, tenant, user)
+            assert missing.value.reason == "CONVERSATION_NOT_FOUND"
+        other, events = await _turn(hub, rt, "hello", conv.conversation_id, who="alice")
+        assert other.conversation_id != conv.conversation_id
+        assert events[0]["sequence"] == 1
+        assert other.history[0].text == "hello"
+        assert len(other.history) == 2  # alice's own, nothing of app's
+
+
+class CountingStore(MemoryStore):
+    def __init__(self) -> None:
+        super().__init__(key=fixed_ledger_key())
+        self.writes: list[list[int]] = []
+
+    async def append_conversation_events(
+        self, conversation_id: str, events: Sequence[ConversationEvent], *, updated_at: str
+    ) -> None:
+        self.writes.append([e.sequence for e in events])
+        await super().append_conversation_events(conversation_id, events, updated_at=updated_at)
+
+
+async def test_deltas_are_coalesced_and_the_stored_stream_has_no_gap(
+    project: Project, sqlite_url: str
+) -> None:
+    store = CountingStore()
+    async with open_runtime(project.root, store=sqlite_url) as rt:
+        hub = _hub(rt, Recording(), FakeClock(), store, flush_s=3600.0)
+        conv, events = await _turn(hub, rt, "a long answer")
+        await hub.close()
+    deltas = [e for e in events if e["type"] == "assistant.delta"]
+    assert len(deltas) == 40
+    # one write per non-delta event (each takes the deltas before it), none per token
+    assert len(store.writes) == len(events) - len(deltas)
+    assert [s for w in store.writes for s in w] == _sequences(events)
+    stored = await store.read_conversation_events(conv.conversation_id, after=0)
+    assert [e.sequence for e in stored] == list(range(1, len(events) + 1))
