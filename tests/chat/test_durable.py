@@ -8,22 +8,30 @@ restart), the key-value project's scripted model, a fake clock for the hub.
 from __future__ import annotations
 
 import asyncio
+import json
 import textwrap
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import asynccontextmanager
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from charter.errors import PermissionDenied
+from charter.ledger.events import format_at
 from charter.proposals import ProposalService, load_proposal_settings
 from charter.providers import ChatRequest, Orchestrator, ScriptedProvider
 from charter.providers.base import ToolInvoker, TurnRequest
+from charter.providers.events import StreamEvent
 from charter.providers.orchestrator import ChatSettings
 from charter.providers.turns import Conversation, TurnHub
 from charter.runtime import Runtime, open_runtime
-from charter.stores.conversations import ConversationEvent, ConversationStore
+from charter.stores.conversations import (
+    ConversationEvent,
+    ConversationRecord,
+    ConversationStore,
+)
 from charter.stores.memory import MemoryStore
 from charter.testing.ids import fixed_ledger_key
 from tests.chat.conftest import KV_SCRIPT, FakeClock
@@ -287,3 +295,83 @@ async def test_deltas_are_coalesced_and_the_stored_stream_has_no_gap(
     assert [s for w in store.writes for s in w] == _sequences(events)
     stored = await store.read_conversation_events(conv.conversation_id, after=0)
     assert [e.sequence for e in stored] == list(range(1, len(events) + 1))
+
+
+async def _orphan(store: ConversationStore, conv_id: str, updated_at: str) -> None:
+    """A conversation whose turn started on a process that is gone (no completed event)."""
+    await store.save_conversation(
+        ConversationRecord(
+            conversation_id=conv_id,
+            tenant="acme",
+            user="app",
+            run_id=None,
+            turns=1,
+            updated_at=updated_at,
+            history='[{"role": "user", "text": "hello"}]',
+        )
+    )
+    started = StreamEvent(
+        type="conversation.started",
+        conversation_id=conv_id,
+        sequence=1,
+        timestamp=updated_at,
+        data={},
+    )
+    row = ConversationEvent(sequence=1, type=started.type, data=json.dumps(started.to_dict()))
+    await store.append_conversation_events(conv_id, [row], updated_at=updated_at)
+
+
+async def test_a_turn_left_open_by_a_lost_process_is_closed_before_the_next(
+    project: Project,
+) -> None:
+    clock = FakeClock()
+    async with _replica(project, "memory:", clock) as (rt, hub):
+        store = rt.kernel.store
+        assert isinstance(store, ConversationStore)
+        await _orphan(store, "conv-recent", format_at(clock()))
+        with pytest.raises(PermissionDenied) as busy:  # it may still run on another replica
+            await _turn(hub, rt, "hello", "conv-recent")
+        assert busy.value.reason == "TURN_IN_PROGRESS"
+
+        await _orphan(store, "conv-lost", format_at(clock() - timedelta(seconds=301)))
+        conv, events = await _turn(hub, rt, "hello again", "conv-lost")
+        assert events[0]["sequence"] == 3
+        stored = [
+            json.loads(e.data) for e in await store.read_conversation_events("conv-lost", after=0)
+        ]
+        assert [e["sequence"] for e in stored] == list(range(1, len(stored) + 1))
+        assert stored[1]["type"] == "conversation.completed"
+        assert stored[1]["data"] == {"status": "cancelled", "reason": "TURN_LOST"}
+        assert [m.text for m in conv.history][:2] == ["hello", "hello again"]
+
+
+async def test_a_subscriber_on_another_replica_keeps_the_turn_from_the_grace_window(
+    project: Project,
+) -> None:
+    clock = FakeClock()
+    async with _replica(project, "memory:", clock) as (rt, hub_a):
+        hub_b = _hub(rt, Recording(), clock)  # a second hub on the same store: a replica
+        request = ChatRequest(
+            conversation_id="", principal=rt.principal("app"), message="store this", profile="all"
+        )
+        conv = await hub_a.start(request)
+        async for event in hub_a.subscribe(conv, after=0):
+            if event.type == "approval.required":
+                break  # A's client leaves; nobody decides the approval
+        await hub_a.sweep()
+        remote = await hub_b.find(conv.conversation_id, "acme", "app")
+        following = asyncio.create_task(_all(hub_b, remote))
+        await asyncio.sleep(0.1)  # B replays, starts polling and touches the record
+        clock.advance(200)
+        await asyncio.sleep(0.2)  # B polls and touches the record
+        clock.advance(200)  # 400 s since A's client left
+        await hub_a.sweep()
+        assert conv.running  # watched from B within the window
+        await asyncio.sleep(0.2)
+        assert following.done()  # B stopped after grace_s without a new event
+        clock.advance(301)
+        await hub_a.sweep()
+        assert not conv.running
+        stored = await _all(hub_b, remote)
+        await hub_b.close()
+    assert stored[-1]["data"] == {"status": "cancelled", "reason": "DISCONNECT_GRACE_EXPIRED"}
