@@ -6,7 +6,8 @@ Three small interfaces, implemented by :mod:`charter.stores.memory`, ``sqlite`` 
 * :class:`EventLog` — append events (sealed, chained, projected in one transaction), read the
   stored rows after a sequence number, read the head, wait for appends (subscriptions);
 * :class:`ProjectionReader` — the projection rows (runs, tasks, artifacts) and one consistent
-  snapshot of a run (head + rows from one read transaction) for verification;
+  snapshot of a run (head + rows from one read transaction), parsed or as stored (the form
+  verification compares);
 * :class:`Store` — both, plus ``aclose``.
 
 Every backend raises only Charter errors: duplicate keys and stale sequence numbers are
@@ -31,6 +32,20 @@ class RunSnapshot:
     head: Head
     run: Row | None
     tables: dict[str, list[Row]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredSnapshot:
+    """:class:`RunSnapshot` with each projection row as the store holds it, unparsed.
+
+    A row is the UTF-8 bytes of its stored text (the canonical JSON the append path wrote,
+    ``canonical_text(row)``), so verification can compare rows it rebuilds as bytes and parse
+    only where they differ. Tables and order are those of :class:`RunSnapshot`.
+    """
+
+    head: Head
+    run: bytes | None
+    tables: dict[str, list[bytes]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -75,6 +90,10 @@ class ProjectionReader(Protocol):
         ...
 
     async def snapshot(self, run_id: str) -> RunSnapshot | None: ...
+
+    async def stored_snapshot(self, run_id: str) -> StoredSnapshot | None:
+        """:meth:`snapshot` with the rows as stored (:class:`StoredSnapshot`), unparsed."""
+        ...
 
 
 class Store(EventLog, ProjectionReader, Protocol):

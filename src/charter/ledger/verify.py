@@ -56,7 +56,7 @@ from charter.ledger.events import (
     StoredEvent,
 )
 from charter.ledger.gcpause import collector_paused
-from charter.ledger.jsonload import loads
+from charter.ledger.jsonload import SLOW, fast_loads, loads
 from charter.ledger.ports import Store
 from charter.ledger.projections import HANDLERS, RUN_TABLES, TABLES, Row, RowKey
 
@@ -236,6 +236,14 @@ def _explain_frame(row: StoredEvent, last_seq: int) -> None:
 _fresh_sha256 = hashlib.sha256().copy  # copying an empty state beats a new OpenSSL context
 _dumps = orjson.dumps
 _SORTED = orjson.OPT_SORT_KEYS
+# Rebuilt rows encoded to compare with stored rows: sorted keys, and anything but JSON values
+# (dataclasses, dates, subclasses of str, int, dict, list) refused rather than converted.
+_AS_STORED = (
+    orjson.OPT_SORT_KEYS
+    | orjson.OPT_PASSTHROUGH_DATACLASS
+    | orjson.OPT_PASSTHROUGH_DATETIME
+    | orjson.OPT_PASSTHROUGH_SUBCLASS
+)
 
 
 class RebuiltRows:
@@ -291,6 +299,9 @@ class ChainChecker:
         self.rebuild = RebuiltRows()
         self.events = events
         self.unreadable: int | None = None
+        # Whether every event a handler applied was parsed by orjson (so every float in the
+        # rebuilt rows is finite): the condition of compare_stored's byte comparison.
+        self._finite = True
         # The part of every frame's suffix between prev_hash and seq (fixed for the run).
         self._middle = f'","run_id":"{run_id}","schema_version":{SCHEMA_VERSION},"seq":'
 
@@ -368,7 +379,10 @@ class ChainChecker:
         """Apply the event's projection handler, if it has one; keep its document if asked."""
         if type_ in HANDLERS:
             try:
-                doc = loads(data)
+                doc = fast_loads(data)
+                if doc is SLOW:
+                    doc = json.loads(data)
+                    self._finite = False
                 self.rebuild.apply(
                     Event(
                         schema_version=doc["schema_version"],
@@ -442,6 +456,50 @@ class ChainChecker:
                 list(tables.get(table, ())),
                 self.rebuild.listed(table, self.run_id),
             )
+
+    def compare_stored(self, run: bytes | None, tables: Mapping[str, Sequence[bytes]]) -> None:
+        """:meth:`compare_tables` on rows as stored (:class:`~charter.ledger.ports.StoredSnapshot`).
+
+        The rebuilt rows of a table are encoded as the store's text would be written (sorted
+        keys, no whitespace) and compared with the stored bytes; only a table that differs is
+        parsed (``json.loads``) and compared as :meth:`compare_tables` compares it, so the
+        verdict and its reason are the same.
+
+        Equal bytes decide equality because ``json.loads`` of orjson's encoding of a row gives
+        the row back — the same strings, integers and (finite) floats, lists for tuples —
+        which :func:`same_json` accepts. orjson writes a non-finite float as ``null``, so the
+        byte comparison is used only when every float in the rebuilt rows is finite: every
+        event applied was parsed by orjson (it refuses ``NaN``, ``Infinity`` and overflowing
+        numbers) and handlers build rows from events' JSON values without computing floats.
+        A value orjson cannot or must not encode (an integer beyond 64 bits, a lone
+        surrogate, anything but a JSON value) also sends its table to the full comparison.
+        """
+        rebuilt = self.rebuild.run(self.run_id)
+        if not self._encodes_to([] if rebuilt is None else [rebuilt], [] if run is None else [run]):
+            self.compare("run row", None if run is None else _parse_stored(run), rebuilt)
+        for table in RUN_TABLES:
+            stored = tables.get(table, ())
+            rows = self.rebuild.listed(table, self.run_id)
+            if not self._encodes_to(rows, stored):
+                self.compare(f"{table} rows", [_parse_stored(r) for r in stored], rows)
+
+    def _encodes_to(self, rows: Sequence[Row], stored: Sequence[bytes]) -> bool:
+        """Whether ``stored`` is, row for row, the bytes of ``rows`` (False decides nothing)."""
+        if not self._finite or len(rows) != len(stored):
+            return False
+        dumps, option = _dumps, _AS_STORED
+        try:
+            for row, data in zip(rows, stored, strict=True):
+                if dumps(row, option=option) != data:
+                    return False
+        except TypeError:  # orjson.JSONEncodeError
+            return False
+        return True
+
+
+def _parse_stored(data: bytes) -> Any:
+    """A stored row's value, parsed as the stores parse their text."""
+    return json.loads(data.decode())
 
 
 def same_json(a: Any, b: Any) -> bool:
@@ -565,7 +623,7 @@ async def _verify(
     artifacts: ArtifactSource | None,
     events: list[dict[str, Any]] | None,
 ) -> tuple[VerifyReport, ChainChecker]:
-    snap = await store.snapshot(run_id)
+    snap = await store.stored_snapshot(run_id)
     if snap is None:
         raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
     checker = ChainChecker(run_id, events=events)
@@ -602,7 +660,7 @@ async def _verify(
                     "LEDGER_HEAD_MISMATCH", beyond[0].seq, "events continue past the head"
                 )
         checker.check_head(head, key)
-        checker.compare_tables(snap.run, snap.tables)
+        checker.compare_stored(snap.run, snap.tables)
         if artifacts is not None:
             registered = checker.rebuild.listed("artifacts", run_id)
             if registered:

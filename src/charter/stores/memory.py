@@ -21,7 +21,7 @@ from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
-from charter.ledger.ports import RunSnapshot, RunSummary
+from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores.conversations import MemoryConversations
 from charter.stores.locks import LocalRunLocks
@@ -111,11 +111,7 @@ class MemoryStore(MemoryConversations):
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
         spec = TABLES[table]
-        rows = [
-            json.loads(data)
-            for key, data in self.rows.items()
-            if key.table == table and key.key[0] == run_id
-        ]
+        rows = [json.loads(d) for k, d in self.rows.items() if _of_run(k, table, run_id)]
         return sorted(rows, key=spec.sort_key)
 
     async def query_rows(
@@ -154,9 +150,24 @@ class MemoryStore(MemoryConversations):
             tables={t: list(await self.list_rows(t, run_id)) for t in RUN_TABLES},
         )
 
+    async def stored_snapshot(self, run_id: str) -> StoredSnapshot | None:
+        head = self.heads.get(run_id)
+        if head is None:
+            return None
+        tables: dict[str, list[bytes]] = {}
+        for table in RUN_TABLES:
+            rows = [(json.loads(d), d) for k, d in self.rows.items() if _of_run(k, table, run_id)]
+            rows.sort(key=lambda r: TABLES[table].sort_key(r[0]))  # list_rows' order
+            tables[table] = [d for _, d in rows]
+        return StoredSnapshot(head=head, run=self.rows.get(run_key(run_id)), tables=tables)
+
     def run_lock(self, run_id: str) -> AbstractAsyncContextManager[None]:
         """Serializes write tools of one run (in this process: the memory store is local)."""
         return self._run_locks.hold(run_id)
 
     async def aclose(self) -> None:
         return None
+
+
+def _of_run(key: RowKey, table: str, run_id: str) -> bool:
+    return key.table == table and key.key[0] == run_id

@@ -28,7 +28,7 @@ from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
-from charter.ledger.ports import RunSnapshot, RunSummary
+from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
@@ -338,4 +338,22 @@ class PostgresStore(PostgresConversations):
                     head=head,
                     run=await _row(conn, run_key(run_id)),
                     tables={t: await _list(conn, t, run_id) for t in RUN_TABLES},
+                )
+
+    async def stored_snapshot(self, run_id: str) -> StoredSnapshot | None:
+        with _translated():
+            async with self._pool.connection() as conn, conn.transaction():
+                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                head = await _head(conn, run_id)
+                if head is None:
+                    return None
+                key = run_key(run_id)
+                cur = await conn.execute(select_sql(TABLES[key.table], "%s"), key.key)
+                run = await cur.fetchone()
+                tables: dict[str, list[bytes]] = {}
+                for t in RUN_TABLES:
+                    cur = await conn.execute(list_sql(TABLES[t], "%s"), (run_id,))
+                    tables[t] = [str(r[0]).encode() for r in await cur.fetchall()]
+                return StoredSnapshot(
+                    head=head, run=None if run is None else str(run[0]).encode(), tables=tables
                 )

@@ -36,7 +36,7 @@ from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
-from charter.ledger.ports import RunSnapshot, RunSummary
+from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
@@ -499,6 +499,30 @@ class SQLiteStore(SQLiteConversations):
                     head=head,
                     run=_row(conn, run_key(run_id)),
                     tables={t: _list(conn, t, run_id) for t in RUN_TABLES},
+                )
+            finally:
+                conn.execute("COMMIT")
+
+        return await self._read(go)
+
+    async def stored_snapshot(self, run_id: str) -> StoredSnapshot | None:
+        def go(conn: sqlite3.Connection) -> StoredSnapshot | None:
+            conn.execute("BEGIN")
+            try:
+                head = _head(conn, run_id)
+                if head is None:
+                    return None
+                key = run_key(run_id)
+                run = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
+                return StoredSnapshot(
+                    head=head,
+                    run=None if run is None else run[0].encode(),
+                    tables={
+                        t: [
+                            r[0].encode() for r in conn.execute(list_sql(TABLES[t], "?"), (run_id,))
+                        ]
+                        for t in RUN_TABLES
+                    },
                 )
             finally:
                 conn.execute("COMMIT")

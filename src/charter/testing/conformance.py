@@ -16,6 +16,7 @@ needs pytest and anyio's pytest plugin (installed with Charter's ``test`` extra)
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
@@ -23,6 +24,7 @@ from typing import Any, Protocol
 import anyio
 import pytest
 
+from charter.contracts.canonical import canonical_bytes
 from charter.errors import InvalidInput, LedgerIntegrityError, StoreConflict
 from charter.ledger.chain import LedgerKey, chain_hash
 from charter.ledger.clock import Clock
@@ -124,6 +126,25 @@ class StoreConformance:
         assert doc["event_count"] == len(SAMPLE_RUN)
         assert doc["last_event_id"] == f"{len(SAMPLE_RUN):08d}"
         assert len(doc["handoffs"]) == 3
+
+    @pytest.mark.anyio
+    async def test_stored_snapshot_is_the_snapshot_unparsed(self, store: Store) -> None:
+        assert await store.stored_snapshot("run-s") is None
+        await record_sample_run(store, "run-s")
+        await _started(store, "run-other", tasks=["t9"])
+        stored = await store.stored_snapshot("run-s")
+        snap = await store.snapshot("run-s")
+        assert stored is not None
+        assert snap is not None
+        assert stored.head == snap.head
+        assert stored.run is not None
+        assert json.loads(stored.run) == snap.run
+        assert stored.run == canonical_bytes(snap.run)  # the row's canonical text, as written
+        assert set(stored.tables) == set(snap.tables)
+        for table, rows in snap.tables.items():
+            assert [json.loads(r) for r in stored.tables[table]] == rows, table
+            assert stored.tables[table] == [canonical_bytes(r) for r in rows], table
+        assert [t["task_id"] for t in snap.tables["tasks"]] == ["retrieve", "report"]
 
     @pytest.mark.anyio
     async def test_batch_is_atomic(self, store: Store) -> None:
