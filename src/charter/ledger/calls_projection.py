@@ -22,8 +22,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from charter.errors import InvalidInput, ResourceLimit, StoreConflict
-from charter.ledger.events import Event
-from charter.ledger.projections import Getter, Handler, Row, RowKey, TableSpec, Writes
+from charter.ledger.projections import (
+    EventFacts,
+    Getter,
+    Handler,
+    Row,
+    RowKey,
+    TableSpec,
+    Writes,
+)
 
 TERMINAL_CALL_STATES = frozenset(
     {"denied", "succeeded", "failed", "unknown", "cancelled", "abandoned"}
@@ -45,6 +52,7 @@ _STAGE_FROM: Mapping[str, frozenset[str]] = {
     "abandoned": frozenset({"dispatching", "unknown"}),
 }
 _RESOLVABLE = frozenset({"completed", "failed", "abandoned"})
+_UNKNOWN = frozenset({"unknown"})
 
 TABLES: Mapping[str, TableSpec] = {
     "contexts": TableSpec(
@@ -107,7 +115,7 @@ def _reads_context(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
     return (context_key(run_id, cid),) if isinstance(cid, str) else ()
 
 
-def _context_resolved(event: Event, get: Getter) -> Writes:
+def _context_resolved(event: EventFacts, get: Getter) -> Writes:
     p = event.payload
     cid = _s(p, "context_id")
     key = context_key(event.run_id, cid)
@@ -144,20 +152,23 @@ def _reads_call(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
     return tuple(keys)
 
 
-def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
+def _reserve(event: EventFacts, get: Getter, *, state: str) -> Writes:
     """Create the call row and count it against the budgets; conflict if it exists."""
     p = event.payload
+    run_id = event.run_id
     cid, call_id, tool_id = _s(p, "context_id"), _s(p, "call_id"), _s(p, "tool_id")
-    key = call_key(event.run_id, cid, call_id)
+    key = call_key(run_id, cid, call_id)
     if get(key) is not None:
         raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
-    ctx = get(context_key(event.run_id, cid))
+    ctx = get(context_key(run_id, cid))
     if ctx is None:
         raise _bad("the call names a context this run does not have", "CONTEXT_NOT_FOUND")
     used = dict(ctx.get("calls_by_tool") or {})
-    limit = next(
-        (t.get("call_limit") for t in ctx.get("tools", []) if t.get("id") == tool_id), None
-    )
+    limit = None
+    for tool in ctx.get("tools", []):  # the first entry for the tool holds its limit
+        if tool.get("id") == tool_id:
+            limit = tool.get("call_limit")
+            break
     count = int(used.get(tool_id, 0)) + 1
     if isinstance(limit, int) and count > limit:
         raise ResourceLimit(
@@ -165,7 +176,8 @@ def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
             reason="CALL_LIMIT_EXCEEDED",
             details={"limit": limit},
         )
-    totals = get(run_calls_key(event.run_id)) or {"run_id": event.run_id, "total": 0}
+    totals_key = run_calls_key(run_id)
+    totals = get(totals_key) or {"run_id": run_id, "total": 0}
     budget = p.get("run_call_budget")
     total = int(totals["total"]) + 1
     if isinstance(budget, int) and total > budget:
@@ -175,8 +187,9 @@ def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
             details={"limit": budget},
         )
     used[tool_id] = count
+    at, seq = event.at, event.seq
     row: Row = {
-        "run_id": event.run_id,
+        "run_id": run_id,
         "context_id": cid,
         "call_id": call_id,
         "tool_id": tool_id,
@@ -192,19 +205,16 @@ def _reserve(event: Event, get: Getter, *, state: str) -> Writes:
         "attempts": 0,
         "receipt": None,
         "owner": None,
-        "reserved_seq": event.seq,
-        "updated_seq": event.seq,
-        "created_at": event.at,
-        "updated_at": event.at,
+        "reserved_seq": seq,
+        "updated_seq": seq,
+        "created_at": at,
+        "updated_at": at,
     }
-    writes: Writes = {
-        key: row,
-        run_calls_key(event.run_id): {"run_id": event.run_id, "total": total},
-    }
+    writes: Writes = {key: row, totals_key: {"run_id": run_id, "total": total}}
     if isinstance(limit, int):
         # Only tools with a call limit are counted per context: the context row is rewritten
         # for them alone, not for every call.
-        writes[context_key(event.run_id, cid)] = {**ctx, "calls_by_tool": used}
+        writes[context_key(run_id, cid)] = {**ctx, "calls_by_tool": used}
     return writes
 
 
@@ -215,7 +225,7 @@ def _status(get: Getter, run_id: str, approval_id: object) -> str | None:
     return None if row is None else str(row["status"])
 
 
-def _approval_requested(event: Event, get: Getter) -> Writes:
+def _approval_requested(event: EventFacts, get: Getter) -> Writes:
     p = event.payload
     aid = _s(p, "approval_id")
     akey = approval_key(event.run_id, aid)
@@ -286,7 +296,7 @@ _APPROVAL_FROM: Mapping[str, tuple[frozenset[str], str]] = {
 }
 
 
-def _approval_decided(event: Event, get: Getter) -> Writes:
+def _approval_decided(event: EventFacts, get: Getter) -> Writes:
     p = event.payload
     aid = _s(p, "approval_id")
     akey = approval_key(event.run_id, aid)
@@ -337,7 +347,7 @@ def _approval_decided(event: Event, get: Getter) -> Writes:
 # dispatch and outcome
 
 
-def _tool_progress(event: Event, get: Getter) -> Writes:
+def _tool_progress(event: EventFacts, get: Getter) -> Writes:
     p = event.payload
     stage = p.get("stage")
     cid, call_id = p.get("context_id"), p.get("call_id")
@@ -348,8 +358,9 @@ def _tool_progress(event: Event, get: Getter) -> Writes:
         call = get(ckey)
         if call is None:
             writes = _reserve(event, get, state="dispatching")
-            call = writes[ckey]
-        elif call["state"] == "pending_approval":
+            writes[ckey].update(_dispatched(event))  # the row _reserve just made: no copy
+            return writes
+        if call["state"] == "pending_approval":
             aid = call.get("approval_id")
             approval = get(approval_key(event.run_id, aid)) if isinstance(aid, str) else None
             if approval is None or approval["status"] != "consumed":
@@ -357,19 +368,8 @@ def _tool_progress(event: Event, get: Getter) -> Writes:
                     "a call waiting for approval may start only with its approval consumed",
                     reason="APPROVAL_REQUIRED",
                 )
-            writes = {}
-        else:
-            raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
-        writes[ckey] = {
-            **call,
-            "state": "dispatching",
-            "owner": p.get("owner"),
-            "idempotency_key": p.get("idempotency_key"),
-            "attempts": 1,
-            "updated_seq": event.seq,
-            "updated_at": event.at,
-        }
-        return writes
+            return {ckey: {**call, **_dispatched(event)}}
+        raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
     call = get(ckey)
     if call is None:
         return {}
@@ -378,9 +378,9 @@ def _tool_progress(event: Event, get: Getter) -> Writes:
     if stage not in STAGE_STATE:
         return {}  # result_accepted, cache_hit: observational
     resolving = p.get("resolved_by") is not None
-    allowed = _STAGE_FROM[stage] | (
-        frozenset({"unknown"}) if resolving and stage in _RESOLVABLE else frozenset()
-    )
+    allowed = _STAGE_FROM[stage]
+    if resolving and stage in _RESOLVABLE:
+        allowed = allowed | _UNKNOWN
     if call["state"] not in allowed:
         raise InvalidInput(
             f"a {call['state']} call cannot become {STAGE_STATE[stage]}",
@@ -398,6 +398,19 @@ def _tool_progress(event: Event, get: Getter) -> Writes:
             "updated_seq": event.seq,
             "updated_at": event.at,
         }
+    }
+
+
+def _dispatched(event: EventFacts) -> Row:
+    """What a ``started`` stage sets on its call row."""
+    p = event.payload
+    return {
+        "state": "dispatching",
+        "owner": p.get("owner"),
+        "idempotency_key": p.get("idempotency_key"),
+        "attempts": 1,
+        "updated_seq": event.seq,
+        "updated_at": event.at,
     }
 
 

@@ -18,20 +18,46 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from charter.errors import InvalidInput
 from charter.ledger import lifecycle
-from charter.ledger.events import SCHEMA_VERSION, Event, event_id
+from charter.ledger.events import SCHEMA_VERSION, event_id
 from charter.ledger.ids import check_identifier
 
 Row = dict[str, Any]
 
 
-@dataclass(frozen=True, slots=True)
-class RowKey:
+class RowKey(NamedTuple):
+    """A projection row's address: its table and its key columns' values.
+
+    A named tuple rather than a dataclass: handlers build several per event and every store
+    hashes them, and a tuple is built and hashed in C.
+    """
+
     table: str
     key: tuple[str, ...]
+
+
+class EventFacts(Protocol):
+    """What a projection handler reads of an event: :class:`~charter.ledger.events.Event`
+    has it, and so does verification's lighter view of an event it has just parsed. A handler
+    must not keep the object beyond its call."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def at(self) -> str: ...
+
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -80,7 +106,7 @@ Writes = dict[RowKey, Row]
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Handler:
     reads: Callable[[str, Mapping[str, Any]], tuple[RowKey, ...]]
-    apply: Callable[[Event, Getter], Writes]
+    apply: Callable[[EventFacts, Getter], Writes]
 
 
 def run_key(run_id: str) -> RowKey:
@@ -113,7 +139,7 @@ def _opt_str(payload: Mapping[str, Any], name: str) -> str | None:
     return value
 
 
-def _open_run(event: Event, get: Getter) -> Row:
+def _open_run(event: EventFacts, get: Getter) -> Row:
     row = get(run_key(event.run_id))
     if row is None:
         raise _bad("the ledger does not start with run_created", "RUN_NOT_FOUND")
@@ -121,7 +147,7 @@ def _open_run(event: Event, get: Getter) -> Row:
     return row
 
 
-def _touch(run: Row, event: Event) -> Row:
+def _touch(run: Row, event: EventFacts) -> Row:
     return {**run, "updated_at": event.at, "snapshot_seq": event.seq}
 
 
@@ -148,7 +174,7 @@ def _reads_run_artifact(run_id: str, payload: Mapping[str, Any]) -> tuple[RowKey
 # Handlers
 
 
-def _run_created(event: Event, get: Getter) -> Writes:
+def _run_created(event: EventFacts, get: Getter) -> Writes:
     if get(run_key(event.run_id)) is not None:
         raise _bad("the run already exists", "RUN_EXISTS")
     if event.seq != 1:
@@ -175,7 +201,7 @@ def _run_created(event: Event, get: Getter) -> Writes:
     return {run_key(event.run_id): row}
 
 
-def _run_status_changed(event: Event, get: Getter) -> Writes:
+def _run_status_changed(event: EventFacts, get: Getter) -> Writes:
     run = get(run_key(event.run_id))
     if run is None:
         raise _bad("the ledger does not start with run_created", "RUN_NOT_FOUND")
@@ -186,7 +212,7 @@ def _run_status_changed(event: Event, get: Getter) -> Writes:
     return {run_key(event.run_id): {**_touch(run, event), "status": target.value, "error": error}}
 
 
-def _task_created(event: Event, get: Getter) -> Writes:
+def _task_created(event: EventFacts, get: Getter) -> Writes:
     run = _open_run(event, get)
     p = event.payload
     task_id = check_identifier(p.get("task_id"), what="task_id")
@@ -213,7 +239,7 @@ def _task_created(event: Event, get: Getter) -> Writes:
     return {run_key(event.run_id): _touch(run, event), task_key(event.run_id, task_id): task}
 
 
-def _existing_task(event: Event, get: Getter) -> tuple[str, Row]:
+def _existing_task(event: EventFacts, get: Getter) -> tuple[str, Row]:
     task_id = _str_field(event.payload, "task_id")
     task = get(task_key(event.run_id, task_id))
     if task is None:
@@ -221,7 +247,7 @@ def _existing_task(event: Event, get: Getter) -> tuple[str, Row]:
     return task_id, task
 
 
-def _task_status_changed(event: Event, get: Getter) -> Writes:
+def _task_status_changed(event: EventFacts, get: Getter) -> Writes:
     run = _open_run(event, get)
     task_id, task = _existing_task(event, get)
     current = lifecycle.parse_task_status(task["status"])
@@ -238,7 +264,7 @@ def _task_status_changed(event: Event, get: Getter) -> Writes:
     return {run_key(event.run_id): _touch(run, event), task_key(event.run_id, task_id): updated}
 
 
-def _handoff_recorded(event: Event, get: Getter) -> Writes:
+def _handoff_recorded(event: EventFacts, get: Getter) -> Writes:
     run = _open_run(event, get)
     task_id, task = _existing_task(event, get)
     handoff_id = check_identifier(event.payload.get("handoff_id"), what="handoff_id")
@@ -263,7 +289,7 @@ _SHA256 = re.compile(r"^sha256:[0-9a-f]{64}$")
 _TRUST = frozenset({"internal", "external", "untrusted"})
 
 
-def _artifact_registered(event: Event, get: Getter) -> Writes:
+def _artifact_registered(event: EventFacts, get: Getter) -> Writes:
     run = _open_run(event, get)
     p = event.payload
     artifact_id = check_identifier(p.get("artifact_id"), what="artifact_id")
@@ -330,7 +356,7 @@ class Rebuild:
     def __init__(self) -> None:
         self.rows: dict[RowKey, Row] = {}
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: EventFacts) -> None:
         handler = HANDLERS.get(event.type)
         if handler is not None:
             self.rows.update(handler.apply(event, self.rows.get))

@@ -17,8 +17,15 @@ from collections.abc import Mapping
 from typing import Any
 
 from charter.errors import InvalidInput, StoreConflict
-from charter.ledger.events import Event
-from charter.ledger.projections import Getter, Handler, Row, RowKey, TableSpec, Writes
+from charter.ledger.projections import (
+    EventFacts,
+    Getter,
+    Handler,
+    Row,
+    RowKey,
+    TableSpec,
+    Writes,
+)
 
 TABLES: Mapping[str, TableSpec] = {
     "proposals": TableSpec(
@@ -57,7 +64,7 @@ def _reads(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
     return (proposal_key(run_id, pid),) if isinstance(pid, str) else ()
 
 
-def _created(event: Event, get: Getter) -> Writes:
+def _created(event: EventFacts, get: Getter) -> Writes:
     p = event.payload
     pid = _pid(p)
     key = proposal_key(event.run_id, pid)
@@ -81,7 +88,7 @@ def _created(event: Event, get: Getter) -> Writes:
     return {key: row}
 
 
-def _changed(event: Event, get: Getter) -> Writes:
+def _changed(event: EventFacts, get: Getter) -> Writes:
     p = event.payload
     key = proposal_key(event.run_id, _pid(p))
     row = get(key)
@@ -109,7 +116,7 @@ def _changed(event: Event, get: Getter) -> Writes:
     return {key: updated}
 
 
-def _apply_started(event: Event, get: Getter) -> Writes:
+def _apply_started(event: EventFacts, get: Getter) -> Writes:
     p = event.payload
     key = proposal_key(event.run_id, _pid(p))
     row = get(key)

@@ -52,13 +52,12 @@ from charter.ledger.events import (
     EVENT_TYPES,
     GENESIS_HASH,
     SCHEMA_VERSION,
-    Event,
     StoredEvent,
 )
 from charter.ledger.gcpause import collector_paused
 from charter.ledger.jsonload import SLOW, fast_loads, loads
 from charter.ledger.ports import Store
-from charter.ledger.projections import HANDLERS, RUN_TABLES, TABLES, Row, RowKey
+from charter.ledger.projections import HANDLERS, RUN_TABLES, TABLES, EventFacts, Row, RowKey
 
 _BATCH = 5000
 
@@ -247,39 +246,79 @@ _AS_STORED = (
 
 
 class RebuiltRows:
-    """Projection rows rebuilt by applying events in order, one dict per table.
+    """Projection rows rebuilt by applying events in order (what ``projections.Rebuild`` does).
 
-    The same handlers and the same result as :class:`~charter.ledger.projections.Rebuild`;
-    rows are keyed by their key tuple inside their table, so a handler's reads and writes
-    cost a tuple lookup instead of hashing and comparing :class:`RowKey` objects.
+    The rows live in one dict keyed by :class:`RowKey` (a tuple), whose own ``get`` is the
+    handlers' getter: a handler's read is a C-level lookup, without a Python frame.
     """
 
     def __init__(self) -> None:
-        self.tables: dict[str, dict[tuple[str, ...], Row]] = {}
+        self.rows: dict[RowKey, Row] = {}
 
     def get(self, key: RowKey) -> Row | None:
-        table = self.tables.get(key.table)
-        return None if table is None else table.get(key.key)
+        return self.rows.get(key)
 
-    def apply(self, event: Event) -> None:
+    def apply(self, event: EventFacts) -> None:
         handler = HANDLERS.get(event.type)
-        if handler is None:
-            return
-        tables = self.tables
-        for key, row in handler.apply(event, self.get).items():
-            table = tables.get(key.table)
-            if table is None:
-                table = tables[key.table] = {}
-            table[key.key] = row
+        if handler is not None:
+            rows = self.rows
+            rows.update(handler.apply(event, rows.get))
 
     def run(self, run_id: str) -> Row | None:
-        return self.tables.get("runs", {}).get((run_id,))
+        return self.rows.get(RowKey("runs", (run_id,)))
 
     def listed(self, table: str, run_id: str) -> list[Row]:
         """Like ``Rebuild.listed``: ``TableSpec.sort_key`` order, by one C-level getter."""
-        spec = TABLES[table]
-        rows = [r for k, r in self.tables.get(table, {}).items() if k[0] == run_id]
-        return sorted(rows, key=itemgetter(spec.order_by, *spec.keys))
+        rows = [r for (t, k), r in self.rows.items() if t == table and k[0] == run_id]
+        return _sorted(table, rows)
+
+    def tables_of(self, run_id: str) -> dict[str, list[Row]]:
+        """:meth:`listed` for every table with rows of ``run_id``, in one pass over the rows."""
+        grouped: dict[str, list[Row]] = {}
+        for (table, key), row in self.rows.items():
+            if key[0] == run_id:
+                found = grouped.get(table)
+                if found is None:
+                    grouped[table] = [row]
+                else:
+                    found.append(row)
+        return {table: _sorted(table, rows) for table, rows in grouped.items()}
+
+
+def _sorted(table: str, rows: list[Row]) -> list[Row]:
+    spec = TABLES[table]
+    return sorted(rows, key=itemgetter(spec.order_by, *spec.keys))
+
+
+class _ParsedEvent:
+    """An event's document as the handlers read it (an :class:`EventFacts`).
+
+    What :class:`Event` holds, in plain slots: building a frozen dataclass costs a call of
+    ``object.__setattr__`` per field, for every event verification applies.
+    """
+
+    __slots__ = (
+        "at",
+        "event_id",
+        "hash",
+        "payload",
+        "prev_hash",
+        "run_id",
+        "schema_version",
+        "seq",
+        "type",
+    )
+
+    def __init__(self, doc: Mapping[str, Any], hash_: str) -> None:
+        self.schema_version: int = doc["schema_version"]
+        self.run_id: str = doc["run_id"]
+        self.seq: int = doc["seq"]
+        self.event_id: str = doc["event_id"]
+        self.type: str = doc["type"]
+        self.at: str = doc["at"]
+        self.payload: Mapping[str, Any] = doc["payload"]
+        self.prev_hash: str = doc["prev_hash"]
+        self.hash = hash_
 
 
 class ChainChecker:
@@ -383,19 +422,7 @@ class ChainChecker:
                 if doc is SLOW:
                     doc = json.loads(data)
                     self._finite = False
-                self.rebuild.apply(
-                    Event(
-                        schema_version=doc["schema_version"],
-                        run_id=doc["run_id"],
-                        seq=doc["seq"],
-                        event_id=doc["event_id"],
-                        type=doc["type"],
-                        at=doc["at"],
-                        payload=doc["payload"],
-                        prev_hash=doc["prev_hash"],
-                        hash=hash_,
-                    )
-                )
+                self.rebuild.apply(_ParsedEvent(doc, hash_))
             except Failure as exc:  # the live append path would have refused this event
                 raise LedgerProblem(
                     "LEDGER_BAD_TRANSITION", seq, f"event {seq}: {exc.message}"
@@ -477,9 +504,10 @@ class ChainChecker:
         rebuilt = self.rebuild.run(self.run_id)
         if not self._encodes_to([] if rebuilt is None else [rebuilt], [] if run is None else [run]):
             self.compare("run row", None if run is None else _parse_stored(run), rebuilt)
+        listed = self.rebuild.tables_of(self.run_id)
         for table in RUN_TABLES:
             stored = tables.get(table, ())
-            rows = self.rebuild.listed(table, self.run_id)
+            rows = listed.get(table, [])
             if not self._encodes_to(rows, stored):
                 self.compare(f"{table} rows", [_parse_stored(r) for r in stored], rows)
 
