@@ -55,7 +55,7 @@ from charter.ledger.events import (
     StoredEvent,
 )
 from charter.ledger.gcpause import collector_paused
-from charter.ledger.jsonload import SLOW, fast_loads, loads
+from charter.ledger.jsonload import SLOW, fast_loads
 from charter.ledger.ports import Store
 from charter.ledger.projections import HANDLERS, RUN_TABLES, TABLES, EventFacts, Row, RowKey
 
@@ -326,17 +326,25 @@ class ChainChecker:
 
     With ``events`` (a list), every event's parsed document (``{at, event_id, payload, …}``,
     as ``json.loads`` of its stored bytes gives it) is appended to it as the event is checked,
-    so replay and evaluation need not read and parse the run again. An event whose bytes are
-    not JSON is then noted in :attr:`unreadable` (verification itself parses only the events
-    a projection handler needs, and its verdict does not change).
+    so replay and evaluation need not read and parse the run again; with ``visit``, each
+    document is handed to it instead (and not kept). An event whose bytes are not JSON is then
+    noted in :attr:`unreadable` and skipped (verification itself parses only the events a
+    projection handler needs, and its verdict does not change).
     """
 
-    def __init__(self, run_id: str, *, events: list[dict[str, Any]] | None = None) -> None:
+    def __init__(
+        self,
+        run_id: str,
+        *,
+        events: list[dict[str, Any]] | None = None,
+        visit: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.run_id = run_id
         self.last_seq = 0
         self.last_hash = GENESIS_HASH
         self.rebuild = RebuiltRows()
         self.events = events
+        self._visit = events.append if events is not None else visit
         self.unreadable: int | None = None
         # Whether every event a handler applied was parsed by orjson (so every float in the
         # rebuilt rows is finite): the condition of compare_stored's byte comparison.
@@ -371,75 +379,82 @@ class ChainChecker:
         every int, at half the cost.
         """
         middle, types, handlers = self._middle, EVENT_TYPES, HANDLERS
-        keep = self.events is not None
+        visit = self._visit
         fresh = _fresh_sha256
-        for seq, type_, at, prev_hash, hash_, data in rows:
-            text = str(seq)
-            if (
-                seq != self.last_seq + 1
-                or prev_hash != self.last_hash
-                or not data.startswith(
-                    f'{{"at":"{at}","event_id":"{text.zfill(8)}","payload":'.encode()
-                )
-                or not data.endswith(
-                    f',"prev_hash":"{prev_hash}{middle}{text},"type":"{type_}"}}'.encode()
-                )
-                or type_ not in types
-            ):
-                # Something is wrong: let the full check say what, in the documented order.
-                check_values(
-                    self.run_id,
-                    seq,
-                    type_,
-                    at,
-                    prev_hash,
-                    hash_,
-                    data,
-                    last_seq=self.last_seq,
-                    last_hash=self.last_hash,
-                )
-            digest = fresh()
-            digest.update(prev_hash.encode())
-            digest.update(data)
-            if "sha256:" + digest.hexdigest() != hash_:
-                raise LedgerProblem(
-                    "LEDGER_HASH_MISMATCH", seq, f"event {seq}'s bytes do not match its hash"
-                )
-            if seq == 1 and type_ != "run_created":
-                raise LedgerProblem(
-                    "LEDGER_BAD_TRANSITION", 1, "the first event is not run_created"
-                )
-            if keep or type_ in handlers:
-                self._parse(seq, type_, hash_, data)
-            self.last_seq = seq
-            self.last_hash = hash_
+        # The last accepted row, in locals while the loop runs (stored back even on a problem).
+        last_seq, last_hash = self.last_seq, self.last_hash
+        try:
+            for seq, type_, at, prev_hash, hash_, data in rows:
+                text = str(seq)
+                if (
+                    seq != last_seq + 1
+                    or prev_hash != last_hash
+                    or not data.startswith(
+                        f'{{"at":"{at}","event_id":"{text.zfill(8)}","payload":'.encode()
+                    )
+                    or not data.endswith(
+                        f',"prev_hash":"{prev_hash}{middle}{text},"type":"{type_}"}}'.encode()
+                    )
+                    or type_ not in types
+                ):
+                    # Something is wrong: let the full check say what, in the documented order.
+                    check_values(
+                        self.run_id,
+                        seq,
+                        type_,
+                        at,
+                        prev_hash,
+                        hash_,
+                        data,
+                        last_seq=last_seq,
+                        last_hash=last_hash,
+                    )
+                digest = fresh()
+                digest.update(prev_hash.encode())
+                digest.update(data)
+                if "sha256:" + digest.hexdigest() != hash_:
+                    raise LedgerProblem(
+                        "LEDGER_HASH_MISMATCH", seq, f"event {seq}'s bytes do not match its hash"
+                    )
+                if seq == 1 and type_ != "run_created":
+                    raise LedgerProblem(
+                        "LEDGER_BAD_TRANSITION", 1, "the first event is not run_created"
+                    )
+                if type_ in handlers:
+                    self._apply(seq, hash_, data)
+                elif visit is not None:  # loads(data), inlined: most events take this path
+                    doc = fast_loads(data)
+                    if doc is SLOW:
+                        try:
+                            doc = json.loads(data)
+                        except ValueError:
+                            if self.unreadable is None:
+                                self.unreadable = seq
+                            doc = SLOW
+                    if doc is not SLOW:
+                        visit(doc)
+                last_seq, last_hash = seq, hash_
+        finally:
+            self.last_seq, self.last_hash = last_seq, last_hash
 
-    def _parse(self, seq: int, type_: str, hash_: str, data: bytes) -> None:
-        """Apply the event's projection handler, if it has one; keep its document if asked."""
-        if type_ in HANDLERS:
-            try:
-                doc = fast_loads(data)
-                if doc is SLOW:
-                    doc = json.loads(data)
-                    self._finite = False
-                self.rebuild.apply(_ParsedEvent(doc, hash_))
-            except Failure as exc:  # the live append path would have refused this event
-                raise LedgerProblem(
-                    "LEDGER_BAD_TRANSITION", seq, f"event {seq}: {exc.message}"
-                ) from None
-            except (ValueError, KeyError, TypeError):
-                raise LedgerProblem(
-                    "LEDGER_HASH_MISMATCH", seq, f"event {seq} is not valid JSON"
-                ) from None
-        elif self.events is not None:
-            try:
-                doc = loads(data)
-            except ValueError:
-                if self.unreadable is None:
-                    self.unreadable = seq
-                return
-        if self.events is not None:
-            self.events.append(doc)
+    def _apply(self, seq: int, hash_: str, data: bytes) -> None:
+        """Parse the event and apply its projection handler; hand its document on if asked."""
+        try:
+            doc = fast_loads(data)
+            if doc is SLOW:
+                doc = json.loads(data)
+                self._finite = False
+            self.rebuild.apply(_ParsedEvent(doc, hash_))
+        except Failure as exc:  # the live append path would have refused this event
+            raise LedgerProblem(
+                "LEDGER_BAD_TRANSITION", seq, f"event {seq}: {exc.message}"
+            ) from None
+        except (ValueError, KeyError, TypeError):
+            raise LedgerProblem(
+                "LEDGER_HASH_MISMATCH", seq, f"event {seq} is not valid JSON"
+            ) from None
+        if self._visit is not None:
+            self._visit(doc)
 
     def check_head(self, head: Head | None, key: LedgerKey) -> None:
         if head is None:
@@ -632,8 +647,28 @@ async def read_verified(
     change projections).
     """
     events: list[dict[str, Any]] = []
+    report = await visit_verified(store, run_id, key, events.append, artifacts=artifacts)
+    return VerifiedEvents(report=report, events=events)
+
+
+async def visit_verified(
+    store: Store,
+    run_id: str,
+    key: LedgerKey,
+    visit: Callable[[dict[str, Any]], None],
+    *,
+    artifacts: ArtifactSource | None = None,
+) -> VerifyReport:
+    """:func:`read_verified` handing each event's document to ``visit`` instead of a list.
+
+    ``visit`` sees the documents in seq order as each event passes its checks — on the
+    thread that reads the store — and keeps what it needs: a verified replay consumes the
+    run without holding every parsed event. When the report is not ok, ``visit`` has seen
+    the events before the problem, and its work must be discarded. ``visit`` must not raise
+    (an exception would abort verification). Raises as :func:`read_verified` does.
+    """
     with collector_paused():
-        report, checker = await _verify(store, run_id, key, artifacts, events)
+        report, checker = await _verify(store, run_id, key, artifacts, visit)
     if report.ok and checker.unreadable is not None:
         raise LedgerIntegrityError(
             f"event {checker.unreadable} is not valid JSON",
@@ -641,7 +676,7 @@ async def read_verified(
             seq=checker.unreadable,
             run_id=run_id,
         )
-    return VerifiedEvents(report=report, events=events)
+    return report
 
 
 async def _verify(
@@ -649,12 +684,12 @@ async def _verify(
     run_id: str,
     key: LedgerKey,
     artifacts: ArtifactSource | None,
-    events: list[dict[str, Any]] | None,
+    visit: Callable[[dict[str, Any]], None] | None,
 ) -> tuple[VerifyReport, ChainChecker]:
     snap = await store.stored_snapshot(run_id)
     if snap is None:
         raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
-    checker = ChainChecker(run_id, events=events)
+    checker = ChainChecker(run_id, visit=visit)
     count = 0
     scan = getattr(store, "scan_stored", None)
     try:

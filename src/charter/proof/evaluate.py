@@ -73,77 +73,105 @@ def evaluate_events(
     run_id: str, events: Sequence[Mapping[str, Any]], *, agents: frozenset[str] | None = None
 ) -> Evaluation:
     """``agents``: agent names of the Build (a task role that is one must match the context)."""
-    findings: list[Finding] = []
-    entry: CatalogEntry | None = None
-    contexts: dict[str, Mapping[str, Any]] = {}
-    intents: dict[tuple[str, str], Mapping[str, Any]] = {}
-    succeeded: dict[tuple[str, str], tuple[str, int]] = {}  # (tool, fingerprint) -> call, seq
-    completed: set[str] = set()
-    preflight_done: set[str] = set()
-    status: str | None = None
+    evaluator = Evaluator(run_id, agents=agents)
     for ev in events:
+        evaluator.add(ev)
+    return evaluator.result()
+
+
+class Evaluator:
+    """:func:`evaluate_events` one event at a time: :meth:`add` each event in seq order, then
+    :meth:`result` (a verified replay feeds it as verification parses each event)."""
+
+    def __init__(self, run_id: str, *, agents: frozenset[str] | None = None) -> None:
+        self.run_id = run_id
+        self.agents = agents
+        self.findings: list[Finding] = []
+        self.entry: CatalogEntry | None = None
+        self.contexts: dict[str, Mapping[str, Any]] = {}
+        # (context, call) -> the started intent's tool, fingerprint and task
+        self.intents: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
+        self.succeeded: dict[tuple[str, str], tuple[str, int]] = {}  # (tool, fp) -> call, seq
+        self.completed: set[str] = set()
+        self.preflight_done: set[str] = set()
+        self.status: str | None = None
+
+    def add(self, ev: Mapping[str, Any]) -> None:
         typ, p, seq = ev["type"], ev["payload"], int(ev["seq"])
-        if typ == "run_created":
+        if typ == "tool_progress":  # most events: test it first
+            stage = p.get("stage")
+            if stage == "started":
+                self._started(p, seq)
+            elif stage == "completed":
+                self._completed(p, seq)
+        elif typ == "run_created":
             wf = p.get("workflow")
             if isinstance(wf, Mapping) and "entries" in wf:
-                entry = pinned_entry(wf)
+                self.entry = pinned_entry(wf)
         elif typ == "run_status_changed":
-            status = p.get("status")
+            self.status = p.get("status")
         elif typ == "task_status_changed" and p.get("status") == "completed":
-            completed.add(str(p.get("task_id")))
+            self.completed.add(str(p.get("task_id")))
         elif typ == "context_resolved":
-            contexts[p["context_id"]] = p
-        elif typ == "tool_progress" and p.get("stage") == "started":
-            key = (p.get("context_id", ""), p.get("call_id", ""))
-            intents[key] = p
-            if entry is not None:
-                findings += _call_findings(
-                    entry, p, contexts.get(key[0]), preflight_done, seq, agents
+            self.contexts[p["context_id"]] = p
+        elif typ == "artifact_registered" and self.entry is not None:
+            self.findings += _artifact_findings(self.entry, p, seq)
+
+    def _started(self, p: Mapping[str, Any], seq: int) -> None:
+        key = (p.get("context_id", ""), p.get("call_id", ""))
+        self.intents[key] = (p.get("tool_id"), p.get("fingerprint"), p.get("task_id"))
+        if self.entry is not None:
+            self.findings += _call_findings(
+                self.entry, p, self.contexts.get(key[0]), self.preflight_done, seq, self.agents
+            )
+
+    def _completed(self, p: Mapping[str, Any], seq: int) -> None:
+        key = (p.get("context_id", ""), p.get("call_id", ""))
+        intent = self.intents.get(key)
+        if intent is None:
+            return
+        tool_id, fingerprint, task_id = intent
+        tool = str(tool_id)
+        self.preflight_done.add(tool)
+        dup = (tool, str(fingerprint))
+        succeeded = self.succeeded
+        if dup in succeeded:
+            first, first_seq = succeeded[dup]
+            self.findings.append(
+                Finding(
+                    kind="duplicate_success",
+                    message=f"{tool} succeeded again with the same arguments "
+                    f"(first as {first} at seq {first_seq})",
+                    seq=seq,
+                    call_id=key[1],
+                    task_id=task_id,
                 )
-        elif typ == "tool_progress" and p.get("stage") == "completed":
-            key = (p.get("context_id", ""), p.get("call_id", ""))
-            intent = intents.get(key)
-            if intent is None:
-                continue
-            tool = str(intent.get("tool_id"))
-            preflight_done.add(tool)
-            dup = (tool, str(intent.get("fingerprint")))
-            if dup in succeeded:
-                first, first_seq = succeeded[dup]
-                findings.append(
-                    Finding(
-                        kind="duplicate_success",
-                        message=f"{tool} succeeded again with the same arguments "
-                        f"(first as {first} at seq {first_seq})",
-                        seq=seq,
-                        call_id=key[1],
-                        task_id=intent.get("task_id"),
+            )
+        else:
+            succeeded[dup] = (key[1], seq)
+
+    def result(self) -> Evaluation:
+        findings, entry, status = list(self.findings), self.entry, self.status
+        if entry is not None:
+            for t in entry.tasks:
+                if t.id not in self.completed:
+                    findings.append(
+                        Finding(
+                            kind="milestone_missing",
+                            message=f"task {t.id} never completed",
+                            task_id=t.id,
+                        )
                     )
-                )
-            else:
-                succeeded[dup] = (key[1], seq)
-        elif typ == "artifact_registered" and entry is not None:
-            findings += _artifact_findings(entry, p, seq)
-    if entry is not None:
-        for t in entry.tasks:
-            if t.id not in completed:
-                findings.append(
-                    Finding(
-                        kind="milestone_missing",
-                        message=f"task {t.id} never completed",
-                        task_id=t.id,
-                    )
-                )
-    if status not in TERMINAL:
-        findings.append(Finding(kind="terminal_status", message=f"the run is still {status}"))
-    elif status != "completed":
-        findings.append(Finding(kind="terminal_status", message=f"the run ended {status}"))
-    return Evaluation(
-        run_id=run_id,
-        workflow=entry.name if entry is not None else None,
-        status=status,
-        findings=tuple(sorted(findings, key=lambda f: (f.seq is None, f.seq or 0))),
-    )
+        if status not in TERMINAL:
+            findings.append(Finding(kind="terminal_status", message=f"the run is still {status}"))
+        elif status != "completed":
+            findings.append(Finding(kind="terminal_status", message=f"the run ended {status}"))
+        return Evaluation(
+            run_id=self.run_id,
+            workflow=entry.name if entry is not None else None,
+            status=status,
+            findings=tuple(sorted(findings, key=lambda f: (f.seq is None, f.seq or 0))),
+        )
 
 
 def _call_findings(

@@ -89,22 +89,39 @@ def replay_events(
     principals: Mapping[str, Principal] | None = None,
 ) -> ReplayReport:
     """Pure: ``events`` are ``{seq, type, payload}`` mappings in seq order."""
-    contexts: dict[str, Mapping[str, Any]] = {}
-    # The decision without arguments depends only on the context row and the tool: decide
-    # once per (context, tool). The call_limit budget and the approval binding stay per call.
-    decided: dict[str, dict[str, tuple[str, str | None]]] = {}
-    approvals: dict[str, Mapping[str, Any]] = {}
-    seen: set[tuple[str, str]] = set()
-    counts: dict[tuple[str, str], int] = {}
-    calls: list[CallReplay] = []
-    assumed = False
+    replay = Replay(run_id, build, principals=principals)
+    for ev in events:
+        replay.add(ev)
+    return replay.report()
 
-    def principal_of(ctx: Mapping[str, Any]) -> Principal:
-        nonlocal assumed
-        found = (principals or {}).get(ctx["principal"])
+
+class Replay:
+    """:func:`replay_events` one event at a time: :meth:`add` each event in seq order, then
+    :meth:`report` (a verified replay feeds it as verification parses each event)."""
+
+    def __init__(
+        self, run_id: str, build: Build, *, principals: Mapping[str, Principal] | None = None
+    ) -> None:
+        self.run_id = run_id
+        self.build = build
+        self.principals = principals or {}
+        self.events = 0
+        self.contexts: dict[str, Mapping[str, Any]] = {}
+        # The decision without arguments depends only on the context row and the tool: decide
+        # once per (context, tool). The call_limit budget and the approval binding stay per
+        # call.
+        self.decided: dict[str, dict[str, tuple[str, str | None]]] = {}
+        self.approvals: dict[str, Mapping[str, Any]] = {}
+        self.seen: set[tuple[str, str]] = set()
+        self.counts: dict[tuple[str, str], int] = {}
+        self.calls: list[CallReplay] = []
+        self.assumed = False
+
+    def _principal_of(self, ctx: Mapping[str, Any]) -> Principal:
+        found = self.principals.get(ctx["principal"])
         if found is not None:
             return found
-        assumed = True
+        self.assumed = True
         return Principal(
             name=ctx["principal"],
             tenant=ctx["tenant"],
@@ -112,32 +129,41 @@ def replay_events(
             permissions=frozenset({"*"}),
         )
 
-    for ev in events:
+    def add(self, ev: Mapping[str, Any]) -> None:
+        self.events += 1
         p = ev["payload"]
         typ = ev["type"]
-        if typ == "context_resolved":
-            contexts[p["context_id"]] = p
-            decided.pop(p["context_id"], None)
-            continue
-        if typ == "approval_requested":
-            approvals[p["approval_id"]] = p
-            recorded = "pending_approval"
-        elif typ == "tool_progress" and p.get("stage") == "started":
+        # Most events are tool_progress; only a call's first decision is replayed.
+        if typ == "tool_progress":
+            if p.get("stage") != "started":
+                return
             recorded = "allowed"
-        elif typ == "tool_call_recorded" and p.get("outcome") in ("denied", "rejected"):
+        elif typ == "tool_call_recorded":
+            if p.get("outcome") not in ("denied", "rejected"):
+                return
             recorded = str(p["outcome"])
+        elif typ == "context_resolved":
+            self.contexts[p["context_id"]] = p
+            self.decided.pop(p["context_id"], None)
+            return
+        elif typ == "approval_requested":
+            self.approvals[p["approval_id"]] = p
+            recorded = "pending_approval"
         else:
-            continue
+            return
         key = (p.get("context_id", ""), p.get("call_id", ""))
-        if key in seen or key[0] not in contexts:
-            continue
-        seen.add(key)
+        if key in self.seen or key[0] not in self.contexts:
+            return
+        self.seen.add(key)
+        build = self.build
         tool = p.get("tool_id") or ""
-        by_tool = decided.setdefault(key[0], {})
+        by_tool = self.decided.get(key[0])
+        if by_tool is None:
+            by_tool = self.decided[key[0]] = {}
         cached = by_tool.get(tool)
         if cached is None:
-            ctx_row = contexts[key[0]]
-            who = principal_of(ctx_row)
+            ctx_row = self.contexts[key[0]]
+            who = self._principal_of(ctx_row)
             ctx = synthetic_context(build, who, ctx_row["profile"], ctx_row.get("agent"))
             got = decide(build, ctx, who, tool, None)
             cached = by_tool[tool] = (got.status, got.reason)
@@ -146,8 +172,8 @@ def replay_events(
         if recorded == "rejected" and replayed in ("allowed", "pending_approval"):
             replayed, reason = "rejected", "AS_RECORDED"  # validation needs the arguments
         if replayed in ("allowed", "pending_approval") and contract is not None:
-            n = counts.get((key[0], tool), 0) + 1
-            counts[(key[0], tool)] = n
+            n = self.counts.get((key[0], tool), 0) + 1
+            self.counts[(key[0], tool)] = n
             if contract.call_limit is not None and n > contract.call_limit:
                 replayed, reason = "denied", "CALL_LIMIT_EXCEEDED"
         approval_id = p.get("approval_id")
@@ -157,7 +183,7 @@ def replay_events(
             and isinstance(approval_id, str)
             and contract is not None
         ):
-            bound = approvals.get(approval_id, {})
+            bound = self.approvals.get(approval_id, {})
             if (bound.get("tool_version"), bound.get("contract_digest")) == (
                 contract.version,
                 contract.digest,
@@ -165,7 +191,7 @@ def replay_events(
                 replayed, reason = "allowed", "APPROVED"
             else:
                 reason = "APPROVAL_BINDING_CHANGED"
-        calls.append(
+        self.calls.append(
             CallReplay(
                 context_id=key[0],
                 call_id=key[1],
@@ -177,13 +203,15 @@ def replay_events(
                 changed=replayed != recorded,
             )
         )
-    return ReplayReport(
-        run_id=run_id,
-        build_digest=build.digest,
-        events=len(events),
-        calls=tuple(calls),
-        assumed_permissions=assumed,
-    )
+
+    def report(self) -> ReplayReport:
+        return ReplayReport(
+            run_id=self.run_id,
+            build_digest=self.build.digest,
+            events=self.events,
+            calls=tuple(self.calls),
+            assumed_permissions=self.assumed,
+        )
 
 
 async def read_events(store: Store, run_id: str, *, batch: int = 5000) -> list[dict[str, Any]]:

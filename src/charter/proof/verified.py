@@ -2,15 +2,20 @@
 
 :func:`replay_verified` is what ``charter runs replay`` runs (and ``bench/replay.py``
 measures): the stored rows are read once, and each event is checked (chain, frame, lifecycles,
-projections rebuilt and compared, head MAC — :func:`charter.ledger.verify.read_verified`) and
-parsed by the same pass; the parsed events then go to :func:`~charter.proof.replay.replay_events`
-and :func:`~charter.proof.evaluate.evaluate_events`. A ledger that fails verification is not
-replayed: its report says why.
+projections rebuilt and compared, head MAC — :func:`charter.ledger.verify.visit_verified`) and
+parsed by the same pass, which hands each parsed event straight on to replay
+(:class:`~charter.proof.replay.Replay`) and evaluation
+(:class:`~charter.proof.evaluate.Evaluator`): the run's events are never all held at once.
+A ledger that fails verification is not replayed: its report says why, and what replay and
+evaluation saw of it is dropped. The result is what :func:`~charter.proof.replay.replay_events`
+and :func:`~charter.proof.evaluate.evaluate_events` give for the verified events, errors
+included (an exception replay raises wins over one evaluation raises, as when they ran one
+after the other).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,10 +23,10 @@ from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
 from charter.ledger.gcpause import collector_paused
 from charter.ledger.ports import Store
-from charter.ledger.verify import VerifyReport, read_verified
+from charter.ledger.verify import VerifyReport, visit_verified
 from charter.project.build import Build
-from charter.proof.evaluate import Evaluation, evaluate_events
-from charter.proof.replay import ReplayReport, replay_events
+from charter.proof.evaluate import Evaluation, Evaluator
+from charter.proof.replay import Replay, ReplayReport
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,12 +57,48 @@ async def replay_verified(
     agents: frozenset[str] | None = None,
 ) -> VerifiedReplay:
     """Verify ``run_id`` and, when it verifies, replay it against ``build`` and evaluate it."""
-    with collector_paused():  # the parsed events stay alive through replay and evaluation
-        got = await read_verified(store, run_id, key)
-        if not got.report.ok:
-            return VerifiedReplay(verify=got.report, replay=None, evaluation=None)
-        return VerifiedReplay(
-            verify=got.report,
-            replay=replay_events(run_id, got.events, build, principals=principals),
-            evaluation=evaluate_events(run_id, got.events, agents=agents),
-        )
+    replay = Replay(run_id, build, principals=principals)
+    evaluator = Evaluator(run_id, agents=agents)
+    feed = _Feed(replay.add, evaluator.add)
+    with collector_paused():  # replay and evaluation build up state through the whole read
+        report = await visit_verified(store, run_id, key, feed)
+        if not report.ok:
+            return VerifiedReplay(verify=report, replay=None, evaluation=None)
+        if feed.replay_error is not None:
+            raise feed.replay_error
+        if feed.evaluation_error is not None:
+            raise feed.evaluation_error
+        return VerifiedReplay(verify=report, replay=replay.report(), evaluation=evaluator.result())
+
+
+class _Feed:
+    """Hands each event to replay and to evaluation; keeps the first exception of each.
+
+    Verification must not be cut short by them: the ledger might still fail it, and then its
+    report is the answer. A consumer that raised is fed no more (as its loop would have
+    stopped there).
+    """
+
+    __slots__ = ("evaluate", "evaluation_error", "replay", "replay_error")
+
+    def __init__(
+        self,
+        replay: Callable[[dict[str, Any]], None],
+        evaluate: Callable[[dict[str, Any]], None],
+    ) -> None:
+        self.replay = replay
+        self.evaluate = evaluate
+        self.replay_error: Exception | None = None
+        self.evaluation_error: Exception | None = None
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.replay_error is None:
+            try:
+                self.replay(event)
+            except Exception as exc:  # raised once verification has passed
+                self.replay_error = exc
+        if self.evaluation_error is None:
+            try:
+                self.evaluate(event)
+            except Exception as exc:
+                self.evaluation_error = exc
