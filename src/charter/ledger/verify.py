@@ -29,8 +29,13 @@ carry the ``artifact_id`` (and the ``path``) and the ``seq`` of the registration
 Stored bytes are hashed as they are and never re-serialized. Their agreement with the indexed
 columns is checked byte for byte against the frame those columns imply (prefix and suffix
 around the payload); the payload is parsed (:func:`charter.ledger.jsonload.loads`) where a
-projection handler needs it — or for every event when :func:`read_verified` hands the parsed
-events on to replay and evaluation, so that one read of a run serves all three.
+projection handler needs it — or for every event when :func:`read_verified` (a list) or
+:func:`visit_verified` (a callback) hands the parsed events on to replay and evaluation, so
+that one read of a run serves all three.
+
+Stored projection rows are compared with the rebuilt ones as the bytes the store holds
+(:meth:`ChainChecker.compare_stored`); only a table whose bytes differ is parsed and compared
+by value, which decides the verdict as before.
 """
 
 from __future__ import annotations
