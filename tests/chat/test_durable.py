@@ -375,3 +375,27 @@ async def test_a_subscriber_on_another_replica_keeps_the_turn_from_the_grace_win
         stored = await _all(hub_b, remote)
         await hub_b.close()
     assert stored[-1]["data"] == {"status": "cancelled", "reason": "DISCONNECT_GRACE_EXPIRED"}
+
+
+async def test_the_stored_history_is_redacted_like_the_events(
+    project: Project, sqlite_url: str
+) -> None:
+    """The model sees the message as written; what is stored keeps none of the deployment's
+    secrets (here a pattern), in the history as in the stream events."""
+    from charter.kernel.redaction import Redactor
+
+    secret = "sk-live0123456789abcdef"
+    clock = FakeClock()
+    model = Recording()
+    async with _replica(project, sqlite_url, clock, model) as (rt, hub):
+        rt.kernel.redactor = Redactor(patterns=[r"sk-live[0-9a-f]{16}"])
+        conv, _ = await _turn(hub, rt, f"hello, my key is {secret}")
+        store = rt.kernel.store
+        assert isinstance(store, ConversationStore)
+        record = await store.load_conversation(conv.conversation_id)
+        stored = await store.read_conversation_events(conv.conversation_id, after=0)
+    assert secret in model.requests[0].messages[-1].text
+    assert record is not None
+    assert "hello, my key is" in record.history
+    assert secret not in record.history
+    assert all(secret not in e.data for e in stored)

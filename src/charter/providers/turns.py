@@ -44,6 +44,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from charter.errors import Failure, PermissionDenied, StoreConflict
+from charter.kernel.redaction import Redactor
 from charter.ledger.events import decode, format_at
 from charter.ledger.ids import new_id
 from charter.providers.base import ChatMessage
@@ -89,8 +90,11 @@ class Conversation:
         return self.events[-1].sequence if self.events else self.base
 
 
-def _history_text(history: Sequence[ChatMessage]) -> str:
-    return json.dumps([asdict(m) for m in history], separators=(",", ":"), ensure_ascii=False)
+def _history_text(history: Sequence[ChatMessage], redactor: Redactor) -> str:
+    """The history as stored: redacted like the stream events (the model saw the messages as
+    written; what outlives the process keeps none of the deployment's secrets)."""
+    messages = redactor.redact([asdict(m) for m in history])
+    return json.dumps(messages, separators=(",", ":"), ensure_ascii=False)
 
 
 def _stored_event(event: StreamEvent) -> ConversationEvent:
@@ -380,7 +384,7 @@ class TurnHub:
                 run_id=conv.run_id,
                 turns=conv.turns,
                 updated_at=format_at(self.clock()),
-                history=_history_text(conv.history),
+                history=_history_text(conv.history, self.orchestrator.kernel.redactor),
             )
             try:
                 await self.store.save_conversation(record)
