@@ -399,3 +399,89 @@ async def test_the_stored_history_is_redacted_like_the_events(
     assert "hello, my key is" in record.history
     assert secret not in record.history
     assert all(secret not in e.data for e in stored)
+
+
+class Gated(Recording):
+    """The scripted model, holding each turn until ``gate`` opens."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gate = asyncio.Event()
+
+    def execute_turn(self, request: TurnRequest, invoker: ToolInvoker) -> Any:
+        inner = super().execute_turn(request, invoker)
+
+        async def held() -> Any:
+            await self.gate.wait()
+            async for event in inner:
+                yield event
+
+        return held()
+
+
+def _request(rt: Runtime, conv_id: str, message: str) -> ChatRequest:
+    return ChatRequest(
+        conversation_id=conv_id, principal=rt.principal("app"), message=message, profile="all"
+    )
+
+
+async def test_a_replica_refuses_a_turn_another_has_started_before_it_stored_an_event(
+    project: Project,
+) -> None:
+    clock = FakeClock()
+    model_a, model_b = Gated(), Recording()
+    async with _replica(project, "memory:", clock, model_a) as (rt, hub_a):
+        hub_b = _hub(rt, model_b, clock)
+        try:
+            model_a.gate.set()
+            conv, _ = await _turn(hub_a, rt, "hello")
+            cid = conv.conversation_id
+            model_a.gate.clear()
+            conv_a = await hub_a.start(_request(rt, cid, "second, on A"))
+            # A's turn is held before its model answers: only its record says it is open.
+            with pytest.raises(PermissionDenied) as busy:
+                await hub_b.start(_request(rt, cid, "second, on B"))
+            assert busy.value.reason == "TURN_IN_PROGRESS"
+            model_a.gate.set()
+            await _all(hub_a, conv_a, after=conv_a.turn_start)
+            conv_b, events = await _turn(hub_b, rt, "third, on B", cid)
+        finally:
+            await hub_b.close()
+    assert events[-1]["data"]["status"] == "completed"
+    assert conv_b.turns == 3
+    (seen,) = model_b.requests
+    assert [m.text for m in seen.messages if m.role == "user"] == [
+        "hello",
+        "second, on A",
+        "third, on B",
+    ]
+    # each answered once: the first turn's last writes did not close (or answer) the second
+    assert [m.role for m in seen.messages] == ["user", "assistant"] * 2 + ["user"]
+
+
+async def test_two_replicas_starting_the_same_turn_at_once_run_it_once(
+    project: Project,
+) -> None:
+    clock = FakeClock()
+    async with _replica(project, "memory:", clock) as (rt, hub_a):
+        hub_b = _hub(rt, Recording(), clock)
+        try:
+            conv, _ = await _turn(hub_a, rt, "hello")
+            cid = conv.conversation_id
+            await hub_b.find(cid, conv.tenant, conv.user)  # both know it, idle
+            got = await asyncio.gather(
+                hub_a.start(_request(rt, cid, "from A")),
+                hub_b.start(_request(rt, cid, "from B")),
+                return_exceptions=True,
+            )
+            refused = [g for g in got if isinstance(g, PermissionDenied)]
+            started = [g for g in got if isinstance(g, Conversation)]
+            assert len(refused) == 1
+            assert refused[0].reason == "TURN_IN_PROGRESS"
+            (winner,) = started
+            hub = hub_a if got[0] is winner else hub_b
+            events = await _all(hub, winner, after=winner.turn_start)
+        finally:
+            await hub_b.close()
+    assert events[-1]["type"] == "conversation.completed"
+    assert winner.turns == 2

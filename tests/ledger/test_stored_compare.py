@@ -58,6 +58,24 @@ async def test_stored_bytes_that_differ_are_compared_as_values(tmp_path: Path, s
     assert await _verify(await _edited_sqlite(tmp_path, sql)) == (True, None)
 
 
+async def test_a_row_stored_as_a_blob_is_read_as_its_bytes(tmp_path: Path) -> None:
+    """The same JSON with another storage class (BLOB): the same value, so it verifies."""
+    sql = "UPDATE tasks SET data = CAST(data AS BLOB) WHERE task_id = 'report'"
+    assert await _verify(await _edited_sqlite(tmp_path, sql)) == (True, None)
+
+
+@pytest.mark.parametrize(
+    "sql",
+    [
+        "UPDATE tasks SET data = 'not json' WHERE task_id = 'report'",
+        "UPDATE tasks SET data = X'FF00' WHERE task_id = 'report'",  # not UTF-8 either
+        "UPDATE runs SET data = 42",
+    ],
+)
+async def test_a_row_that_is_not_json_text_diverges(tmp_path: Path, sql: str) -> None:
+    assert await _verify(await _edited_sqlite(tmp_path, sql)) == (False, "SNAPSHOT_DIVERGENCE")
+
+
 @pytest.mark.parametrize(
     "sql",
     [

@@ -46,6 +46,10 @@ def _record(cid: str = "conv-1", **changes: Any) -> ConversationRecord:
     return ConversationRecord(**fields)
 
 
+def _asdict(record: ConversationRecord) -> dict[str, Any]:
+    return {f: getattr(record, f) for f in record.__dataclass_fields__}
+
+
 def _events(first: int, count: int, type_: str = "assistant.delta") -> list[ConversationEvent]:
     return [
         ConversationEvent(sequence=s, type=type_, data=f'{{"sequence": {s}}}')
@@ -72,6 +76,22 @@ class ConversationStoreSuite:
             later = _record(turns=2, run_id=None, history="[]", updated_at="2030-01-02T00:00:00Z")
             await store.save_conversation(later)
             assert await store.load_conversation("conv-1") == later
+
+    async def test_a_turn_is_claimed_once(self, opener: Opener) -> None:
+        """Two processes starting turn 2 of one conversation: the first claim wins, the second
+        writes nothing; a conversation without a record is claimed by its first turn."""
+        async with opener() as store:
+            assert await store.claim_turn(_record(turns=1))
+            await store.touch_conversation("conv-1", watched_at="2030-01-01T00:00:01.000000Z")
+            mine = _record(turns=2, history="[1]", updated_at="2030-01-02T00:00:00.000000Z")
+            theirs = _record(turns=2, history="[2]", updated_at="2030-01-02T00:00:01.000000Z")
+            assert await store.claim_turn(mine)
+            assert not await store.claim_turn(theirs)
+            assert not await store.claim_turn(_record(turns=4))  # not the next turn either
+            stored = await store.load_conversation("conv-1")
+            assert stored == mine.__class__(
+                **{**_asdict(mine), "watched_at": "2030-01-01T00:00:01.000000Z"}
+            )
 
     async def test_events_append_read_after_and_tail(self, opener: Opener) -> None:
         async with opener() as store:
@@ -211,13 +231,15 @@ async def test_sqlite_conversation_writes_leave_the_ledger_writer_alone(tmp_path
     assert closed.value.reason == "STORE_CLOSED"
 
 
-async def test_sqlite_migration_7_adds_the_conversation_tables(tmp_path: Path) -> None:
+async def test_sqlite_migrations_7_and_8_add_the_conversation_tables(tmp_path: Path) -> None:
     path = tmp_path / "m.db"
     async with SQLiteStore.open(path, key=fixed_ledger_key()):
         pass
     with sqlite3.connect(path) as conn:
         tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master")}
         (version,) = conn.execute(f"SELECT max(version) FROM {migrations.SCHEMA_TABLE}").fetchone()
+        columns = {r[1] for r in conn.execute("PRAGMA table_info(conversations)")}
     assert {"conversations", "conversation_events"} <= tables
-    assert version == len(migrations.SQLITE) == 7
-    assert len(migrations.POSTGRES) == 6
+    assert "turn_open_since" in columns
+    assert version == len(migrations.SQLITE) == 8
+    assert len(migrations.POSTGRES) == 7

@@ -489,11 +489,20 @@ class ChainChecker:
 
     def compare(self, name: str, stored: Any, rebuilt: Any) -> None:
         if not same_json(stored, rebuilt):
-            run = self.rebuild.run(self.run_id)
-            seq = run["snapshot_seq"] if run else None
-            raise LedgerProblem(
-                "SNAPSHOT_DIVERGENCE", seq, f"the stored {name} disagrees with the events"
-            )
+            raise self._diverged(name, "disagrees with the events")
+
+    def _diverged(self, name: str, what: str) -> LedgerProblem:
+        run = self.rebuild.run(self.run_id)
+        seq = run["snapshot_seq"] if run else None
+        return LedgerProblem("SNAPSHOT_DIVERGENCE", seq, f"the stored {name} {what}")
+
+    def _parsed(self, name: str, data: bytes) -> Any:
+        """A stored row's value, parsed as the stores parse their text; a row that is not
+        JSON text disagrees with the events like any other damaged row."""
+        try:
+            return json.loads(data.decode())
+        except ValueError:  # not UTF-8 (UnicodeDecodeError) or not JSON
+            raise self._diverged(name, "is not JSON text") from None
 
     def compare_tables(self, run: Row | None, tables: Mapping[str, Sequence[Row]]) -> None:
         self.compare("run row", run, self.rebuild.run(self.run_id))
@@ -523,13 +532,14 @@ class ChainChecker:
         """
         rebuilt = self.rebuild.run(self.run_id)
         if not self._encodes_to([] if rebuilt is None else [rebuilt], [] if run is None else [run]):
-            self.compare("run row", None if run is None else _parse_stored(run), rebuilt)
+            self.compare("run row", None if run is None else self._parsed("run row", run), rebuilt)
         listed = self.rebuild.tables_of(self.run_id)
         for table in RUN_TABLES:
             stored = tables.get(table, ())
             rows = listed.get(table, [])
             if not self._encodes_to(rows, stored):
-                self.compare(f"{table} rows", [_parse_stored(r) for r in stored], rows)
+                name = f"{table} rows"
+                self.compare(name, [self._parsed(name, r) for r in stored], rows)
 
     def _encodes_to(self, rows: Sequence[Row], stored: Sequence[bytes]) -> bool:
         """Whether ``stored`` is, row for row, the bytes of ``rows`` (False decides nothing)."""
@@ -543,11 +553,6 @@ class ChainChecker:
         except TypeError:  # orjson.JSONEncodeError
             return False
         return True
-
-
-def _parse_stored(data: bytes) -> Any:
-    """A stored row's value, parsed as the stores parse their text."""
-    return json.loads(data.decode())
 
 
 def same_json(a: Any, b: Any) -> bool:

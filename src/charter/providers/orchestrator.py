@@ -16,7 +16,7 @@ import asyncio
 import json
 import logging
 import re
-from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -167,7 +167,7 @@ class Orchestrator:
 
     async def execute_chat(
         self, request: ChatRequest, *, first_sequence: int = 1
-    ) -> AsyncIterator[StreamEvent]:
+    ) -> AsyncGenerator[StreamEvent, None]:
         """The turn's stream events, sequence numbers from ``first_sequence``; never raises."""
         seq = first_sequence
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None] = asyncio.Queue()

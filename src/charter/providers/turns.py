@@ -77,6 +77,7 @@ class Conversation:
     unsaved: list[StreamEvent] = field(default_factory=list)  # kept, not yet in the store
     flushed_at: float = 0.0  # monotonic time of the last write to the store
     turn_open: bool = False  # from start() until the turn's completed event is kept
+    turn_opened_at: str | None = None  # when this process opened the turn (stored with it)
     writing: asyncio.Lock = field(default_factory=asyncio.Lock)  # one store writer at a time
 
     @property
@@ -220,12 +221,18 @@ class TurnHub:
         tail = await self._sync(conv)
         if tail is not None and tail.type != COMPLETED and tail.sequence >= conv.last_sequence:
             await self._open_turn_elsewhere(conv)
+        elif self.store is not None and not conv.running:
+            # A turn started elsewhere may not have stored an event yet: its record says so.
+            record = await self.store.load_conversation(conv.conversation_id)
+            if record is not None and record.turn_open_since is not None:
+                await self._open_turn_elsewhere(conv, stored_events=False)
         return conv
 
-    async def _open_turn_elsewhere(self, conv: Conversation) -> None:
-        """The stored stream ends inside a turn this process is not running: another replica
-        runs it (refuse) or it was lost with its process (close it: a cancelled completed
-        event, so every turn in the stream ends with one)."""
+    async def _open_turn_elsewhere(self, conv: Conversation, *, stored_events: bool = True) -> None:
+        """A turn this process is not running is open in the store: another replica runs it
+        (refuse while it shows signs of life within the grace window) or it was lost with its
+        process. A lost turn that stored events is closed with a cancelled completed event, so
+        every turn in the stream ends with one; one that stored none is simply superseded."""
         assert self.store is not None
         record = await self.store.load_conversation(conv.conversation_id)
         window = format_at(self.clock() - timedelta(seconds=self.orchestrator.settings.grace_s))
@@ -233,7 +240,8 @@ class TurnHub:
             raise PermissionDenied(
                 "a turn of this conversation is still running", reason="TURN_IN_PROGRESS"
             )
-        self._keep(conv, self._event(conv, "cancelled", "TURN_LOST"))
+        if stored_events:
+            self._keep(conv, self._event(conv, "cancelled", "TURN_LOST"))
 
     # -- running turns --------------------------------------------------------------------
 
@@ -260,47 +268,61 @@ class TurnHub:
             turn_id=f"t{conv.turns}-{new_id('turn').rsplit('-', 1)[-1][:8]}",
         )
         conv.history.append(ChatMessage(role="user", text=request.message))
+        conv.turn_open, conv.turn_opened_at = True, format_at(self.clock())
+        if not await self._claim(conv):  # another replica started this turn first
+            conv.turns -= 1
+            conv.history.pop()
+            conv.turn_open = False
+            raise PermissionDenied(
+                "a turn of this conversation is still running", reason="TURN_IN_PROGRESS"
+            )
         conv.detached_at = None
-        conv.turn_open = True
-        conv.task = asyncio.create_task(self._run(conv, turn))
+        conv.task = asyncio.create_task(self._run(conv, turn, conv.turns))
         self._tasks.add(conv.task)
         conv.task.add_done_callback(self._tasks.discard)
         return conv
 
-    async def _run(self, conv: Conversation, request: ChatRequest) -> None:
-        await self._save(conv)  # the record first: other replicas find the conversation by it
+    async def _run(self, conv: Conversation, request: ChatRequest, turn_no: int) -> None:
+        """Run turn ``turn_no``. Its last writes may still be under way when the next turn
+        starts: from then on they touch nothing of the next turn's."""
         text: list[str] = []
         try:
             first = conv.last_sequence + 1
-            async for event in self.orchestrator.execute_chat(request, first_sequence=first):
-                if event.type == "conversation.started":
-                    conv.run_id = event.data.get("runId") or conv.run_id
-                if event.type == DELTA:
-                    text.append(str(event.data.get("text", "")))
-                if event.type == COMPLETED:
-                    self._end_turn(conv, text)  # before a subscriber can see the event
-                self._keep(conv, event)
-                if event.type == COMPLETED:
-                    await self._save(conv)  # a reader of the stored event finds the history
-                if event.type != DELTA or time.monotonic() - conv.flushed_at >= self.flush_s:
-                    await self._flush(conv)
+            # aclosing: a cancel that lands in one of this loop's own writes still closes the
+            # orchestrator's stream (and so its provider and tool calls) now, not at GC time.
+            stream = self.orchestrator.execute_chat(request, first_sequence=first)
+            async with contextlib.aclosing(stream):
+                async for event in stream:
+                    if event.type == "conversation.started":
+                        conv.run_id = event.data.get("runId") or conv.run_id
+                    if event.type == DELTA:
+                        text.append(str(event.data.get("text", "")))
+                    if event.type == COMPLETED:
+                        self._end_turn(conv, turn_no, text)  # before a subscriber sees it
+                    self._keep(conv, event)
+                    if event.type == COMPLETED:
+                        await self._save(conv)  # a reader of the stored event finds the history
+                    if event.type != DELTA or time.monotonic() - conv.flushed_at >= self.flush_s:
+                        await self._flush(conv)
         except asyncio.CancelledError:
-            if conv.turn_open:
-                self._end_turn(conv, text)
+            if self._end_turn(conv, turn_no, text):
                 self._keep(conv, self._event(conv, "cancelled", "DISCONNECT_GRACE_EXPIRED"))
         finally:
-            if conv.turn_open or any(e.type == COMPLETED for e in conv.unsaved):
-                self._end_turn(conv, text)
+            ended = self._end_turn(conv, turn_no, text)
+            if ended or any(e.type == COMPLETED for e in conv.unsaved):
                 await self._save(conv)
             await self._flush(conv)
 
     @staticmethod
-    def _end_turn(conv: Conversation, text: list[str]) -> None:
-        """Close the turn (once): the model's answer joins the history, a next turn may start."""
-        if conv.turn_open:
-            conv.turn_open = False
-            if text:
-                conv.history.append(ChatMessage(role="assistant", text="".join(text)))
+    def _end_turn(conv: Conversation, turn_no: int, text: list[str]) -> bool:
+        """Close turn ``turn_no`` if it is the open one (once): the model's answer joins the
+        history, a next turn may start. True when this call closed it."""
+        if not conv.turn_open or conv.turns != turn_no:
+            return False
+        conv.turn_open = False
+        if text:
+            conv.history.append(ChatMessage(role="assistant", text="".join(text)))
+        return True
 
     def _event(self, conv: Conversation, status: str, reason: str) -> StreamEvent:
         return StreamEvent(
@@ -373,21 +395,39 @@ class TurnHub:
             return False
         return True
 
+    def _record(self, conv: Conversation) -> ConversationRecord:
+        return ConversationRecord(
+            conversation_id=conv.conversation_id,
+            tenant=conv.tenant,
+            user=conv.user,
+            run_id=conv.run_id,
+            turns=conv.turns,
+            updated_at=format_at(self.clock()),
+            history=_history_text(conv.history, self.orchestrator.kernel.redactor),
+            turn_open_since=conv.turn_opened_at if conv.turn_open else None,
+        )
+
+    async def _claim(self, conv: Conversation) -> bool:
+        """Record the turn being started (``conv.turns`` already counts it), unless another
+        replica started this turn first: then False, and nothing is written. The record also
+        lets other replicas find the conversation from now on."""
+        if self.store is None:
+            return True
+        async with conv.writing:  # after the previous turn's last writes
+            try:
+                return await self.store.claim_turn(self._record(conv))
+            except Failure as exc:  # the turn goes on; only its durability suffers (logged)
+                logger.warning(
+                    "could not store conversation %s: %s", conv.conversation_id, exc.reason
+                )
+                return True
+
     async def _save(self, conv: Conversation) -> None:
         if self.store is None:
             return
         async with conv.writing:  # the state as of now, after any earlier write
-            record = ConversationRecord(
-                conversation_id=conv.conversation_id,
-                tenant=conv.tenant,
-                user=conv.user,
-                run_id=conv.run_id,
-                turns=conv.turns,
-                updated_at=format_at(self.clock()),
-                history=_history_text(conv.history, self.orchestrator.kernel.redactor),
-            )
             try:
-                await self.store.save_conversation(record)
+                await self.store.save_conversation(self._record(conv))
             except Failure as exc:  # the turn goes on; only its durability suffers (logged)
                 logger.warning(
                     "could not store conversation %s: %s", conv.conversation_id, exc.reason

@@ -40,6 +40,9 @@ class ConversationRecord:
     updated_at: str
     history: str = "[]"  # the provider-neutral messages as JSON text
     watched_at: str | None = None
+    turn_open_since: str | None = None
+    """When the turn now running started (None: no turn is open). A replica that finds it set
+    knows a turn runs elsewhere — or was lost with its process, once it is old."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -61,6 +64,12 @@ def sequence_conflict(conversation_id: str) -> StoreConflict:
 class ConversationStore(Protocol):
     async def save_conversation(self, record: ConversationRecord) -> None:
         """Insert or replace the record; ``watched_at`` is kept as stored (see ``touch``)."""
+        ...
+
+    async def claim_turn(self, record: ConversationRecord) -> bool:
+        """Save the record of a turn being started — only if the stored record counts one
+        turn fewer (or there is none). False: another process started a turn of this
+        conversation first (nothing is written). ``watched_at`` is kept as stored."""
         ...
 
     async def load_conversation(self, conversation_id: str) -> ConversationRecord | None: ...
@@ -113,6 +122,13 @@ class MemoryConversations:
         watched = old.watched_at if old is not None else record.watched_at
         self._conversations.records[record.conversation_id] = replace(record, watched_at=watched)
 
+    async def claim_turn(self, record: ConversationRecord) -> bool:
+        old = self._conversations.records.get(record.conversation_id)
+        if old is not None and old.turns != record.turns - 1:
+            return False
+        await self.save_conversation(record)
+        return True
+
     async def load_conversation(self, conversation_id: str) -> ConversationRecord | None:
         return self._conversations.records.get(conversation_id)
 
@@ -153,18 +169,27 @@ class MemoryConversations:
 
 # -- SQL shared by the SQLite and PostgreSQL implementations ------------------------------
 
-_COLUMNS = "conversation_id, tenant, user_name, run_id, turns, updated_at, history, watched_at"
+_COLUMNS = (
+    "conversation_id, tenant, user_name, run_id, turns, updated_at, history, watched_at, "
+    "turn_open_since"
+)
 
 
 def save_sql(p: str) -> str:
     """Upsert a record, leaving a stored ``watched_at`` alone."""
-    marks = ", ".join([p] * 8)
+    marks = ", ".join([p] * 9)
     return (
         f"INSERT INTO conversations ({_COLUMNS}) VALUES ({marks}) "
         "ON CONFLICT (conversation_id) DO UPDATE SET tenant = excluded.tenant, "
         "user_name = excluded.user_name, run_id = excluded.run_id, turns = excluded.turns, "
-        "updated_at = excluded.updated_at, history = excluded.history"
+        "updated_at = excluded.updated_at, history = excluded.history, "
+        "turn_open_since = excluded.turn_open_since"
     )
+
+
+def claim_sql(p: str) -> str:
+    """:func:`save_sql` that changes a stored record only when it counts one turn fewer."""
+    return save_sql(p) + " WHERE conversations.turns = excluded.turns - 1"
 
 
 def save_params(r: ConversationRecord) -> tuple[object, ...]:
@@ -177,6 +202,7 @@ def save_params(r: ConversationRecord) -> tuple[object, ...]:
         r.updated_at,
         r.history,
         r.watched_at,
+        r.turn_open_since,
     )
 
 
@@ -185,7 +211,7 @@ def load_sql(p: str) -> str:
 
 
 def as_record(row: Sequence[object]) -> ConversationRecord:
-    cid, tenant, user, run_id, turns, updated_at, history, watched_at = row
+    cid, tenant, user, run_id, turns, updated_at, history, watched_at, open_since = row
     return ConversationRecord(
         conversation_id=str(cid),
         tenant=str(tenant),
@@ -195,6 +221,7 @@ def as_record(row: Sequence[object]) -> ConversationRecord:
         updated_at=str(updated_at),
         history=str(history),
         watched_at=None if watched_at is None else str(watched_at),
+        turn_open_since=None if open_since is None else str(open_since),
     )
 
 

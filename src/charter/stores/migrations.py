@@ -100,6 +100,9 @@ SQLITE: tuple[tuple[str, ...], ...] = (
             conversation_id TEXT NOT NULL, sequence INTEGER NOT NULL, type TEXT NOT NULL,
             data TEXT NOT NULL, PRIMARY KEY (conversation_id, sequence)) WITHOUT ROWID""",
     ),
+    # A conversation's open turn, so that a replica (or a restart) refuses to start a second
+    # turn while one runs elsewhere, even before that turn has stored an event.
+    ("ALTER TABLE conversations ADD COLUMN turn_open_since TEXT",),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -168,6 +171,7 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
             conversation_id TEXT NOT NULL, sequence BIGINT NOT NULL, type TEXT NOT NULL,
             data TEXT NOT NULL, PRIMARY KEY (conversation_id, sequence))""",
     ),
+    ("ALTER TABLE conversations ADD COLUMN turn_open_since TEXT",),
 )
 
 

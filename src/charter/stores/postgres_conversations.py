@@ -38,6 +38,12 @@ class PostgresConversations:
             async with self._pool.connection() as conn:
                 await conn.execute(sql.save_sql("%s"), sql.save_params(record))
 
+    async def claim_turn(self, record: ConversationRecord) -> bool:
+        with _translated():
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(sql.claim_sql("%s"), sql.save_params(record))
+                return bool(cur.rowcount == 1)
+
     async def load_conversation(self, conversation_id: str) -> ConversationRecord | None:
         with _translated():
             async with self._pool.connection() as conn:

@@ -516,10 +516,11 @@ class SQLiteStore(SQLiteConversations):
                 run = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
                 return StoredSnapshot(
                     head=head,
-                    run=None if run is None else run[0].encode(),
+                    run=None if run is None else _text_bytes(run[0]),
                     tables={
                         t: [
-                            r[0].encode() for r in conn.execute(list_sql(TABLES[t], "?"), (run_id,))
+                            _text_bytes(r[0])
+                            for r in conn.execute(list_sql(TABLES[t], "?"), (run_id,))
                         ]
                         for t in RUN_TABLES
                     },
@@ -528,6 +529,14 @@ class SQLiteStore(SQLiteConversations):
                 conn.execute("COMMIT")
 
         return await self._read(go)
+
+
+def _text_bytes(value: object) -> bytes:
+    """A projection row's stored ``data`` as bytes: TEXT as written, or whatever else a damaged
+    row holds (a BLOB as it is, a number as its text), for verification to compare."""
+    if isinstance(value, bytes):
+        return value
+    return str(value).encode()
 
 
 def _settle_ready(ready: asyncio.Future[None], exc: BaseException | None) -> None:

@@ -104,6 +104,11 @@ class SQLiteConversations:
         params = sql.save_params(record)
         await self._chat_write(lambda c: c.execute(sql.save_sql("?"), params))
 
+    async def claim_turn(self, record: ConversationRecord) -> bool:
+        params = sql.save_params(record)
+        changed = await self._chat_write(lambda c: c.execute(sql.claim_sql("?"), params).rowcount)
+        return bool(changed)
+
     async def load_conversation(self, conversation_id: str) -> ConversationRecord | None:
         def go(conn: sqlite3.Connection) -> ConversationRecord | None:
             row = conn.execute(sql.load_sql("?"), (conversation_id,)).fetchone()
