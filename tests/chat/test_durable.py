@@ -485,3 +485,30 @@ async def test_two_replicas_starting_the_same_turn_at_once_run_it_once(
             await hub_b.close()
     assert events[-1]["type"] == "conversation.completed"
     assert winner.turns == 2
+
+
+async def test_reading_an_old_conversation_does_not_keep_it_past_retention(
+    project: Project, sqlite_url: str
+) -> None:
+    """A replica that loads an idle conversation (to replay its events) keeps the stored idle
+    time: both copies go at retention, and a later message finds nothing to continue."""
+    clock = FakeClock()
+    async with _replica(project, sqlite_url, clock) as (rt, hub_a):
+        hub_b = _hub(rt, Recording(), clock)
+        try:
+            conv, _ = await _turn(hub_a, rt, "hello")
+            assert conv.task is not None
+            await conv.task  # its last writes, stamped now
+            clock.advance(RETENTION_S - 10)
+            loaded = await hub_b.find(conv.conversation_id, conv.tenant, conv.user)
+            await _all(hub_b, loaded)  # a late reader on another replica
+            clock.advance(11)
+            await hub_a.sweep()  # deletes the stored conversation
+            await hub_b.sweep()
+            assert conv.conversation_id not in hub_b.conversations
+            fresh, _ = await _turn(hub_b, rt, "hello again", conv.conversation_id)
+        finally:
+            await hub_b.close()
+    store = rt.kernel.store
+    assert isinstance(store, ConversationStore)
+    assert fresh.history[0].text != "hello"  # not the deleted conversation's history

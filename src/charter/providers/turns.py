@@ -98,6 +98,14 @@ def _history_text(history: Sequence[ChatMessage], redactor: Redactor) -> str:
     return json.dumps(messages, separators=(",", ":"), ensure_ascii=False)
 
 
+def _parse_at(text: str) -> datetime | None:
+    """A stored ``format_at`` timestamp as a datetime (None if it is not one)."""
+    try:
+        return datetime.fromisoformat(text.removesuffix("Z") + "+00:00")
+    except ValueError:
+        return None
+
+
 def _stored_event(event: StreamEvent) -> ConversationEvent:
     data = json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False)
     return ConversationEvent(sequence=event.sequence, type=event.type, data=data)
@@ -168,11 +176,15 @@ class TurnHub:
         """
         conv.events = []
         conv.base = tail.sequence if tail is not None else 0
+        conv.updated_at = self.clock()
         if record is not None:
             conv.history = history_from(json.loads(record.history))
             conv.turns = record.turns
             conv.run_id = record.run_id or conv.run_id
-        conv.updated_at = self.clock()
+            # Idle since the store says, not since this replica read it: the copy in memory
+            # is forgotten when the stored one is deleted, so a later turn here cannot store
+            # a deleted conversation's history again.
+            conv.updated_at = _parse_at(record.updated_at) or conv.updated_at
 
     async def _sync(self, conv: Conversation) -> ConversationEvent | None:
         """Before a turn or a subscription on an idle conversation: if the store holds events
