@@ -8,6 +8,7 @@ restart), the key-value project's scripted model, a fake clock for the hub.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import textwrap
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -343,6 +344,39 @@ async def test_a_turn_left_open_by_a_lost_process_is_closed_before_the_next(
         assert stored[1]["type"] == "conversation.completed"
         assert stored[1]["data"] == {"status": "cancelled", "reason": "TURN_LOST"}
         assert [m.text for m in conv.history][:2] == ["hello", "hello again"]
+
+
+async def test_a_lost_turn_that_stored_nothing_is_refused_while_recent_then_superseded(
+    project: Project,
+) -> None:
+    """A record says a turn is open, but no event of it was stored (its process died at once):
+    refused within the grace window, then the next turn simply goes on, with no lost-turn
+    event in the stream."""
+    clock = FakeClock()
+    async with _replica(project, "memory:", clock) as (rt, hub):
+        store = rt.kernel.store
+        assert isinstance(store, ConversationStore)
+        conv, first = await _turn(hub, rt, "hello")
+        assert conv.task is not None
+        await conv.task
+        cid = conv.conversation_id
+        record = await store.load_conversation(cid)
+        assert record is not None
+        opened = dataclasses.replace(
+            record, turns=2, turn_open_since=format_at(clock()), updated_at=format_at(clock())
+        )
+        await store.save_conversation(opened)  # another process claimed turn 2, then died
+        hub.conversations.clear()
+        with pytest.raises(PermissionDenied) as busy:
+            await _turn(hub, rt, "hello again", cid)
+        assert busy.value.reason == "TURN_IN_PROGRESS"
+
+        clock.advance(301)
+        conv, events = await _turn(hub, rt, "hello again", cid)
+    assert conv.turns == 3
+    assert events[0]["sequence"] == first[-1]["sequence"] + 1
+    assert events[0]["type"] == "conversation.started"
+    assert all(e["data"].get("reason") != "TURN_LOST" for e in events)
 
 
 async def test_a_subscriber_on_another_replica_keeps_the_turn_from_the_grace_window(

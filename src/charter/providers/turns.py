@@ -231,22 +231,24 @@ class TurnHub:
         if conv.last_sequence == conv.base and not conv.running:
             await self.orchestrator.kernel.reconcile()  # first turn here: calls left in flight
         tail = await self._sync(conv)
-        if tail is not None and tail.type != COMPLETED and tail.sequence >= conv.last_sequence:
-            await self._open_turn_elsewhere(conv)
-        elif self.store is not None and not conv.running:
-            # A turn started elsewhere may not have stored an event yet: its record says so.
-            record = await self.store.load_conversation(conv.conversation_id)
-            if record is not None and record.turn_open_since is not None:
-                await self._open_turn_elsewhere(conv, stored_events=False)
+        if self.store is None or conv.running:
+            return conv
+        stored_events = (
+            tail is not None and tail.type != COMPLETED and tail.sequence >= conv.last_sequence
+        )
+        record = await self.store.load_conversation(conv.conversation_id)
+        # A turn started elsewhere may not have stored an event yet: its record says so.
+        if stored_events or (record is not None and record.turn_open_since is not None):
+            self._open_turn_elsewhere(conv, record, stored_events=stored_events)
         return conv
 
-    async def _open_turn_elsewhere(self, conv: Conversation, *, stored_events: bool = True) -> None:
+    def _open_turn_elsewhere(
+        self, conv: Conversation, record: ConversationRecord | None, *, stored_events: bool
+    ) -> None:
         """A turn this process is not running is open in the store: another replica runs it
         (refuse while it shows signs of life within the grace window) or it was lost with its
         process. A lost turn that stored events is closed with a cancelled completed event, so
         every turn in the stream ends with one; one that stored none is simply superseded."""
-        assert self.store is not None
-        record = await self.store.load_conversation(conv.conversation_id)
         window = format_at(self.clock() - timedelta(seconds=self.orchestrator.settings.grace_s))
         if record is not None and record.updated_at >= window:
             raise PermissionDenied(
