@@ -1,5 +1,6 @@
 """Charter: a governed tool-execution runtime for AI agents."""
 
+from charter._version import __version__
 from charter.contracts.decorator import tool
 from charter.contracts.tool_context import Context
 from charter.errors import (
@@ -16,8 +17,6 @@ from charter.kernel.principals import Principal
 from charter.runtime import Runtime, SyncRuntime
 from charter.runtime import SyncRuntime as open_sync
 from charter.runtime import open_runtime as open
-
-__version__ = "0.1.0"
 
 __all__ = [
     "ApprovalRequired",

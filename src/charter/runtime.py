@@ -31,28 +31,29 @@ from charter.artifacts.local import LocalArtifactStore
 from charter.artifacts.ports import ArtifactStore
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
-from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
-from charter.executors.base import Executor
-from charter.executors.http import DEFAULT_MAX_RESPONSE_BYTES, HttpEndpoint, HttpExecutor
-from charter.executors.python import PythonExecutor
-from charter.executors.subprocess import SubprocessExecutor
-from charter.kernel.audit import AuditSink, FanoutAuditSink, JsonlAuditSink
-from charter.kernel.authorize import Enablement
-from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
-from charter.kernel.deploy import (
+from charter.deploy.deployment import (
     Binding,
     Deployment,
     deployment_path,
     load_deployment,
     local_default_deployment,
 )
+from charter.deploy.readiness import Readiness
+from charter.deploy.secret_ref import SecretRef
+from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
+from charter.executors.http import DEFAULT_MAX_RESPONSE_BYTES, HttpEndpoint, HttpExecutor
+from charter.executors.python import PythonExecutor
+from charter.executors.subprocess import SubprocessExecutor
+from charter.kernel.audit import AuditSink, FanoutAuditSink, JsonlAuditSink
+from charter.kernel.authorize import Enablement
+from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
 from charter.kernel.envelope import Envelope
+from charter.kernel.executor_port import Executor
 from charter.kernel.inflight import CallsInFlight
 from charter.kernel.kernel import Kernel
 from charter.kernel.principals import Principal
-from charter.kernel.readiness import Readiness, ReadinessReport
+from charter.kernel.readiness_port import ReadinessReport
 from charter.kernel.redaction import Redactor
-from charter.kernel.secret_ref import SecretRef
 from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey

@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from charter.artifacts.conformance import ArtifactStoreConformance, Backend, RegistryConformance
 from charter.artifacts.ports import ArtifactRegistry
 from charter.artifacts.registry import MemoryRegistry
+from charter.testing.artifact_conformance import (
+    ArtifactStoreConformance,
+    Backend,
+    RegistryConformance,
+)
 from tests.artifacts.conftest import LocalBackend
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from charter.artifacts.conformance import ArtifactStoreConformance, Backend
+from charter.testing.artifact_conformance import ArtifactStoreConformance, Backend
 from tests.artifacts.conftest import S3Backend
 
 

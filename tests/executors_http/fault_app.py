@@ -1,6 +1,6 @@
 """An executor whose behaviour a test switches: ``POST /_control {"mode": ...}``.
 
-The real ``charter.executor.app`` serves the tools; in a fault mode this wrapper answers
+The real ``charter.remote.app`` serves the tools; in a fault mode this wrapper answers
 ``/execute`` (or ``/describe``) itself: ``slow`` (0.3 s, then normal), ``hang``, ``500``,
 ``400``, ``malformed``, ``wrong_call_id``, ``oversized``, ``redirect``, ``digest`` (describe
 reports another contract digest for ``shop.lookup``). ``GET /_control`` reports the mode and
@@ -17,10 +17,10 @@ from typing import Any
 
 import anyio
 
-import charter.executor
+import charter.remote
 from tests.executors_http import fault_tools
 
-inner = charter.executor.app(
+inner = charter.remote.app(
     [fault_tools.lookup, fault_tools.order],
     name="fault-executor",
     version="0.0.1",

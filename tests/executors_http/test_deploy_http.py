@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
+from charter.deploy.deployment import parse_deployment
+from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError
-from charter.kernel.deploy import parse_deployment
-from charter.kernel.secret_ref import SecretRef
 
 ENV = {"CRED": "c" * 32, "SIGN": "s" * 32}
 

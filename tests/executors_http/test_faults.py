@@ -128,8 +128,8 @@ async def test_a_redirect_is_not_followed(rt: Runtime, executor: FaultExecutor) 
 async def test_connection_refused_is_failed_and_not_dispatched() -> None:
     from charter.contracts.model import ToolContract
     from charter.contracts.tool_context import Context
-    from charter.executors.base import ExecutionRequest
     from charter.executors.http import HttpEndpoint, HttpExecutor
+    from charter.kernel.executor_port import ExecutionRequest
     from tests.executors_http.conftest import free_port
 
     endpoint = HttpEndpoint(

@@ -11,7 +11,7 @@ import pytest
 
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context
-from charter.executors.base import ExecutionRequest
+from charter.kernel.executor_port import ExecutionRequest
 from charter.kernel.redaction import Redactor
 
 CANARY = "canary-7f3a9c-do-not-leak"

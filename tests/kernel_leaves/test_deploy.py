@@ -15,8 +15,7 @@ import pytest
 
 import charter.project
 from charter.contracts.model import Effect
-from charter.errors import ConfigError
-from charter.kernel.deploy import (
+from charter.deploy.deployment import (
     DEPLOY_FILE,
     Binding,
     Mode,
@@ -24,8 +23,9 @@ from charter.kernel.deploy import (
     local_default_deployment,
     parse_deployment,
 )
+from charter.deploy.secret_ref import SecretRef
+from charter.errors import ConfigError
 from charter.kernel.principals import APPROVER_PERMISSION, Principal, PrincipalKind
-from charter.kernel.secret_ref import SecretRef
 
 from .conftest import CANARY
 

@@ -12,9 +12,9 @@ import pytest
 from charter.ledger.chain import LedgerKey
 from charter.ledger.projections import run_key
 from charter.project.build import Build, build_project
+from charter.project.suite import suite_from_build
 from charter.proof.context_tests import run_tests
 from charter.proof.promote import active_digest, promote
-from charter.proof.suite import suite_from_build
 from charter.stores.memory import MemoryStore
 from charter.testing.clock import FakeClock
 from tests.workflows._project import CONFIG, TOOLS

@@ -12,9 +12,9 @@ from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock
 from charter.ledger.lifecycle import InFlightCalls
 from charter.stores.memory import MemoryStore
-from charter.testing.conformance import StoreConformance, StoreFactory
 from charter.testing.ids import fixed_ledger_key
 from charter.testing.scenarios import ev, run_created
+from charter.testing.store_conformance import StoreConformance, StoreFactory
 
 
 @asynccontextmanager

@@ -18,9 +18,9 @@ from charter.ledger.lifecycle import InFlightCalls
 from charter.ledger.subscribe import subscribe
 from charter.stores import migrations
 from charter.stores.postgres import PostgresStore, translate_psycopg_error
-from charter.testing.conformance import StoreConformance, StoreFactory
 from charter.testing.ids import fixed_ledger_key
 from charter.testing.scenarios import ev, run_created
+from charter.testing.store_conformance import StoreConformance, StoreFactory
 from tests.stores.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.postgres

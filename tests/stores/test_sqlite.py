@@ -20,9 +20,9 @@ from charter.ledger.projections import task_key
 from charter.ledger.verify import verify_run
 from charter.stores import migrations
 from charter.stores.sqlite import SQLiteStore, translate_sqlite_error
-from charter.testing.conformance import StoreConformance, StoreFactory
 from charter.testing.ids import fixed_ledger_key
 from charter.testing.scenarios import ev, run_created
+from charter.testing.store_conformance import StoreConformance, StoreFactory
 
 
 class TestSQLiteStore(StoreConformance):

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from charter.errors import InvalidInput
-from charter.workflows.catalog import TaskContract
+from charter.project.catalog import TaskContract
 from charter.workflows.handoff import FORBIDDEN_KEYS, MAX_DEPTH, validate_handoff
 
 TASK = TaskContract(

@@ -134,8 +134,8 @@ async def test_role_profile_and_tool_allowlist(pipe: Pipe) -> None:
 
 async def test_profile_and_tool_checks_are_specific() -> None:
     from charter.kernel.contexts import OfferedTool, ResolvedContext
-    from charter.workflows.catalog import TaskContract
-    from charter.workflows.task_auth import check_task_call
+    from charter.kernel.task_auth import check_task_call
+    from charter.project.catalog import TaskContract
 
     contract = TaskContract.from_dict(
         {

@@ -2,7 +2,7 @@
 
 :class:`ArtifactStore` is implemented by :mod:`charter.artifacts.local` and
 :mod:`charter.artifacts.s3` and held to the same behaviour by
-:mod:`charter.artifacts.conformance`. Its methods block (file and network I/O): async callers
+:mod:`charter.testing.artifact_conformance`. Its methods block (file and network I/O): async callers
 run them through the one thread helper (``anyio.to_thread.run_sync``), as
 :class:`~charter.artifacts.service.ArtifactService` does. Every method takes a run id (an
 identifier) and a run-relative path (:func:`~charter.artifacts.names.check_path`), or for

@@ -35,8 +35,8 @@ from charter.artifacts.records import MEDIA_TYPE, ArtifactRecord, Producer, Stor
 from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, _principal, _remote, _run
 from charter.client import Client
+from charter.deploy.deployment import load_deployment
 from charter.errors import ContractViolation, Failure, InvalidInput, PermissionDenied, ResourceLimit
-from charter.kernel.deploy import load_deployment
 from charter.ledger.events import decode
 from charter.ledger.verify import ArtifactSource
 from charter.runtime import Runtime, artifact_store

@@ -14,7 +14,7 @@ import typer
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
-from charter.kernel.readiness import ReadinessReport
+from charter.kernel.readiness_port import ReadinessReport
 from charter.runtime import check_readiness
 
 

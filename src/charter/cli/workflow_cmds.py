@@ -13,10 +13,10 @@ from charter.cli import runs
 from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
 from charter.ledger.projections import run_key
 from charter.project.build import Build, build_project, load_build, resolve_build_path
+from charter.project.suite import suite_from_build
 from charter.proof.context_tests import SuiteReport, run_tests
 from charter.proof.evaluate import Evaluation, evaluate_run
 from charter.proof.promote import promote as do_promote
-from charter.proof.suite import suite_from_build
 from charter.proof.verified import VerifiedReplay, replay_verified
 from charter.runtime import ledger_key_for, open_runtime
 from charter.stores.factory import open_store

@@ -29,7 +29,7 @@ from typing import Any
 
 from charter.contracts.tool_context import Context
 from charter.errors import ErrorCode, Failure
-from charter.executors.base import (
+from charter.kernel.executor_port import (
     ARGS_MISMATCH,
     TOOL_IMPORT_FAILED,
     TOOL_NOT_FOUND,

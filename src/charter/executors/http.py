@@ -53,7 +53,14 @@ from charter.errors import (
     TimeoutFailure,
     TransientExternal,
 )
-from charter.executors.base import (
+from charter.executors.http_protocol import (
+    PROTOCOL,
+    StrictJSONError,
+    dumps,
+    loads_strict,
+    signed_headers,
+)
+from charter.kernel.executor_port import (
     RESULT_TOO_LARGE,
     TIMEOUT,
     ExecutionOutcome,
@@ -65,13 +72,6 @@ from charter.executors.base import (
     scrub_details,
     succeeded,
     unknown,
-)
-from charter.executors.http_protocol import (
-    PROTOCOL,
-    StrictJSONError,
-    dumps,
-    loads_strict,
-    signed_headers,
 )
 
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"

@@ -1,7 +1,7 @@
 """The wire format of ``charter.executor.v1``, shared by the client and the executor helper.
 
 Standard library only, so the client side (:mod:`charter.executors.http`) needs no server
-dependency and the executor side (:mod:`charter.executor`) signs and verifies exactly the
+dependency and the executor side (:mod:`charter.remote`) signs and verifies exactly the
 same bytes. ``docs/executors.md`` is the reference.
 
 Every request carries::

@@ -49,7 +49,7 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 from charter.contracts.canonical import sha256_digest
 from charter.contracts.model import MODEL_NAME, ToolContract
 from charter.errors import ContractViolation, Failure, TransientExternal, UserError
-from charter.executors.base import (
+from charter.kernel.executor_port import (
     TIMEOUT,
     ExecutionOutcome,
     ExecutionRequest,

@@ -31,7 +31,8 @@ import anyio.to_thread
 from charter.contracts.decorator import declaration
 from charter.contracts.tool_context import Context
 from charter.errors import Failure, InternalFailure, InvalidInput, TimeoutFailure
-from charter.executors.base import (
+from charter.kernel import faults
+from charter.kernel.executor_port import (
     ARGS_MISMATCH,
     TIMEOUT,
     TOOL_IMPORT_FAILED,
@@ -47,7 +48,6 @@ from charter.executors.base import (
     succeeded,
     unknown,
 )
-from charter.kernel import faults
 from charter.project.loader import import_project_module
 
 

@@ -32,11 +32,10 @@ from typing import Any
 import anyio
 import anyio.abc
 
-import charter
 from charter.contracts.tool_context import Context
 from charter.errors import InternalFailure, ResourceLimit, TimeoutFailure
 from charter.executors._worker import PROTOCOL
-from charter.executors.base import (
+from charter.kernel.executor_port import (
     RESULT_TOO_LARGE,
     TIMEOUT,
     TOOL_NOT_FOUND,
@@ -54,6 +53,8 @@ from charter.executors.base import (
 )
 
 WORKER_MODULE = "charter.executors._worker"
+# The directory that holds the ``charter`` package (src/ or site-packages): charter/executors/
+_PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 _READ_CHUNK = 65536
 
 
@@ -66,7 +67,7 @@ def worker_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """``base`` (default ``os.environ``) minus ``CHARTER_*``, with charter importable."""
     source = os.environ if base is None else base
     env = {k: v for k, v in source.items() if not k.startswith("CHARTER_")}
-    package_parent = str(Path(charter.__file__).resolve().parent.parent)
+    package_parent = str(_PACKAGE_PARENT)
     paths = [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p]
     if package_parent not in paths:
         env["PYTHONPATH"] = os.pathsep.join([package_parent, *paths])

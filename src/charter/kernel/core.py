@@ -24,7 +24,6 @@ from charter.errors import (
     ResourceLimit,
     StoreError,
 )
-from charter.executors.base import Executor
 from charter.kernel.audit import AuditRecord, AuditSink
 from charter.kernel.authorize import Denial, Hook
 from charter.kernel.contexts import (
@@ -32,6 +31,7 @@ from charter.kernel.contexts import (
     ResolvedContext,
 )
 from charter.kernel.envelope import CallStatus, Envelope, Metrics, error_dict
+from charter.kernel.executor_port import Executor
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import Redactor
 from charter.kernel.settings import KernelSettings

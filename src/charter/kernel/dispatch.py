@@ -20,7 +20,6 @@ from charter.errors import (
     PermissionDenied,
     StoreError,
 )
-from charter.executors.base import ExecutionOutcome, ExecutionRequest
 from charter.kernel import artifacts as call_artifacts
 from charter.kernel import faults
 from charter.kernel.acceptance import check_result, clamp
@@ -29,6 +28,7 @@ from charter.kernel.contexts import (
 )
 from charter.kernel.core import KernelCore
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope, Metrics, error_dict
+from charter.kernel.executor_port import ExecutionOutcome, ExecutionRequest
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent
 

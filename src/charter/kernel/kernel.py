@@ -48,11 +48,11 @@ from charter.kernel.dispatch import Dispatcher
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.operators import Operators
 from charter.kernel.principals import Principal
-from charter.kernel.readiness import Readiness
+from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.settings import Mode
+from charter.kernel.task_auth import task_denial
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.projections import run_key
-from charter.workflows.task_auth import task_denial
 
 CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 ADHOC_SLUG = "adhoc"
@@ -63,7 +63,7 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
 
     # Set by the runtime: tools that are not ready are omitted (optional) or block resolution
     # (required). ``None``: every bound tool counts as ready.
-    readiness: Readiness | None = None
+    readiness: ReadinessSource | None = None
 
     # -----------------------------------------------------------------------------------
     # contexts

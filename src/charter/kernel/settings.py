@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from charter.contracts.model import Danger
 from charter.kernel.authorize import Enablement
-from charter.kernel.deploy import Mode
 
 __all__ = ["KernelSettings", "Mode"]
+
+
+class Mode(StrEnum):
+    """How much the kernel governs (DESIGN §3)."""
+
+    ENFORCE = "enforce"  # everything is checked and recorded
+    OBSERVE = "observe"  # calls run as if ungoverned; what enforce would do is recorded
+    OFF = "off"  # no governance, no recording
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

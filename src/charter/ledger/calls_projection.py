@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from charter.errors import InvalidInput, ResourceLimit, StoreConflict
-from charter.ledger.projections import (
+from charter.ledger.rows import (
     EventFacts,
     Getter,
     Handler,

@@ -1,7 +1,7 @@
 """The store ports: what the ledger needs from a backend, and nothing more.
 
 Three small interfaces, implemented by :mod:`charter.stores.memory`, ``sqlite`` and
-``postgres`` and held to the same behaviour by :mod:`charter.testing.conformance`:
+``postgres`` and held to the same behaviour by :mod:`charter.testing.store_conformance`:
 
 * :class:`EventLog` — append events (sealed, chained, projected in one transaction), read the
   stored rows after a sequence number, read the head, wait for appends (subscriptions);

@@ -16,63 +16,20 @@ the head. Later issues add tables to :data:`TABLES` and handlers to :data:`HANDL
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, NamedTuple, Protocol
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from charter.errors import InvalidInput
-from charter.ledger import lifecycle
+from charter.ledger import calls_projection, lifecycle, proposals_projection
 from charter.ledger.events import SCHEMA_VERSION, event_id
 from charter.ledger.ids import check_identifier
-
-Row = dict[str, Any]
-
-
-class RowKey(NamedTuple):
-    """A projection row's address: its table and its key columns' values.
-
-    A named tuple rather than a dataclass: handlers build several per event and every store
-    hashes them, and a tuple is built and hashed in C.
-    """
-
-    table: str
-    key: tuple[str, ...]
-
-
-class EventFacts(Protocol):
-    """What a projection handler reads of an event: :class:`~charter.ledger.events.Event`
-    has it, and so does verification's lighter view of an event it has just parsed. A handler
-    must not keep the object beyond its call."""
-
-    @property
-    def run_id(self) -> str: ...
-
-    @property
-    def seq(self) -> int: ...
-
-    @property
-    def type(self) -> str: ...
-
-    @property
-    def at(self) -> str: ...
-
-    @property
-    def payload(self) -> Mapping[str, Any]: ...
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TableSpec:
-    """A projection table: key columns, indexed columns copied out of the data, list order."""
-
-    name: str
-    keys: tuple[str, ...]
-    columns: tuple[str, ...]
-    order_by: str
-
-    def sort_key(self, row: Row) -> tuple[Any, ...]:
-        """List order: ``order_by``, ties broken by the key columns (as the SQL stores do)."""
-        return (row[self.order_by], *(row[k] for k in self.keys))
-
+from charter.ledger.rows import EventFacts as EventFacts
+from charter.ledger.rows import Getter as Getter
+from charter.ledger.rows import Handler as Handler
+from charter.ledger.rows import Row as Row
+from charter.ledger.rows import RowKey as RowKey
+from charter.ledger.rows import TableSpec as TableSpec
+from charter.ledger.rows import Writes as Writes
 
 TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
@@ -98,15 +55,6 @@ RUN_TABLES: tuple[str, ...] = (
     "proposals",
 )
 """Tables whose rows belong to one run and are listed per run."""
-
-Getter = Callable[[RowKey], Row | None]
-Writes = dict[RowKey, Row]
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Handler:
-    reads: Callable[[str, Mapping[str, Any]], tuple[RowKey, ...]]
-    apply: Callable[[EventFacts, Getter], Writes]
 
 
 def run_key(run_id: str) -> RowKey:
@@ -405,8 +353,6 @@ def artifact_index(run_id: str, artifacts: Iterable[Row]) -> Row:
 
 def _register_kernel_projections() -> None:
     """The kernel's tables and handlers (contexts, calls, approvals, run call counts)."""
-    from charter.ledger import calls_projection, proposals_projection
-
     TABLES.update(calls_projection.TABLES)
     HANDLERS.update(calls_projection.HANDLERS)
     TABLES.update(proposals_projection.TABLES)

@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from charter.errors import InvalidInput, StoreConflict
-from charter.ledger.projections import (
+from charter.ledger.rows import (
     EventFacts,
     Getter,
     Handler,

@@ -15,7 +15,7 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 
-import charter
+from charter._version import __version__
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
 
@@ -49,7 +49,7 @@ def build_server(gateway: Gateway, identify: Identify) -> Server[Any]:
 
     return Server(
         f"charter-{gateway.profile}",
-        version=charter.__version__,
+        version=__version__,
         title=f"Charter profile {gateway.profile}",
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,

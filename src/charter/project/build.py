@@ -27,12 +27,12 @@ from charter.contracts.canonical import canonical_bytes, sha256_digest
 from charter.contracts.model import ToolContract
 from charter.contracts.schema import check_schema
 from charter.errors import BuildError, Problem, ProjectError, UnsupportedRuntimeError, UserError
+from charter.project.catalog import CatalogEntry, load_catalog
+from charter.project.catalog_validate import catalog_section, validate_catalog
 from charter.project.config import PROJECT_FILE, ProjectConfig, parse_config
 from charter.project.loader import LoadedTool, load_tools
+from charter.project.suite import ContextTest, load_test_dir, suite_section
 from charter.project.yamlio import load_yaml
-from charter.proof.suite import ContextTest, load_test_dir, suite_section
-from charter.workflows.catalog import CatalogEntry, load_catalog
-from charter.workflows.validate import catalog_section, validate_catalog
 
 BUILD_KIND = "charter.build"
 BUILD_SCHEMA_VERSION = 1

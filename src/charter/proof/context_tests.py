@@ -11,8 +11,8 @@ from typing import Any
 
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.project.build import Build
+from charter.project.suite import ContextTest
 from charter.proof.decide import decide, offered, synthetic_context
-from charter.proof.suite import ContextTest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

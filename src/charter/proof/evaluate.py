@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from charter.ledger.ports import Store
+from charter.project.catalog import CatalogEntry
+from charter.project.pinning import pinned_entry
 from charter.proof.replay import read_events
-from charter.workflows.catalog import CatalogEntry
-from charter.workflows.pinning import pinned_entry
 
 TERMINAL = frozenset({"completed", "partial", "failed", "cancelled"})
 

@@ -28,8 +28,8 @@ from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
 from charter.ledger.ports import Store
 from charter.project.build import BUILDS_DIR, Build, build_filename, load_build
+from charter.project.suite import load_test_dir, suite_from_build
 from charter.proof.context_tests import CaseResult, SuiteReport, run_tests
-from charter.proof.suite import load_test_dir, suite_from_build
 
 PROMOTIONS_DIR = Path(".charter") / "promotions"
 ENV_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")

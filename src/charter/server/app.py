@@ -27,7 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
-import charter
+from charter._version import __version__
 from charter.errors import ErrorCode, Failure, UserError
 from charter.ledger.chain import LedgerKey
 from charter.runtime import Runtime
@@ -115,7 +115,7 @@ def create_app(
 
     app = FastAPI(
         title="Charter",
-        version=charter.__version__,
+        version=__version__,
         summary="A governed tool-execution runtime for AI agents.",
         docs_url=None,
         redoc_url=None,

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 import jwt
 
+from charter.deploy.deployment import Deployment
 from charter.errors import PermissionDenied
-from charter.kernel.deploy import Deployment
 from charter.kernel.principals import Principal
 from charter.server.jwt_config import JwtConfig
 

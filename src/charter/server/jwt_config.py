@@ -24,9 +24,9 @@ from typing import Any
 
 import yaml
 
+from charter.deploy.deployment import Deployment
+from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError
-from charter.kernel.deploy import Deployment
-from charter.kernel.secret_ref import SecretRef
 
 _FIELDS = frozenset({"algorithms", "secret", "public_key", "audience", "issuer", "leeway_s"})
 _HMAC = frozenset({"HS256", "HS384", "HS512"})

@@ -6,7 +6,8 @@ transaction — the per-run lock); ``(run_id, seq)`` is the events' primary key 
 ``run_created`` loses on the head's primary key, so both conflicts surface as
 :class:`~charter.errors.StoreConflict`. Each append ends with ``NOTIFY charter_events`` so
 subscribers on other connections and in other processes wake at once (``LISTEN`` on one
-connection per store). Every psycopg exception is translated here.
+connection per store). Every psycopg exception is translated by
+:mod:`charter.stores.postgres_errors`.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from typing import Any
 
 import psycopg
 import psycopg.errors
-from psycopg_pool import AsyncConnectionPool, PoolTimeout
+from psycopg_pool import AsyncConnectionPool
 
-from charter.errors import CharterError, StoreConflict, StoreError
 from charter.ledger.append import AppendPlan, check_in_flight, plan_append, rows_needed
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
@@ -34,31 +34,11 @@ from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
+from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
+from charter.stores.postgres_errors import translated as _translated
 
 CHANNEL = "charter_events"
 _MIGRATION_LOCK = 0x43_68_61_72  # "Char": one advisory lock id for schema migrations
-
-
-def translate_psycopg_error(exc: BaseException) -> StoreError:
-    """Map a psycopg (or pool) exception onto the store error family."""
-    name = type(exc).__name__
-    if isinstance(exc, psycopg.errors.IntegrityError):
-        return StoreConflict(f"postgres: uniqueness or integrity rule violated ({name})")
-    if isinstance(exc, psycopg.errors.SerializationFailure | psycopg.errors.DeadlockDetected):
-        return StoreError(f"postgres: {name}", reason="STORE_BUSY", retryable=True)
-    if isinstance(exc, psycopg.OperationalError | PoolTimeout):
-        return StoreError(f"postgres: {name}", reason="STORE_UNAVAILABLE", retryable=True)
-    return StoreError(f"postgres: {name}")
-
-
-@contextlib.contextmanager
-def _translated() -> Any:
-    try:
-        yield
-    except CharterError:
-        raise
-    except (psycopg.Error, PoolTimeout) as exc:
-        raise translate_psycopg_error(exc) from None
 
 
 async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:

@@ -4,7 +4,8 @@
 Plain statements on the store's pool, each write its own short transaction. There is no
 ``NOTIFY`` for conversation events: a subscriber on another replica polls
 :meth:`read_conversation_events` (the turn hub does, every ``poll_s``), which keeps the
-``charter_events`` channel for the ledger alone. psycopg errors are translated here.
+``charter_events`` channel for the ledger alone. psycopg errors are translated by
+:mod:`charter.stores.postgres_errors`.
 """
 
 from __future__ import annotations
@@ -15,37 +16,28 @@ from typing import TYPE_CHECKING, Any
 from charter.errors import StoreConflict
 from charter.stores import conversations as sql
 from charter.stores.conversations import ConversationEvent, ConversationRecord
+from charter.stores.postgres_errors import translated
 
 if TYPE_CHECKING:
-    from contextlib import AbstractContextManager
-
     from psycopg_pool import AsyncConnectionPool
-
-
-def _translated() -> AbstractContextManager[None]:
-    """The store's psycopg-error translation (imported late: postgres imports this module)."""
-    from charter.stores import postgres
-
-    translated: AbstractContextManager[None] = postgres._translated()
-    return translated
 
 
 class PostgresConversations:
     _pool: AsyncConnectionPool[Any]
 
     async def save_conversation(self, record: ConversationRecord) -> None:
-        with _translated():
+        with translated():
             async with self._pool.connection() as conn:
                 await conn.execute(sql.save_sql("%s"), sql.save_params(record))
 
     async def claim_turn(self, record: ConversationRecord) -> bool:
-        with _translated():
+        with translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(sql.claim_sql("%s"), sql.save_params(record))
                 return bool(cur.rowcount == 1)
 
     async def load_conversation(self, conversation_id: str) -> ConversationRecord | None:
-        with _translated():
+        with translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(sql.load_sql("%s"), (conversation_id,))
                 row = await cur.fetchone()
@@ -56,7 +48,7 @@ class PostgresConversations:
     ) -> None:
         rows = [(conversation_id, e.sequence, e.type, e.data) for e in events]
         try:
-            with _translated():
+            with translated():
                 async with self._pool.connection() as conn, conn.transaction():
                     async with conn.cursor() as cur:
                         await cur.executemany(sql.insert_events_sql("%s"), rows)
@@ -67,26 +59,26 @@ class PostgresConversations:
     async def read_conversation_events(
         self, conversation_id: str, *, after: int, limit: int = 500
     ) -> Sequence[ConversationEvent]:
-        with _translated():
+        with translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(sql.read_events_sql("%s"), (conversation_id, after, limit))
                 rows = await cur.fetchall()
         return [sql.as_event(r) for r in rows]
 
     async def conversation_tail(self, conversation_id: str) -> ConversationEvent | None:
-        with _translated():
+        with translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(sql.tail_sql("%s"), (conversation_id,))
                 row = await cur.fetchone()
         return None if row is None else sql.as_event(row)
 
     async def touch_conversation(self, conversation_id: str, *, watched_at: str) -> None:
-        with _translated():
+        with translated():
             async with self._pool.connection() as conn:
                 await conn.execute(sql.touch_watched_sql("%s"), (watched_at, conversation_id))
 
     async def delete_idle_conversations(self, *, before: str) -> int:
-        with _translated():
+        with translated():
             async with self._pool.connection() as conn, conn.transaction():
                 await conn.execute(sql.delete_events_sql("%s"), (before,))
                 cur = await conn.execute(sql.delete_records_sql("%s"), (before,))

@@ -30,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
-from charter.errors import CharterError, MigrationError, StoreConflict, StoreError
+from charter.errors import CharterError, MigrationError, StoreError
 from charter.ledger.append import AppendPlan, check_in_flight, plan_append, rows_needed
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
@@ -42,6 +42,7 @@ from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.locks import FileRunLocks
 from charter.stores.sqlite_conversations import SQLiteConversations
+from charter.stores.sqlite_errors import translate_sqlite_error
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -53,16 +54,6 @@ _MAX_BATCH = 1024
 # same); the WAL file grows to about 16 MB instead of 4 MB.
 _CHECKPOINT_PAGES = 4000
 _STOP = object()
-
-
-def translate_sqlite_error(exc: sqlite3.Error) -> StoreError:
-    """Map a ``sqlite3`` exception onto the store error family (the only place that does)."""
-    name = type(exc).__name__
-    if isinstance(exc, sqlite3.IntegrityError):
-        return StoreConflict(f"sqlite: uniqueness or integrity rule violated ({name})")
-    if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
-        return StoreError("sqlite: the database is locked", reason="STORE_BUSY", retryable=True)
-    return StoreError(f"sqlite: {name}: {exc}")
 
 
 def _as_store_error(exc: BaseException) -> BaseException:

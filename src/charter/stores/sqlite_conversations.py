@@ -29,14 +29,13 @@ from typing import TYPE_CHECKING, TypeVar
 from charter.errors import StoreConflict, StoreError
 from charter.stores import conversations as sql
 from charter.stores.conversations import ConversationEvent, ConversationRecord
+from charter.stores.sqlite_errors import translate_sqlite_error
 
 T = TypeVar("T")
 _CHECKPOINT_PAGES = 4000  # as the ledger writer's (charter.stores.sqlite)
 
 
 def _translate(exc: sqlite3.Error) -> StoreError:
-    from charter.stores.sqlite import translate_sqlite_error  # sqlite imports this module
-
     return translate_sqlite_error(exc)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from charter.errors import InvalidInput
-from charter.workflows.catalog import TaskContract
+from charter.project.catalog import TaskContract
 
 MAX_DEPTH = 32
 FORBIDDEN_KEYS = frozenset(

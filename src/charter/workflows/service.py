@@ -1,7 +1,7 @@
 """Runs of catalog workflows: creation with a pinned contract, tasks, handoffs, completion.
 
 The decisions are the pure functions of :mod:`charter.workflows.handoff` and
-:mod:`charter.workflows.rules`; this module reads projection rows, verifies artifact checksums
+:mod:`charter.kernel.task_rules`; this module reads projection rows, verifies artifact checksums
 through an :class:`~charter.artifacts.service.ArtifactService` (when one is given) and appends
 the events. Ad-hoc runs (chats, MCP sessions) never pass through here.
 """
@@ -16,15 +16,15 @@ from typing import Any
 from charter.artifacts.records import Producer, Trust
 from charter.artifacts.service import ArtifactService
 from charter.errors import InvalidInput, PermissionDenied
+from charter.kernel import task_rules as rules
 from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
 from charter.ledger.projections import Row, run_key, task_key
 from charter.project.build import Build
-from charter.workflows import rules
-from charter.workflows.catalog import TaskContract
+from charter.project.catalog import TaskContract
+from charter.project.pinning import pin, pinned_entry
 from charter.workflows.handoff import validate_handoff
-from charter.workflows.pinning import pin, pinned_entry
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

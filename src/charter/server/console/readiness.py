@@ -8,7 +8,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
-import charter
+from charter._version import __version__
 from charter.server.console.web import Operator, console_of, operator, render
 
 router = APIRouter()
@@ -56,7 +56,7 @@ async def readiness_page(
             "tools": tools,
             "build": runtime.build,
             "deployment": deployment,
-            "version": charter.__version__,
+            "version": __version__,
             "page": "readiness",
         },
         who=who,

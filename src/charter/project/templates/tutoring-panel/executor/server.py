@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-import charter.executor  # noqa: E402 - the project root must be importable first
+import charter.remote  # noqa: E402 - the project root must be importable first
 from executor import tutoring  # noqa: E402
 
 SECRETS = ROOT / ".charter" / "secrets"
@@ -33,7 +33,7 @@ def _secret(env: str, file: str) -> bytes:
 
 def build_app() -> object:
     tutoring.seed()
-    return charter.executor.app(
+    return charter.remote.app(
         tutoring,
         name="tutoring-executor",
         version="1.0.0",

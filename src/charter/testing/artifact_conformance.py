@@ -2,7 +2,7 @@
 
 Use them from a backend's test module::
 
-    from charter.artifacts.conformance import ArtifactStoreConformance, Backend
+    from charter.testing.artifact_conformance import ArtifactStoreConformance, Backend
 
     class TestMyStore(ArtifactStoreConformance):
         @pytest.fixture

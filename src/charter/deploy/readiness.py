@@ -25,14 +25,14 @@ import ast
 import asyncio
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from charter.deploy.deployment import Binding
 from charter.errors import Failure
 from charter.executors.http import Described, HttpEndpoint, HttpExecutor
-from charter.kernel.deploy import Binding
+from charter.kernel.readiness_port import ReadinessReport, ToolReadiness
 from charter.project.build import Build
 
 if TYPE_CHECKING:  # the kernel never imports the MCP SDK; the runtime hands the executor in
@@ -48,64 +48,6 @@ EXECUTOR_MISSING = "EXECUTOR_MISSING"
 UPSTREAM_DRIFT = "UPSTREAM_DRIFT"  # a downstream MCP tool's name, description or schema changed
 UPSTREAM_NOT_PINNED = "UPSTREAM_NOT_PINNED"
 DEFAULT_TTL_S = 5.0
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ToolReadiness:
-    """One tool's readiness: expected (the Build) against reported (the executor)."""
-
-    tool_id: str
-    executor: str  # python | subprocess | http
-    endpoint: str | None  # the base URL for http
-    required: bool
-    ready: bool
-    expected_version: str
-    expected_digest: str
-    reported_version: str | None = None
-    reported_digest: str | None = None
-    reason: str | None = None
-    message: str | None = None
-
-    @property
-    def status(self) -> str:
-        return "ready" if self.ready else "not_ready"
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "tool": self.tool_id,
-            "executor": self.executor,
-            "endpoint": self.endpoint,
-            "required": self.required,
-            "status": self.status,
-            "expected": {"version": self.expected_version, "digest": self.expected_digest},
-            "reported": {"version": self.reported_version, "digest": self.reported_digest},
-            "reason": self.reason,
-            "message": self.message,
-        }
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ReadinessReport:
-    tools: tuple[ToolReadiness, ...]
-    checked_at: str  # RFC 3339, UTC
-
-    @property
-    def ready(self) -> bool:
-        """Every *required* tool is ready (optional ones may be missing)."""
-        return all(t.ready for t in self.tools if t.required)
-
-    def get(self, tool_id: str) -> ToolReadiness | None:
-        return next((t for t in self.tools if t.tool_id == tool_id), None)
-
-    def not_ready(self) -> tuple[ToolReadiness, ...]:
-        return tuple(t for t in self.tools if not t.ready)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "ready": self.ready,
-            "checked_at": self.checked_at,
-            "tools": [t.to_dict() for t in self.tools],
-        }
 
 
 class Readiness:

@@ -1,4 +1,4 @@
-"""``charter.executor.app``: an ASGI app serving ``@charter.tool`` functions over
+"""``charter.remote.app``: an ASGI app serving ``@charter.tool`` functions over
 ``charter.executor.v1`` — ``GET /describe`` and ``POST /execute``.
 
 Every request must carry the bearer credential and a fresh, valid signature (see
@@ -44,8 +44,6 @@ from charter.contracts.model import ToolContract
 from charter.contracts.schema import CompiledSchema, compile_schema
 from charter.contracts.tool_context import Context
 from charter.errors import ConfigError, Failure
-from charter.executor._journal import Claim, Journal
-from charter.executors.base import ensure_json
 from charter.executors.http_protocol import (
     AUTH_INVALID,
     AUTH_MISSING,
@@ -64,6 +62,8 @@ from charter.executors.http_protocol import (
     signature_matches,
     timestamp_fresh,
 )
+from charter.kernel.executor_port import ensure_json
+from charter.remote._journal import Claim, Journal
 
 MIN_SECRET_BYTES = 16
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
@@ -98,12 +98,12 @@ def _secret(value: str | bytes | None, env: str, what: str) -> bytes:
     if value is None:
         found = os.environ.get(env)
         if found is None:
-            raise ConfigError(f"charter.executor.app: give {what}= or set {env}")
+            raise ConfigError(f"charter.remote.app: give {what}= or set {env}")
         value = found
     raw = value.encode("utf-8") if isinstance(value, str) else bytes(value)
     raw = raw.rstrip(b"\r\n")
     if len(raw) < MIN_SECRET_BYTES:
-        raise ConfigError(f"charter.executor.app: {what} is shorter than {MIN_SECRET_BYTES} bytes")
+        raise ConfigError(f"charter.remote.app: {what} is shorter than {MIN_SECRET_BYTES} bytes")
     return raw
 
 
@@ -143,15 +143,15 @@ def app(
     cred = _secret(credential, CREDENTIAL_ENV, "credential")
     key = _secret(signing_key, SIGNING_KEY_ENV, "signing_key")
     if hmac.compare_digest(cred, key):
-        raise ConfigError("charter.executor.app: credential and signing_key must differ")
+        raise ConfigError("charter.remote.app: credential and signing_key must differ")
     served: dict[str, _Tool] = {}
     for function in _collect(tools):
         tool = _Tool(function)
         if tool.contract.id in served:
-            raise ConfigError(f"charter.executor.app: tool {tool.contract.id} is served twice")
+            raise ConfigError(f"charter.remote.app: tool {tool.contract.id} is served twice")
         served[tool.contract.id] = tool
     if not served:
-        raise ConfigError("charter.executor.app: no @charter.tool function to serve")
+        raise ConfigError("charter.remote.app: no @charter.tool function to serve")
     server = _Server(
         tools=served,
         name=name,

@@ -27,7 +27,6 @@ import secrets
 import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
@@ -35,9 +34,10 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.deploy.secret_ref import _ENV_NAME, SecretRef
 from charter.errors import ConfigError
 from charter.kernel.principals import Principal, PrincipalKind
-from charter.kernel.secret_ref import _ENV_NAME, SecretRef
+from charter.kernel.settings import Mode
 from charter.project.yamlio import strict_load, yaml_problem
 
 DEPLOY_FILE = "charter.deploy.yaml"
@@ -68,14 +68,6 @@ DEFAULT_CONTEXT_LIFETIME_S = 900.0
 _PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 _HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
-
-
-class Mode(StrEnum):
-    """How much the kernel governs (DESIGN §3)."""
-
-    ENFORCE = "enforce"  # everything is checked and recorded
-    OBSERVE = "observe"  # calls run as if ungoverned; what enforce would do is recorded
-    OFF = "off"  # no governance, no recording
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -2,7 +2,8 @@
 
 Parsing is pure: it turns file text into :class:`CatalogEntry` records and collects every
 :class:`~charter.errors.Problem` with its file and field pointer. Cross-entry rules (unknown
-dependencies, cycles, task DAGs, tools, permissions) live in :mod:`charter.workflows.validate`.
+dependencies, cycles, task DAGs, tools, permissions) live in
+:mod:`charter.project.catalog_validate`.
 """
 
 from __future__ import annotations

@@ -20,13 +20,13 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
+from charter.kernel import task_rules as rules
 from charter.kernel.authorize import Denial
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.store import KernelStore
 from charter.ledger.projections import run_key, task_key
-from charter.workflows import rules
-from charter.workflows.catalog import TaskContract
-from charter.workflows.pinning import pinned_entry
+from charter.project.catalog import TaskContract
+from charter.project.pinning import pinned_entry
 
 Row = Mapping[str, Any]
 

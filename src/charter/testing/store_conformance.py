@@ -2,7 +2,7 @@
 
 Use it from a backend's test module::
 
-    from charter.testing.conformance import StoreConformance
+    from charter.testing.store_conformance import StoreConformance
 
     class TestMyStore(StoreConformance):
         @pytest.fixture

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from charter.errors import InvalidInput
-from charter.workflows.catalog import CatalogEntry
+from charter.project.catalog import CatalogEntry
 
 
 def catalog_of(build_doc: Mapping[str, Any]) -> dict[str, dict[str, Any]]:

@@ -25,7 +25,7 @@ from typing import Any
 from charter.contracts.canonical import sha256_digest
 from charter.contracts.model import ToolContract
 from charter.errors import Problem
-from charter.workflows.catalog import CatalogEntry
+from charter.project.catalog import CatalogEntry
 
 
 def _cycle(graph: Mapping[str, Iterable[str]]) -> list[str] | None:

@@ -1,0 +1,1 @@
+"""Deployment: the deployment file, secret references, and executor readiness."""

@@ -1,0 +1,77 @@
+"""The readiness port: what the kernel reads before it discloses a tool.
+
+The runtime hands the kernel a :class:`ReadinessSource` (``charter.deploy.readiness.Readiness``
+checks every bound tool's executor); the kernel omits optional tools that are not ready and
+refuses a context whose required tools are not (``TOOL_NOT_READY``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+__all__ = ["ReadinessReport", "ReadinessSource", "ToolReadiness"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolReadiness:
+    """One tool's readiness: expected (the Build) against reported (the executor)."""
+
+    tool_id: str
+    executor: str  # python | subprocess | http
+    endpoint: str | None  # the base URL for http
+    required: bool
+    ready: bool
+    expected_version: str
+    expected_digest: str
+    reported_version: str | None = None
+    reported_digest: str | None = None
+    reason: str | None = None
+    message: str | None = None
+
+    @property
+    def status(self) -> str:
+        return "ready" if self.ready else "not_ready"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "tool": self.tool_id,
+            "executor": self.executor,
+            "endpoint": self.endpoint,
+            "required": self.required,
+            "status": self.status,
+            "expected": {"version": self.expected_version, "digest": self.expected_digest},
+            "reported": {"version": self.reported_version, "digest": self.reported_digest},
+            "reason": self.reason,
+            "message": self.message,
+        }
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReadinessReport:
+    tools: tuple[ToolReadiness, ...]
+    checked_at: str  # RFC 3339, UTC
+
+    @property
+    def ready(self) -> bool:
+        """Every *required* tool is ready (optional ones may be missing)."""
+        return all(t.ready for t in self.tools if t.required)
+
+    def get(self, tool_id: str) -> ToolReadiness | None:
+        return next((t for t in self.tools if t.tool_id == tool_id), None)
+
+    def not_ready(self) -> tuple[ToolReadiness, ...]:
+        return tuple(t for t in self.tools if not t.ready)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "ready": self.ready,
+            "checked_at": self.checked_at,
+            "tools": [t.to_dict() for t in self.tools],
+        }
+
+
+class ReadinessSource(Protocol):
+    """Reports the readiness of every bound tool (cached by the implementation)."""
+
+    async def report(self, *, fresh: bool = False) -> ReadinessReport: ...

@@ -1,0 +1,70 @@
+"""The shape of projection rows: a row, its key, its table, and a handler's signature.
+
+:mod:`charter.ledger.projections` (runs, tasks, artifacts) and the kernel's projections
+(:mod:`charter.ledger.calls_projection`, :mod:`charter.ledger.proposals_projection`) all build
+on these; ``projections`` assembles the tables and handlers of all three.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, NamedTuple, Protocol
+
+Row = dict[str, Any]
+
+
+class RowKey(NamedTuple):
+    """A projection row's address: its table and its key columns' values.
+
+    A named tuple rather than a dataclass: handlers build several per event and every store
+    hashes them, and a tuple is built and hashed in C.
+    """
+
+    table: str
+    key: tuple[str, ...]
+
+
+class EventFacts(Protocol):
+    """What a projection handler reads of an event: :class:`~charter.ledger.events.Event`
+    has it, and so does verification's lighter view of an event it has just parsed. A handler
+    must not keep the object beyond its call."""
+
+    @property
+    def run_id(self) -> str: ...
+
+    @property
+    def seq(self) -> int: ...
+
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def at(self) -> str: ...
+
+    @property
+    def payload(self) -> Mapping[str, Any]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TableSpec:
+    """A projection table: key columns, indexed columns copied out of the data, list order."""
+
+    name: str
+    keys: tuple[str, ...]
+    columns: tuple[str, ...]
+    order_by: str
+
+    def sort_key(self, row: Row) -> tuple[Any, ...]:
+        """List order: ``order_by``, ties broken by the key columns (as the SQL stores do)."""
+        return (row[self.order_by], *(row[k] for k in self.keys))
+
+
+Getter = Callable[[RowKey], Row | None]
+Writes = dict[RowKey, Row]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Handler:
+    reads: Callable[[str, Mapping[str, Any]], tuple[RowKey, ...]]
+    apply: Callable[[EventFacts, Getter], Writes]
