@@ -7,17 +7,14 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
-from charter.contracts.model import ToolContract
 from charter.errors import (
     InvalidInput,
     PermissionDenied,
     ResourceLimit,
     StoreConflict,
 )
-from charter.kernel.contexts import (
-    ResolvedContext,
-)
-from charter.kernel.core import KernelCore, _parse_at
+from charter.kernel.answers import Answers
+from charter.kernel.core import Attempt, KernelState, _parse_at
 from charter.kernel.envelope import CallStatus, Envelope, Metrics
 from charter.kernel.principals import Principal
 from charter.ledger.calls_projection import approval_key
@@ -25,95 +22,87 @@ from charter.ledger.events import NewEvent, format_at
 from charter.ledger.projections import run_key
 
 
-class ApprovalGate(KernelCore):
-    async def _approval_gate(
-        self,
-        ctx: ResolvedContext,
-        principal: Principal,
-        contract: ToolContract,
-        call_id: str,
-        fingerprint: str,
-        summary: Any,
-        row: Mapping[str, Any] | None,
-        presented: str | None,
-        started: float,
-        trace: dict[str, str],
-        warnings: list[str],
+class ApprovalGate:
+    """Phase 6 of the call path, and the operators' decisions on what it requested."""
+
+    def __init__(self, state: KernelState, answers: Answers) -> None:
+        self.state = state
+        self.answers = answers
+
+    async def check(
+        self, at: Attempt, row: Mapping[str, Any] | None
     ) -> Envelope | Mapping[str, Any] | None:
-        """An approval to consume, a ``pending_approval`` answer, or None after a lost race."""
-        now = self._now()
+        """An approval to consume, a ``pending_approval`` answer, or None after a lost race.
+
+        ``row`` is the call's reservation, if any: the approval it names is the one checked.
+        """
+        state, ctx, contract = self.state, at.ctx, at.bound()
+        now = state.now()
         if row is not None and row.get("approval_id"):
-            approval = await self.store.get_row(approval_key(ctx.run_id, row["approval_id"]))
+            approval = await state.store.get_row(approval_key(ctx.run_id, row["approval_id"]))
         else:
             approval = None
-        if presented is not None and (approval is None or presented != approval["approval_id"]):
-            warnings.append("APPROVAL_MISMATCH: the presented approval is bound to another call")
-            await self._audit_event(
-                ctx,
-                principal,
-                contract.id,
-                call_id,
-                "approval_mismatch",
-                "APPROVAL_MISMATCH",
-                fingerprint,
-                0.0,
-            )
+        if at.presented is not None and (
+            approval is None or at.presented != approval["approval_id"]
+        ):
+            at.warnings.append("APPROVAL_MISMATCH: the presented approval is bound to another call")
+            await self.answers.audit(at, "approval_mismatch", 0.0, reason="APPROVAL_MISMATCH")
         entries: list[NewEvent] = []
         if approval is not None:
             status = approval["status"]
             expired = now >= _parse_at(approval["expires_at"])
             bound = (
                 approval["context_id"] == ctx.context_id
-                and approval["call_id"] == call_id
+                and approval["call_id"] == at.call_id
                 and approval["tool_id"] == contract.id
                 and approval["tool_version"] == contract.version
                 and approval["contract_digest"] == contract.digest
-                and approval["fingerprint"] == fingerprint
+                and approval["fingerprint"] == at.fingerprint
             )
             if status == "approved" and not expired and bound:
                 return approval
             if status == "pending" and not expired:
-                return self._pending(ctx, call_id, approval, started, trace, contract, warnings)
+                return self.pending(at, approval)
             if status in ("pending", "approved") and expired:
-                warnings.append("APPROVAL_EXPIRED: a new approval was requested")
+                at.warnings.append("APPROVAL_EXPIRED: a new approval was requested")
                 entries.append(
                     NewEvent(
                         type="approval_expired",
                         payload={
                             "approval_id": approval["approval_id"],
                             "context_id": ctx.context_id,
-                            "call_id": call_id,
+                            "call_id": at.call_id,
                             "actor": "kernel",
                         },
                     )
                 )
             elif not bound:
-                warnings.append("APPROVAL_MISMATCH: the approval does not match this call")
-        approval_id = self._id("apr")
-        expires_at = format_at(now + timedelta(seconds=self.settings.approval_lifetime_s))
+                at.warnings.append("APPROVAL_MISMATCH: the approval does not match this call")
+        approval_id = state.new_id("apr")
+        expires_at = format_at(now + timedelta(seconds=state.settings.approval_lifetime_s))
         entries.append(
             NewEvent(
                 type="approval_requested",
                 payload={
                     "approval_id": approval_id,
                     "context_id": ctx.context_id,
-                    "call_id": call_id,
+                    "call_id": at.call_id,
                     "tool_id": contract.id,
                     "tool_version": contract.version,
                     "contract_digest": contract.digest,
-                    "fingerprint": fingerprint,
+                    "fingerprint": at.fingerprint,
                     "tenant": ctx.tenant,
-                    "actor": principal.name,
-                    "summary": summary,
+                    "actor": at.principal.name,
+                    "summary": at.summary,
                     "effect": contract.effect.value,
                     "danger": contract.danger.value if contract.danger else None,
                     "expires_at": expires_at,
-                    "run_call_budget": self.settings.run_call_budget,
+                    "run_call_budget": state.settings.run_call_budget,
                     "replaces": approval["approval_id"] if approval is not None else None,
                 },
             )
         )
-        run = await self.store.get_row(run_key(ctx.run_id))
+        run = await state.store.get_row(run_key(ctx.run_id))
         if run is not None and run["status"] == "running":
             entries.append(
                 NewEvent(
@@ -121,7 +110,7 @@ class ApprovalGate(KernelCore):
                 )
             )
         try:
-            await self.store.append(ctx.run_id, entries)
+            await state.store.append(ctx.run_id, entries)
         except StoreConflict:
             return None  # a concurrent duplicate reserved the call first: read its row
         except InvalidInput as exc:
@@ -129,52 +118,27 @@ class ApprovalGate(KernelCore):
                 raise
             return None  # a concurrent request already moved the run to input_required
         except ResourceLimit as exc:
-            return await self._refuse(
-                ctx,
-                principal,
-                contract.id,
-                call_id,
-                started,
-                trace,
-                exc,
-                CallStatus.DENIED,
-                contract=contract,
-                fingerprint=fingerprint,
-            )
-        return self._pending(
-            ctx,
-            call_id,
-            {"approval_id": approval_id, "expires_at": expires_at},
-            started,
-            trace,
-            contract,
-            warnings,
-        )
+            return await self.answers.refuse(at, exc, CallStatus.DENIED)
+        return self.pending(at, {"approval_id": approval_id, "expires_at": expires_at})
 
-    def _pending(
-        self,
-        ctx: ResolvedContext,
-        call_id: str,
-        approval: Mapping[str, Any],
-        started: float,
-        trace: dict[str, str],
-        contract: ToolContract,
-        warnings: list[str],
-    ) -> Envelope:
+    def pending(self, at: Attempt, approval: Mapping[str, Any]) -> Envelope:
         return Envelope(
-            call_id=call_id,
+            call_id=at.call_id,
             status=CallStatus.PENDING_APPROVAL,
             approval={"id": approval["approval_id"], "expires_at": approval["expires_at"]},
-            warnings=tuple(warnings),
-            metrics=Metrics(duration_ms=(time.perf_counter() - started) * 1000),
-            trace=trace,
-            context_id=ctx.context_id,
-            run_id=ctx.run_id,
-            tool=contract.id,
+            warnings=tuple(at.warnings),
+            metrics=Metrics(duration_ms=(time.perf_counter() - at.started) * 1000),
+            trace=at.trace,
+            context_id=at.ctx.context_id,
+            run_id=at.ctx.run_id,
+            tool=at.bound().id,
         )
 
+    # -----------------------------------------------------------------------------------
+    # operators' decisions
+
     async def find_approval(self, approval_id: str, tenant: str) -> dict[str, Any] | None:
-        rows = await self.store.query_rows("approvals", {"approval_id": approval_id}, limit=1)
+        rows = await self.state.store.query_rows("approvals", {"approval_id": approval_id}, limit=1)
         if not rows or rows[0]["tenant"] != tenant:
             return None
         return rows[0]
@@ -227,18 +191,20 @@ class ApprovalGate(KernelCore):
             "context_id": approval["context_id"],
             "call_id": approval["call_id"],
             "actor": actor,
-            "reason": self.redactor.redact_text(reason) if reason else None,
+            "reason": self.state.redactor.redact_text(reason) if reason else None,
         }
-        if self._now() >= _parse_at(approval["expires_at"]):
-            await self.store.append(run_id, [NewEvent(type="approval_expired", payload=payload)])
+        if self.state.now() >= _parse_at(approval["expires_at"]):
+            await self.state.store.append(
+                run_id, [NewEvent(type="approval_expired", payload=payload)]
+            )
             raise PermissionDenied("the approval has expired", reason="APPROVAL_EXPIRED")
         entries = [
             NewEvent(type="approval_approved" if approve else "approval_rejected", payload=payload)
         ]
         if not approve:
-            entries += await self._resume_run(run_id, exclude=approval_id)
-        await self.store.append(run_id, entries)
-        decided = await self.store.get_row(approval_key(run_id, approval_id))
+            entries += await self.state.resume_run(run_id, exclude=approval_id)
+        await self.state.store.append(run_id, entries)
+        decided = await self.state.store.get_row(approval_key(run_id, approval_id))
         assert decided is not None
         return decided
 
@@ -248,4 +214,4 @@ class ApprovalGate(KernelCore):
         where: dict[str, Any] = {"tenant": tenant}
         if status is not None:
             where["status"] = status
-        return list(await self.store.query_rows("approvals", where, limit=limit))
+        return list(await self.state.store.query_rows("approvals", where, limit=limit))

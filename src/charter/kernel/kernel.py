@@ -19,9 +19,11 @@ import re
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
-from datetime import timedelta
-from typing import Any
+from datetime import datetime, timedelta
+from typing import Any, Generic, TypeVar, overload
 
+from charter.artifacts.service import ArtifactService
+from charter.contracts.canonical import Fingerprinter
 from charter.contracts.model import ToolContract
 from charter.errors import (
     Failure,
@@ -33,37 +35,185 @@ from charter.errors import (
     TransientExternal,
 )
 from charter.kernel import faults
+from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
-from charter.kernel.authorize import AuthorizationInput, authorize
+from charter.kernel.audit import AuditSink
+from charter.kernel.authorize import AuthorizationInput, Hook, authorize
 from charter.kernel.contexts import (
     Attachment,
+    ContextProvider,
     OfferedTool,
     ResolvedContext,
     estimate_tokens,
     schema_digest,
 )
-from charter.kernel.core import Attempt, _parse_at
+from charter.kernel.core import Arrival, KernelState, _parse_at
 from charter.kernel.dispatch import Dispatcher
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
+from charter.kernel.executor_port import Executor
 from charter.kernel.operators import Operators
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
-from charter.kernel.settings import Mode
+from charter.kernel.redaction import Redactor
+from charter.kernel.settings import KernelSettings, Mode
+from charter.kernel.store import KernelStore
 from charter.kernel.task_auth import task_denial
+from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.projections import run_key
+from charter.project.build import Build
 
 CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 ADHOC_SLUG = "adhoc"
+T = TypeVar("T")
 
 
-class Kernel(ApprovalGate, Dispatcher, Operators):
-    """The governed call path over one Build, one store and one deployment."""
+class _Shared(Generic[T]):
+    """A kernel attribute that lives in its :class:`KernelState` (read and set there)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    @overload
+    def __get__(self, obj: None, objtype: type | None = None) -> _Shared[T]: ...
+    @overload
+    def __get__(self, obj: Kernel, objtype: type | None = None) -> T: ...
+    def __get__(self, obj: Kernel | None, objtype: type | None = None) -> T | _Shared[T]:
+        if obj is None:
+            return self
+        value: T = getattr(obj.state, self.name)
+        return value
+
+    def __set__(self, obj: Kernel, value: T) -> None:
+        setattr(obj.state, self.name, value)
+
+
+class Kernel:
+    """The governed call path over one Build, one store and one deployment.
+
+    The kernel composes its parts, each built here over the one shared
+    :class:`~charter.kernel.core.KernelState`: :class:`Answers` (envelopes and audit records),
+    the :class:`ApprovalGate` (phase 6 and operators' decisions), the :class:`Dispatcher`
+    (phases 7 to 10) and :class:`Operators` (reconcile, resolve, read calls).
+    """
 
     # Set by the runtime: tools that are not ready are omitted (optional) or block resolution
     # (required). ``None``: every bound tool counts as ready.
     readiness: ReadinessSource | None = None
+
+    build = _Shared[Build]()
+    store = _Shared[KernelStore]()
+    fingerprinter = _Shared[Fingerprinter]()
+    executors = _Shared[dict[str, Executor]]()
+    bindings = _Shared[dict[str, str]]()
+    settings = _Shared[KernelSettings]()
+    redactor = _Shared[Redactor]()
+    audit = _Shared[AuditSink | None]()
+    providers = _Shared[dict[str, ContextProvider]]()
+    ownership_hooks = _Shared[tuple[Hook, ...]]()
+    clock = _Shared[Clock]()
+    # Set by the runtime: the run's artifact store and the ledger-backed registry. ``None``:
+    # tools that declare artifacts get no writer (``ctx.artifacts`` is None).
+    artifacts = _Shared[ArtifactService | None]()
+
+    def __init__(
+        self,
+        *,
+        build: Build,
+        store: KernelStore,
+        fingerprinter: Fingerprinter,
+        executors: Mapping[str, Executor],
+        bindings: Mapping[str, str],
+        settings: KernelSettings | None = None,
+        redactor: Redactor | None = None,
+        audit: AuditSink | None = None,
+        providers: Mapping[str, ContextProvider] | None = None,
+        ownership_hooks: Sequence[Hook] = (),
+        clock: Clock = system_clock,
+        hex_source: Any = None,
+    ) -> None:
+        self.state = KernelState(
+            build=build,
+            store=store,
+            fingerprinter=fingerprinter,
+            executors=executors,
+            bindings=bindings,
+            settings=settings,
+            redactor=redactor,
+            audit=audit,
+            providers=providers,
+            ownership_hooks=ownership_hooks,
+            clock=clock,
+            hex_source=hex_source,
+        )
+        self.answers = Answers(self.state)
+        self.approvals = ApprovalGate(self.state, self.answers)
+        self.dispatcher = Dispatcher(self.state, self.answers)
+        self.operators = Operators(self.state)
+
+    def _now(self) -> datetime:
+        return self.state.now()
+
+    # -----------------------------------------------------------------------------------
+    # reads and operators' actions (held by the parts; named here for the callers)
+
+    async def get_context(self, context_id: str) -> ResolvedContext | None:
+        return await self.state.context(context_id)
+
+    async def find_approval(self, approval_id: str, tenant: str) -> dict[str, Any] | None:
+        return await self.approvals.find_approval(approval_id, tenant)
+
+    async def decide(
+        self,
+        approval_id: str,
+        *,
+        approve: bool,
+        principal: Principal | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+        reason: str | None = None,
+        token_matches: Any = None,
+    ) -> dict[str, Any]:
+        """Approve or reject a pending approval (see :meth:`ApprovalGate.decide`)."""
+        return await self.approvals.decide(
+            approval_id,
+            approve=approve,
+            principal=principal,
+            token=token,
+            tenant=tenant,
+            reason=reason,
+            token_matches=token_matches,
+        )
+
+    async def list_approvals(
+        self, *, tenant: str, status: str | None = None, limit: int = 100
+    ) -> list[dict[str, Any]]:
+        return await self.approvals.list_approvals(tenant=tenant, status=status, limit=limit)
+
+    async def reconcile(self) -> list[dict[str, Any]]:
+        """Calls left ``dispatching`` by a dead process on this host become ``unknown``."""
+        return await self.operators.reconcile()
+
+    async def resolve_call(
+        self,
+        context_id: str,
+        call_id: str,
+        *,
+        outcome: str,
+        reason: str,
+        operator: Principal,
+    ) -> dict[str, Any]:
+        """Record an operator's finding for an ``unknown`` (or stuck) call."""
+        return await self.operators.resolve_call(
+            context_id, call_id, outcome=outcome, reason=reason, operator=operator
+        )
+
+    async def get_call(self, context_id: str, call_id: str, tenant: str) -> dict[str, Any] | None:
+        return await self.operators.get_call(context_id, call_id, tenant)
+
+    async def context_row(self, run_id: str, context_id: str) -> dict[str, Any] | None:
+        return await self.operators.context_row(run_id, context_id)
 
     # -----------------------------------------------------------------------------------
     # contexts
@@ -81,40 +231,42 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         workflow_slug: str = ADHOC_SLUG,
     ) -> ResolvedContext:
         """Resolve and record a context; an ad-hoc run is created when ``run_id`` is None."""
-        if profile not in self.build.profiles:
+        state = self.state
+        if profile not in state.build.profiles:
             raise InvalidInput(f"unknown profile {profile!r}", reason="PROFILE_UNKNOWN")
         agent_tools: frozenset[str] | None = None
         if agent is not None:
-            if agent not in self.build.agents:
+            if agent not in state.build.agents:
                 raise InvalidInput(f"unknown agent {agent!r}", reason="AGENT_UNKNOWN")
-            agent_tools = frozenset(self.build.agents[agent].tools)
+            agent_tools = frozenset(state.build.agents[agent].tools)
         contracts = [
             c
-            for c in self.build.profile_tools(profile)
+            for c in state.build.profile_tools(profile)
             if self._visible(principal, c, agent, agent_tools)
         ]
         if self.readiness is not None and contracts:
             report = await self.readiness.report()
             ready = []
             for c in contracts:
-                state = report.get(c.id)
-                if state is None or state.ready:
+                ready_state = report.get(c.id)
+                if ready_state is None or ready_state.ready:
                     ready.append(c)
-                elif state.required:
+                elif ready_state.required:
                     raise TransientExternal(
-                        f"required tool {c.id} is not ready: {state.reason} ({state.message})",
+                        f"required tool {c.id} is not ready: "
+                        f"{ready_state.reason} ({ready_state.message})",
                         reason="TOOL_NOT_READY",
-                        details={"tool": c.id, "readiness_reason": state.reason},
-                        retryable=state.reason == "EXECUTOR_UNREACHABLE",
+                        details={"tool": c.id, "readiness_reason": ready_state.reason},
+                        retryable=ready_state.reason == "EXECUTOR_UNREACHABLE",
                     )
             contracts = ready
         resolved: list[Attachment] = []
         unresolved: list[str] = []
         allowed_providers = (
-            set(self.build.agents[agent].context_providers) if agent is not None else None
+            set(state.build.agents[agent].context_providers) if agent is not None else None
         )
         for kind, ref in attachments:
-            provider = self.providers.get(kind)
+            provider = state.providers.get(kind)
             if provider is None or (
                 allowed_providers is not None and kind not in allowed_providers
             ):
@@ -126,17 +278,17 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
             else:
                 resolved.append(found)
         tokens = estimate_tokens(contracts, resolved)
-        if tokens > self.settings.token_budget:
+        if tokens > state.settings.token_budget:
             raise ResourceLimit(
                 f"the context needs about {tokens} tokens; the budget is "
-                f"{self.settings.token_budget}",
+                f"{state.settings.token_budget}",
                 reason="CONTEXT_BUDGET_EXCEEDED",
-                details={"estimate": tokens, "budget": self.settings.token_budget},
+                details={"estimate": tokens, "budget": state.settings.token_budget},
             )
-        now = self._now()
+        now = state.now()
         entries: list[NewEvent] = []
         if run_id is None:
-            run_id = self._id(workflow_slug)
+            run_id = state.new_id(workflow_slug)
             entries += [
                 NewEvent(
                     type="run_created",
@@ -153,9 +305,9 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
         else:
             await self._check_run_tenant(run_id, principal)
         context = ResolvedContext(
-            context_id=self._id("ctx"),
+            context_id=state.new_id("ctx"),
             run_id=run_id,
-            build_digest=self.build.digest,
+            build_digest=state.build.digest,
             principal=principal.name,
             tenant=principal.tenant,
             kind=principal.kind.value,
@@ -175,17 +327,16 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
             ),
             schema_digest=schema_digest(contracts),
             token_estimate=tokens,
-            token_budget=self.settings.token_budget,
+            token_budget=state.settings.token_budget,
             attachments=tuple(resolved),
             unresolved=tuple(unresolved),
             created_at=format_at(now),
-            expires_at=format_at(now + timedelta(seconds=self.settings.context_lifetime_s)),
+            expires_at=format_at(now + timedelta(seconds=state.settings.context_lifetime_s)),
         )
         entries.append(NewEvent(type="context_resolved", payload=context.payload()))
-        if self.settings.mode is not Mode.OFF:
-            await self.store.append(run_id, entries)
-        self._contexts[context.context_id] = context
-        self._context_runs[context.context_id] = run_id
+        if state.settings.mode is not Mode.OFF:
+            await state.store.append(run_id, entries)
+        state.contexts[context.context_id] = context
         return context
 
     def _visible(
@@ -204,7 +355,7 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
 
     async def _check_run_tenant(self, run_id: str, principal: Principal) -> None:
         """Another tenant's run, or a run that names no tenant, answers like a missing one."""
-        run = await self.store.get_row(run_key(run_id))
+        run = await self.state.store.get_row(run_key(run_id))
         if run is None or run.get("tenant") != principal.tenant:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
 
@@ -227,215 +378,153 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
 
         A store failure before the intent was committed means nothing was dispatched: the
         answer is ``failed`` (``internal``), safe to retry with the same call id. After the
-        intent, :meth:`_finish` answers ``unknown`` instead.
+        intent, :meth:`Dispatcher.finish` answers ``unknown`` instead.
         """
-        started = time.perf_counter()
-        trace = {
-            "trace_id": trace_id or self._trace_id("trace"),
-            "span_id": self._trace_id("span"),
-        }
+        arrival = Arrival(
+            call_id=call_id if isinstance(call_id, str) else "",
+            tool=tool,
+            principal=principal,
+            task_id=task_id,
+            presented=approval_id,
+            started=time.perf_counter(),
+            trace={
+                "trace_id": trace_id or self.state.trace_id("trace"),
+                "span_id": self.state.trace_id("span"),
+            },
+        )
         try:
-            return await self._call(
-                context_id,
-                tool,
-                call_id,
-                arguments,
-                principal,
-                approval_id,
-                task_id,
-                started,
-                trace,
-            )
+            return await self._call(arrival, context_id, arguments)
         except Failure as exc:
-            return self._answer(
-                call_id if isinstance(call_id, str) else "",
-                CallStatus.FAILED,
-                started,
-                trace,
-                tool=tool,
-                error=exc,
-            )
+            return self.answers.answer(arrival, CallStatus.FAILED, exc, tool=tool)
 
     async def _call(
         self,
+        arrival: Arrival,
         context_id: str,
-        tool: str,
-        call_id: str,
         arguments: str | bytes | Mapping[str, Any],
-        principal: Principal,
-        approval_id: str | None,
-        task_id: str | None,
-        started: float,
-        trace: dict[str, str],
     ) -> Envelope:
+        state, answers = self.state, self.answers
+        settings = state.settings
         # 1. attribution
-        ctx = await self.get_context(context_id)
+        principal, task_id = arrival.principal, arrival.task_id
+        ctx = await state.context(context_id)
         if ctx is None or ctx.tenant != principal.tenant:
-            return self._answer(
-                call_id,
-                CallStatus.DENIED,
-                started,
-                trace,
-                tool=tool,
-                error=PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND"),
-            )
-        at = Attempt(
-            ctx=ctx,
-            principal=principal,
-            tool=tool,
-            call_id=call_id if isinstance(call_id, str) else "",
-            started=started,
-            trace=trace,
-        )
-        if not isinstance(call_id, str) or not CALL_ID.match(call_id):
+            denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
+            return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)
+        at = arrival.attempt(ctx)
+        if not CALL_ID.match(at.call_id):
             invalid = InvalidInput(
                 f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
                 reason="CALL_ID_INVALID",
             )
-            return await self._refused(at, invalid, CallStatus.REJECTED)
-        offered = ctx.offered(tool)
-        contract = self.build.tools[offered.id].contract if offered is not None else None
-        if self.settings.mode is Mode.OFF:
-            return await self._ungoverned(
-                ctx, principal, contract, tool, call_id, arguments, started, trace, task_id
-            )
-        if self._now() >= _parse_at(ctx.expires_at):
-            row = await self._call_row(ctx, call_id)
+            return await answers.refuse(at, invalid, CallStatus.REJECTED)
+        offered = ctx.offered(at.tool)
+        contract = state.build.tools[offered.id].contract if offered is not None else None
+        if settings.mode is Mode.OFF:
+            return await self.dispatcher.ungoverned(at, contract, arguments)
+        if state.now() >= _parse_at(ctx.expires_at):
+            row = await state.call_row(ctx, at.call_id)
             if row is not None and row["state"] in TERMINAL_STATES:
-                return self._receipt(row, started, trace, cached=True)
+                return answers.receipt(row, at, cached=True)
             expired = PermissionDenied(
                 "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"
             )
-            return await self._refused(at, expired, CallStatus.DENIED)
-        observe = self.settings.mode is Mode.OBSERVE
-        would: list[dict[str, str]] = []
+            return await answers.refuse(at, expired, CallStatus.DENIED)
+        observe = settings.mode is Mode.OBSERVE
         # 2. disclosure and authorization (the part that needs no arguments)
         inp = AuthorizationInput(
             principal=principal,
             context=ctx,
-            tool=tool,
+            tool=at.tool,
             contract=contract,
-            agent_tools=frozenset(self.build.agents[ctx.agent].tools) if ctx.agent else None,
-            enablement=self.settings.enablement,
-            max_danger=self.settings.max_danger,
+            agent_tools=frozenset(state.build.agents[ctx.agent].tools) if ctx.agent else None,
+            enablement=settings.enablement,
+            max_danger=settings.max_danger,
         )
         denial = authorize(inp, before_validation=True)
         if denial is not None and (not observe or contract is None):
-            return await self._denied(at, denial)
+            return await answers.deny(at, denial)
         if denial is not None:
-            would.append({"phase": "authorization", "reason": denial.reason})
+            at.would.append({"phase": "authorization", "reason": denial.reason})
         assert contract is not None
+        at.contract = contract  # from here on, refusals and audit records name the tool
         # inside a task of a catalog run: its role, profile, tool allowlist and budgets
         if task_id is not None:
-            agents = frozenset(self.build.agents)
             denial = await task_denial(
-                self.store,
+                state.store,
                 ctx,
                 contract.id,
                 task_id,
-                call_id=call_id,
-                agents=agents,
-                now=self._now(),
+                call_id=at.call_id,
+                agents=frozenset(state.build.agents),
+                now=state.now(),
             )
             if denial is not None and not observe:
-                return await self._denied(at, denial, contract=contract)
+                return await answers.deny(at, denial)
             if denial is not None:
-                would.append({"phase": "task", "reason": denial.reason})
+                at.would.append({"phase": "task", "reason": denial.reason})
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
         try:
+            intake = state.intake(contract)
             accepted = (
-                self._intake(contract).accept(arguments)
+                intake.accept(arguments)
                 if isinstance(arguments, str | bytes)
-                else self._intake(contract).accept_value(arguments)
+                else intake.accept_value(arguments)
             )
         except InvalidInput as exc:
-            return await self._refused(at, exc, CallStatus.REJECTED, contract=contract)
+            return await answers.refuse(at, exc, CallStatus.REJECTED)
+        at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
         denial = authorize(
-            replace(inp, arguments=accepted.arguments), ownership=self.ownership_hooks
+            replace(inp, arguments=accepted.arguments), ownership=state.ownership_hooks
         )
         if denial is not None and not observe:
-            return await self._denied(
-                at, denial, contract=contract, fingerprint=accepted.fingerprint
-            )
+            return await answers.deny(at, denial)
         if denial is not None:
-            would.append({"phase": "authorization", "reason": denial.reason})
+            at.would.append({"phase": "authorization", "reason": denial.reason})
         # declared artifact inputs: registered in this run, checksum-verified
         if contract.artifact_inputs:
             try:
-                await check_inputs(self.artifacts, ctx.run_id, contract, accepted.arguments)
+                await check_inputs(state.artifacts, ctx.run_id, contract, at.arguments)
             except Failure as exc:
                 if not observe:
-                    return await self._refused(
-                        at,
-                        exc,
-                        CallStatus.REJECTED,
-                        contract=contract,
-                        fingerprint=accepted.fingerprint,
-                    )
-                would.append({"phase": "artifact_inputs", "reason": exc.reason})
+                    return await answers.refuse(at, exc, CallStatus.REJECTED)
+                at.would.append({"phase": "artifact_inputs", "reason": exc.reason})
         # 3. budgets that are not counted at reservation: the run's elapsed time
-        budget_error = await self._elapsed_budget(ctx)
+        budget_error = await state.elapsed_budget(ctx)
         if budget_error is not None and not observe:
-            return await self._refused(
-                at,
-                budget_error,
-                CallStatus.DENIED,
-                contract=contract,
-                fingerprint=accepted.fingerprint,
-            )
-        summary = self._summary(contract, accepted.arguments)
+            return await answers.refuse(at, budget_error, CallStatus.DENIED)
+        at.summary = state.summary(contract, at.arguments)
         # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         # caller wins the reservation, so we then read its row.
-        warnings: list[str] = []
+        gated = contract.requires_approval and not observe
         approval_to_consume: Mapping[str, Any] | None = None
         for attempt in range(5):
             # A call that needs no approval reserves optimistically: the store refuses a
             # duplicate (StoreConflict) and only then is the existing row read.
-            optimistic = attempt == 0 and not (contract.requires_approval and not observe)
-            row = None if optimistic else await self._call_row(ctx, call_id)
+            optimistic = attempt == 0 and not gated
+            # 5. idempotency reservation: a reserved call id answers from its row
+            row = None if optimistic else await state.call_row(ctx, at.call_id)
             if row is not None:
-                if row["fingerprint"] != accepted.fingerprint or row["tool_id"] != contract.id:
-                    return await self._conflict(
-                        ctx, principal, contract, call_id, started, trace, accepted.fingerprint
-                    )
+                if row["fingerprint"] != at.fingerprint or row["tool_id"] != contract.id:
+                    return await answers.conflict(at)
                 if row["state"] in TERMINAL_STATES:
-                    return self._receipt(row, started, trace, cached=True)
+                    return answers.receipt(row, at, cached=True)
                 if row["state"] == "dispatching":
-                    return await self._coalesce(ctx, contract, row, started, trace)
-            if contract.requires_approval and not observe:
-                gate = await self._approval_gate(
-                    ctx,
-                    principal,
-                    contract,
-                    call_id,
-                    accepted.fingerprint,
-                    summary,
-                    row,
-                    approval_id,
-                    started,
-                    trace,
-                    warnings,
-                )
+                    return await self.dispatcher.coalesce(at, row)
+            # 6. approval gate
+            if gated:
+                gate = await self.approvals.check(at, row)
                 if gate is None:
                     continue  # lost a race; read the winner's row
                 if isinstance(gate, Envelope):
                     return gate
                 approval_to_consume = gate
             elif contract.requires_approval:
-                would.append({"phase": "approval", "reason": "APPROVAL_REQUIRED"})
+                at.would.append({"phase": "approval", "reason": "APPROVAL_REQUIRED"})
             faults.point("before_intent", contract.id)
+            # 7. intent
             try:
-                idem_key = await self._intent(
-                    ctx,
-                    principal,
-                    contract,
-                    call_id,
-                    accepted.fingerprint,
-                    summary,
-                    approval_to_consume,
-                    task_id,
-                    would,
-                )
+                await self.dispatcher.intent(at, approval_to_consume)
             except StoreConflict:
                 continue
             except InvalidInput as exc:
@@ -445,31 +534,11 @@ class Kernel(ApprovalGate, Dispatcher, Operators):
                 approval_to_consume = None
                 continue
             except ResourceLimit as exc:
-                return await self._refused(
-                    at, exc, CallStatus.DENIED, contract=contract, fingerprint=accepted.fingerprint
-                )
+                return await answers.refuse(at, exc, CallStatus.DENIED)
             break
         else:
-            return self._answer(
-                call_id,
-                CallStatus.FAILED,
-                started,
-                trace,
-                tool=contract.id,
-                error=InternalFailure("could not reserve the call id", reason="RESERVATION_LOST"),
-            )
+            lost = InternalFailure("could not reserve the call id", reason="RESERVATION_LOST")
+            return answers.answer(at, CallStatus.FAILED, lost, tool=contract.id)
         faults.point("after_intent", contract.id)
         # 8-10. dispatch, acceptance, outcome
-        return await self._dispatch(
-            ctx,
-            principal,
-            contract,
-            call_id,
-            accepted.arguments,
-            accepted.fingerprint,
-            idem_key,
-            started,
-            trace,
-            task_id,
-            warnings,
-        )
+        return await self.dispatcher.dispatch(at)

@@ -10,21 +10,28 @@ from charter.errors import (
     PermissionDenied,
     StoreConflict,
 )
-from charter.kernel.core import KernelCore
+from charter.kernel.core import KernelState
 from charter.kernel.principals import Principal
 from charter.ledger.calls_projection import call_key, context_key
 from charter.ledger.events import NewEvent
 
 
-class Operators(KernelCore):
+class Operators:
+    """What operators do beside approvals: reconcile after a restart, resolve, read calls."""
+
+    def __init__(self, state: KernelState) -> None:
+        self.state = state
+
     async def reconcile(self) -> list[dict[str, Any]]:
         """Calls left ``dispatching`` by a dead process on this host become ``unknown``."""
         changed = []
-        for row in await self.store.query_rows("calls", {"state": "dispatching"}, limit=10_000):
+        for row in await self.state.store.query_rows(
+            "calls", {"state": "dispatching"}, limit=10_000
+        ):
             owner = row.get("owner") or {}
-            if owner.get("host") != self._owner["host"]:
+            if owner.get("host") != self.state.owner["host"]:
                 continue  # another machine's process; its own restart reconciles it
-            if owner == self._owner or _alive(owner):
+            if owner == self.state.owner or _alive(owner):
                 continue
             receipt = {
                 "status": "unknown",
@@ -42,7 +49,7 @@ class Operators(KernelCore):
                 "attempts": row.get("attempts", 1),
             }
             try:
-                await self.store.append(
+                await self.state.store.append(
                     row["run_id"],
                     [
                         NewEvent(
@@ -81,15 +88,15 @@ class Operators(KernelCore):
             raise InvalidInput(
                 "outcome must be succeeded, failed or abandoned", reason="OUTCOME_INVALID"
             )
-        ctx = await self.get_context(context_id)
+        ctx = await self.state.context(context_id)
         if ctx is None or ctx.tenant != operator.tenant:
             raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
-        row = await self._call_row(ctx, call_id)
+        row = await self.state.call_row(ctx, call_id)
         if row is None:
             raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
         receipt = dict(row.get("receipt") or {})
         receipt.update(status=outcome if outcome != "succeeded" else "succeeded")
-        await self.store.append(
+        await self.state.store.append(
             ctx.run_id,
             [
                 NewEvent(
@@ -99,24 +106,24 @@ class Operators(KernelCore):
                         "context_id": context_id,
                         "call_id": call_id,
                         "resolved_by": operator.name,
-                        "reason": self.redactor.redact_text(reason),
+                        "reason": self.state.redactor.redact_text(reason),
                         "receipt": receipt,
                     },
                 )
             ],
         )
-        updated = await self._call_row(ctx, call_id)
+        updated = await self.state.call_row(ctx, call_id)
         assert updated is not None
         return updated
 
     async def get_call(self, context_id: str, call_id: str, tenant: str) -> dict[str, Any] | None:
-        ctx = await self.get_context(context_id)
+        ctx = await self.state.context(context_id)
         if ctx is None or ctx.tenant != tenant:
             return None
-        return await self.store.get_row(call_key(ctx.run_id, context_id, call_id))
+        return await self.state.store.get_row(call_key(ctx.run_id, context_id, call_id))
 
     async def context_row(self, run_id: str, context_id: str) -> dict[str, Any] | None:
-        return await self.store.get_row(context_key(run_id, context_id))
+        return await self.state.store.get_row(context_key(run_id, context_id))
 
 
 def _alive(owner: Mapping[str, Any]) -> bool:
