@@ -6,6 +6,10 @@
     → 5 idempotency reservation → 6 approval gate → 7 intent → 8 dispatch
     → 9 acceptance → 10 outcome
 
+The order of the phases is all here; the longer ones are methods of the parts the kernel
+holds (the :class:`ApprovalGate` for phase 6, the :class:`Dispatcher` for 7 to 10), each
+handed the one :class:`~charter.kernel.core.Attempt` the phases fill in as they pass.
+
 Durable decisions are events in the context's run, appended through the store; the store's
 transaction (projection handlers in :mod:`charter.ledger.calls_projection`) is what makes the
 reservation of a call id and the budgets exact, whether the duplicates come from coroutines in
