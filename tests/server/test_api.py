@@ -11,6 +11,7 @@ import time
 import httpx2
 import jwt
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from charter.client import Client
 from charter.errors import InvalidInput, PermissionDenied, TransientExternal
@@ -352,11 +353,27 @@ def test_transport_errors_are_translated() -> None:
     assert info.value.reason == "SERVER_UNREACHABLE"
 
 
+def _scrape(server: ThreadServer) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with raw(server) as http:
+        answer = http.get("/metrics")
+    assert answer.headers["content-type"].startswith("text/plain; version=0.0.4")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(answer.text)
+        for s in family.samples
+    }
+
+
 def test_metrics_count_calls(server: ThreadServer, clients: dict[str, Client]) -> None:
     cl = clients["app"]
     ctx = cl.resolve_context("reader")
+    succeeded = ("charter_calls_total", (("status", "succeeded"), ("tool", "kv.echo")))
+    infinite = ("charter_call_duration_seconds_bucket", (("le", "+Inf"), ("tool", "kv.echo")))
+    before = _scrape(server)
     cl.call(ctx["context_id"], "kv.echo", "m1", json.dumps({"payload": {}}))
-    with raw(server) as http:
-        text = http.get("/metrics").text
-    assert 'charter_calls_total{status="succeeded",tool="kv.echo"}' in text
-    assert 'charter_call_duration_seconds_bucket{tool="kv.echo",le="+Inf"}' in text
+    samples = _scrape(server)
+    assert samples[succeeded] == before.get(succeeded, 0) + 1
+    assert samples[infinite] == before.get(infinite, 0) + 1
+    assert ("charter_pending_approvals", ()) in samples
+    requests = [k for k in samples if k[0] == "charter_http_requests_total"]
+    assert any(("route", "/contexts/{context_id}/calls") in labels for _, labels in requests)

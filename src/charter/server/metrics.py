@@ -1,15 +1,44 @@
-"""Prometheus metrics in the text exposition format (version 0.0.4), without a dependency.
+"""Prometheus metrics, kept and rendered by the official ``prometheus_client``.
 
-Counters and histograms live in the process (one set per replica: Prometheus sums them);
-gauges that describe shared state — pending approvals, calls whose outcome is unknown — are
-read from the store when ``/metrics`` is scraped, so every replica reports the same figure.
+Counters and histograms live in the process (one set per replica: Prometheus sums them).
+Each :class:`ServerMetrics` has its own registry, so several apps in one process (tests, an
+embedding application) never collide. When ``PROMETHEUS_MULTIPROC_DIR`` is set — uvicorn or
+gunicorn running several worker processes — the client keeps the values in memory-mapped files
+in that directory and ``/metrics`` sums every worker's files, so a scrape that lands on any
+worker sees the whole server.
+
+Gauges that describe shared state — pending approvals, calls whose outcome is unknown — are
+read from the store when ``/metrics`` is scraped (:func:`render_gauges`), so every replica
+reports the same figure.
+
+Metric names (stable; dashboards depend on them):
+
+- ``charter_calls_total{status, tool}`` — governed calls answered over HTTP;
+- ``charter_call_duration_seconds{tool}`` — time to answer one;
+- ``charter_call_phase_seconds{phase}`` — time spent in each phase of the call path;
+- ``charter_unknown_outcomes_total{tool}`` — calls this process answered ``unknown``;
+- ``charter_http_requests_total{method, route, status}`` — HTTP requests by route template;
+- ``charter_pending_approvals`` and ``charter_unknown_calls{tool}`` — shared gauges.
 """
 
 from __future__ import annotations
 
-import bisect
-import threading
-from collections.abc import Iterable, Sequence
+import os
+from collections.abc import Iterable, Mapping
+
+import prometheus_client
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+# One sample per series: the ``*_created`` timestamps double the output and no Charter
+# dashboard uses them.
+prometheus_client.disable_created_metrics()  # type: ignore[no-untyped-call]
+
+# The classic text format every Prometheus version reads.
+CONTENT_TYPE = CONTENT_TYPE_PLAIN_0_0_4
 
 LATENCY_BUCKETS: tuple[float, ...] = (
     0.0005,
@@ -29,118 +58,110 @@ LATENCY_BUCKETS: tuple[float, ...] = (
     30.0,
 )
 
-Labels = tuple[tuple[str, str], ...]
+PHASE_BUCKETS: tuple[float, ...] = (
+    0.00005,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.1,
+    1.0,
+    10.0,
+)
 
 
-def _escape(value: str) -> str:
-    return value.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+def multiprocess_dir() -> str | None:
+    """The directory worker processes share their values in, when one is configured."""
+    return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
-def _labels(labels: Labels, extra: Labels = ()) -> str:
-    items = labels + extra
-    if not items:
-        return ""
-    return "{" + ",".join(f'{k}="{_escape(v)}"' for k, v in items) + "}"
+class _Gauges(Collector):
+    """Gauges computed at scrape time, as one collector for a throwaway registry."""
+
+    def __init__(self, gauges: Iterable[Metric]) -> None:
+        self._gauges = list(gauges)
+
+    def collect(self) -> Iterable[Metric]:
+        return self._gauges
 
 
-def _number(value: float) -> str:
-    if value == float("inf"):
-        return "+Inf"
-    if float(value).is_integer():
-        return str(int(value))
-    return repr(float(value))
-
-
-class Counter:
-    def __init__(self, name: str, help_text: str) -> None:
-        self.name = name
-        self.help = help_text
-        self._values: dict[Labels, float] = {}
-        self._lock = threading.Lock()
-
-    def inc(self, labels: Labels = (), amount: float = 1.0) -> None:
-        with self._lock:
-            self._values[labels] = self._values.get(labels, 0.0) + amount
-
-    def value(self, labels: Labels = ()) -> float:
-        return self._values.get(labels, 0.0)
-
-    def render(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
-        yield f"# TYPE {self.name} counter"
-        with self._lock:
-            items = sorted(self._values.items())
-        for labels, value in items:
-            yield f"{self.name}{_labels(labels)} {_number(value)}"
-
-
-class Histogram:
-    def __init__(
-        self, name: str, help_text: str, buckets: Sequence[float] = LATENCY_BUCKETS
-    ) -> None:
-        self.name = name
-        self.help = help_text
-        self.buckets = tuple(sorted(buckets))
-        self._counts: dict[Labels, list[int]] = {}
-        self._sums: dict[Labels, float] = {}
-        self._lock = threading.Lock()
-
-    def observe(self, value: float, labels: Labels = ()) -> None:
-        index = bisect.bisect_left(self.buckets, value)
-        with self._lock:
-            counts = self._counts.setdefault(labels, [0] * (len(self.buckets) + 1))
-            counts[index] += 1
-            self._sums[labels] = self._sums.get(labels, 0.0) + value
-
-    def render(self) -> Iterable[str]:
-        yield f"# HELP {self.name} {self.help}"
-        yield f"# TYPE {self.name} histogram"
-        with self._lock:
-            items = sorted((k, list(v)) for k, v in self._counts.items())
-            sums = dict(self._sums)
-        for labels, counts in items:
-            running = 0
-            for bound, count in zip((*self.buckets, float("inf")), counts, strict=True):
-                running += count
-                le = (("le", _number(bound)),)
-                yield f"{self.name}_bucket{_labels(labels, le)} {running}"
-            yield f"{self.name}_sum{_labels(labels)} {_number(sums[labels])}"
-            yield f"{self.name}_count{_labels(labels)} {running}"
-
-
-def gauge(name: str, help_text: str, samples: Iterable[tuple[Labels, float]]) -> Iterable[str]:
-    yield f"# HELP {name} {help_text}"
-    yield f"# TYPE {name} gauge"
-    for labels, value in samples:
-        yield f"{name}{_labels(labels)} {_number(value)}"
+def gauge(
+    name: str,
+    help_text: str,
+    samples: Mapping[tuple[str, ...], float],
+    labels: tuple[str, ...] = (),
+) -> Metric:
+    """A gauge family read from shared state (the store) when ``/metrics`` is scraped."""
+    family = GaugeMetricFamily(name, help_text, labels=list(labels))
+    for values, value in samples.items():
+        family.add_metric(list(values), value)
+    return family
 
 
 class ServerMetrics:
     """The metrics one server process keeps."""
 
     def __init__(self) -> None:
+        self.registry = CollectorRegistry(auto_describe=True)
         self.calls = Counter(
-            "charter_calls_total", "Governed calls answered, by tool and call status."
+            "charter_calls_total",
+            "Governed calls answered, by tool and call status.",
+            ("status", "tool"),
+            registry=self.registry,
         )
         self.call_latency = Histogram(
-            "charter_call_duration_seconds", "Time to answer a governed call, by tool."
+            "charter_call_duration_seconds",
+            "Time to answer a governed call, by tool.",
+            ("tool",),
+            buckets=LATENCY_BUCKETS,
+            registry=self.registry,
+        )
+        self.phases = Histogram(
+            "charter_call_phase_seconds",
+            "Time spent in each phase of the governed call path.",
+            ("phase",),
+            buckets=PHASE_BUCKETS,
+            registry=self.registry,
         )
         self.unknown = Counter(
-            "charter_unknown_outcomes_total", "Calls this process answered with status unknown."
+            "charter_unknown_outcomes_total",
+            "Calls this process answered with status unknown.",
+            ("tool",),
+            registry=self.registry,
         )
         self.requests = Counter(
-            "charter_http_requests_total", "HTTP requests, by route template and status."
+            "charter_http_requests_total",
+            "HTTP requests, by route template and status.",
+            ("method", "route", "status"),
+            registry=self.registry,
         )
 
     def record_call(self, tool: str, status: str, seconds: float) -> None:
-        self.calls.inc((("status", status), ("tool", tool)))
-        self.call_latency.observe(seconds, (("tool", tool),))
+        self.calls.labels(status=status, tool=tool).inc()
+        self.call_latency.labels(tool=tool).observe(seconds)
         if status == "unknown":
-            self.unknown.inc((("tool", tool),))
+            self.unknown.labels(tool=tool).inc()
 
-    def render(self, gauges: Iterable[str] = ()) -> str:
-        lines: list[str] = []
-        for metric in (self.calls, self.call_latency, self.unknown, self.requests):
-            lines.extend(metric.render())
-        lines.extend(gauges)
-        return "\n".join(lines) + "\n"
+    def record_phase(self, phase: str, seconds: float) -> None:
+        self.phases.labels(phase=phase).observe(seconds)
+
+    def record_request(self, method: str, route: str, status: int) -> None:
+        self.requests.labels(method=method, route=route, status=str(status)).inc()
+
+    def render(self, gauges: Iterable[Metric] = ()) -> bytes:
+        """The exposition text: this process's values (or every worker's, in multiprocess
+        mode) followed by the shared gauges."""
+        shared = multiprocess_dir()
+        if shared is not None:
+            merged = CollectorRegistry()
+            MultiProcessCollector(merged, path=shared)  # type: ignore[no-untyped-call]
+            text = generate_latest(merged)
+        else:
+            text = generate_latest(self.registry)
+        extra = CollectorRegistry()
+        extra.register(_Gauges(gauges))
+        return text + generate_latest(extra)

@@ -108,9 +108,7 @@ class ServerMiddleware:
         template = getattr(route, "path", None) or "(unmatched)"
         seconds = time.perf_counter() - started
         if state is not None:
-            state.metrics.requests.inc(
-                (("method", scope["method"]), ("route", template), ("status", str(status)))
-            )
+            state.metrics.record_request(scope["method"], template, status)
         fields = scope.get("state", {})
         principal = fields.get("principal")
         log(

@@ -13,16 +13,17 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, Response
+from prometheus_client.core import Metric
 
 from charter.errors import CharterError
-from charter.server.metrics import Labels, gauge
+from charter.server.metrics import CONTENT_TYPE, gauge
 from charter.server.schemas import HealthOut, ReadyOut
 from charter.server.state import ServerState, get_state
 
 router = APIRouter(tags=["operations"])
 
-PROMETHEUS_TEXT = "text/plain; version=0.0.4; charset=utf-8"
+PROMETHEUS_TEXT = CONTENT_TYPE
 _GAUGE_SCAN = 100_000
 
 
@@ -70,35 +71,38 @@ async def readyz(state: Annotated[ServerState, Depends(get_state)]) -> JSONRespo
     )
 
 
-async def _shared_gauges(state: ServerState) -> list[str]:
+async def _shared_gauges(state: ServerState) -> list[Metric]:
     store = state.runtime.store
-    lines: list[str] = []
     try:
         pending = await store.query_rows("approvals", {"status": "pending"}, limit=_GAUGE_SCAN)
         unknown = await store.query_rows("calls", {"state": "unknown"}, limit=_GAUGE_SCAN)
     except CharterError:
-        return lines
-    by_tool: dict[str, int] = {}
+        return []
+    by_tool: dict[tuple[str, ...], float] = {}
     for row in unknown:
-        by_tool[row["tool_id"]] = by_tool.get(row["tool_id"], 0) + 1
-    samples: list[tuple[Labels, float]] = [((), float(len(pending)))]
-    lines.extend(gauge("charter_pending_approvals", "Approvals waiting for a decision.", samples))
-    lines.extend(
+        key = (str(row["tool_id"]),)
+        by_tool[key] = by_tool.get(key, 0.0) + 1
+    return [
+        gauge(
+            "charter_pending_approvals",
+            "Approvals waiting for a decision.",
+            {(): float(len(pending))},
+        ),
         gauge(
             "charter_unknown_calls",
             "Calls whose outcome is unknown and not yet resolved by an operator.",
-            [((("tool", tool),), float(n)) for tool, n in sorted(by_tool.items())],
-        )
-    )
-    return lines
+            dict(sorted(by_tool.items())),
+            labels=("tool",),
+        ),
+    ]
 
 
 @router.get(
     "/metrics",
-    response_class=PlainTextResponse,
+    response_class=Response,
     responses={200: {"content": {PROMETHEUS_TEXT: {"schema": {"type": "string"}}}}},
     summary="Prometheus metrics",
 )
-async def metrics(state: Annotated[ServerState, Depends(get_state)]) -> PlainTextResponse:
-    text = state.metrics.render(await _shared_gauges(state))
-    return PlainTextResponse(text, media_type=PROMETHEUS_TEXT)
+async def metrics(state: Annotated[ServerState, Depends(get_state)]) -> Response:
+    body = state.metrics.render(await _shared_gauges(state))
+    return Response(body, media_type=PROMETHEUS_TEXT)
