@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench setup clean browser
+.PHONY: run test lint typecheck bench setup clean browser package
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -33,6 +33,10 @@ test: $(STAMP) browser
 	$(BIN)/mypy
 	@$(BIN)/pytest -q -p no:cacheprovider --durations=15; rc=$$?; \
 	  if [ $$rc -eq 5 ]; then echo "pytest collected no tests: failing"; exit 1; fi; exit $$rc
+
+## package: build the wheel and sdist and run the demo and MCP server from a clean install
+package: $(STAMP)
+	bash .ci/package-check $(BIN)/python
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests $(wildcard bench)

@@ -13,6 +13,7 @@ import jwt
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+import charter
 from charter.client import Client
 from charter.errors import InvalidInput, PermissionDenied, TransientExternal
 from charter.kernel.envelope import CallStatus
@@ -28,7 +29,7 @@ def raw(server: ThreadServer, key: str | None = None) -> httpx2.Client:
 
 def test_health_ready_metrics_docs(server: ThreadServer, clients: dict[str, Client]) -> None:
     cl = clients["app"]
-    assert cl.health() == {"status": "ok"}
+    assert cl.health() == {"status": "ok", "version": charter.__version__}
     assert cl.ready()["status"] == "ready"
     with raw(server) as http:
         docs = http.get("/docs")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from charter._version import __version__
 from charter.cli import (
     artifacts_cmds,
     bench_cmds,
@@ -43,4 +44,26 @@ proposals_cmds.register(app)
 workflow_cmds.register(app)
 artifacts_cmds.register(app)
 app.add_typer(runs.app, name="runs")
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"charter {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False,
+        "--version",
+        "-V",
+        callback=_version,
+        is_eager=True,
+        help="Print Charter's version and exit.",
+    ),
+) -> None:
+    """Charter — a governed tool-execution runtime for AI agents."""
+
+
 app.add_typer(bench_cmds.app, name="bench")

@@ -128,6 +128,7 @@ class VerifyOut(BaseModel):
 
 class HealthOut(BaseModel):
     status: str
+    version: str
 
 
 class ReadyOut(BaseModel):

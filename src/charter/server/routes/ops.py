@@ -16,6 +16,7 @@ from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse, Response
 from prometheus_client.core import Metric
 
+from charter._version import __version__
 from charter.errors import CharterError
 from charter.server.metrics import CONTENT_TYPE, gauge
 from charter.server.schemas import HealthOut, ReadyOut
@@ -29,7 +30,7 @@ _GAUGE_SCAN = 100_000
 
 @router.get("/healthz", response_model=HealthOut, summary="The process is up")
 async def healthz() -> dict[str, str]:
-    return {"status": "ok"}
+    return {"status": "ok", "version": __version__}
 
 
 async def _store_check(state: ServerState) -> dict[str, Any]:
