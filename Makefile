@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: run test lint typecheck bench setup clean browser package
+.PHONY: run test lint typecheck bench setup clean browser node package
 
 $(STAMP): pyproject.toml
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -21,13 +21,20 @@ browser:
 	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; }
 
+## node: Node and npm for the TypeScript client's tests (Debian's packages, when missing)
+node:
+	@command -v npm >/dev/null 2>&1 || { \
+	  echo "installing Debian's Node.js and npm for the TypeScript client's tests"; \
+	  DEBIAN_FRONTEND=noninteractive apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq nodejs npm >/dev/null; }
+
 ## run: the governed flow on the example project (created under .charter-demo/)
 run: $(STAMP)
 	@rm -rf .charter-demo
 	$(BIN)/charter demo .charter-demo
 
 ## test: lint, type-check and run the whole suite (pytest exit 5, nothing collected, fails)
-test: $(STAMP) browser
+test: $(STAMP) browser node
 	$(BIN)/ruff check src tests $(wildcard bench)
 	$(BIN)/ruff format --check src tests $(wildcard bench)
 	$(BIN)/mypy
