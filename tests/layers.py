@@ -27,8 +27,8 @@ ROOT = "charter"
 # Bottom first. A "package" is a subpackage of charter (``kernel``), a top-level module
 # (``errors``, ``runtime``), or ``__init__`` for the root package itself.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    # the one exception tree, the version
-    ("errors", "_version"),
+    # the one exception tree, the version, the tracing seam (opentelemetry-api only)
+    ("errors", "_version", "telemetry"),
     # tool contracts, schema subset, canonical JSON, digests
     ("contracts",),
     # events, hash chain, projections, store ports | project source -> immutable Build

@@ -43,7 +43,9 @@ from typing import Any
 
 import anyio
 import httpx2
+from opentelemetry.trace import SpanKind
 
+from charter import telemetry
 from charter.errors import (
     ContractViolation,
     ErrorCode,
@@ -472,7 +474,31 @@ class HttpExecutor:
         endpoint: HttpEndpoint,
         sent: _Sent,
     ) -> tuple[int, bytes]:
-        """Send one request; read at most ``max_response_bytes`` of the answer."""
+        """Send one request; read at most ``max_response_bytes`` of the answer.
+
+        The request is a CLIENT span of the current trace, whose context travels to the
+        executor in the W3C ``traceparent`` header."""
+        operation = url.rstrip("/").rsplit("/", 1)[-1]
+        with telemetry.span(
+            f"{method} {operation}",
+            kind=SpanKind.CLIENT,
+            **{"http.request.method": method, "url.full": url},
+        ) as span:
+            traced = dict(headers)
+            telemetry.inject(traced)
+            status, payload = await self._exchange(method, url, traced, body, endpoint, sent)
+            span.set_attribute("http.response.status_code", status)
+            return status, payload
+
+    async def _exchange(
+        self,
+        method: str,
+        url: str,
+        headers: Mapping[str, str],
+        body: bytes,
+        endpoint: HttpEndpoint,
+        sent: _Sent,
+    ) -> tuple[int, bytes]:
         request = self._client.build_request(
             method,
             url,

@@ -20,6 +20,7 @@ from charter.errors import ErrorCode
 from charter.server.logs import log
 from charter.server.problems import problem_response
 from charter.server.state import ServerState
+from charter.telemetry import continued
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 _TRACE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -76,7 +77,10 @@ class ServerMiddleware:
             await send(message)
 
         try:
-            await self.app(scope, receive, send_wrapper)
+            # The caller's W3C trace context (traceparent) is the parent of every span the
+            # request makes: the governed call's execute_tool span and the executor request.
+            with continued({k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()}):
+                await self.app(scope, receive, send_wrapper)
         finally:
             self._log(scope, state, status, started, trace_id)
 
