@@ -9,8 +9,9 @@ a few hundred nanoseconds. Install the ``otel`` extra and set the standard varia
 Spans follow the OpenTelemetry GenAI semantic conventions for tool execution:
 
 - ``execute_tool {tool}`` (kind INTERNAL) with ``gen_ai.operation.name = execute_tool``,
-  ``gen_ai.tool.name``, ``gen_ai.tool.call.id``, ``gen_ai.tool.type = function``, and Charter's
-  own ``charter.run_id``, ``charter.context_id``, ``charter.tenant``, ``charter.status``,
+  ``gen_ai.tool.name`` (the name the caller asked for: a tool id, or the model-facing name in a
+  chat), ``gen_ai.tool.call.id``, ``gen_ai.tool.type = function``, and Charter's own
+  ``charter.tool_id`` (once disclosure named the tool), ``charter.run_id``, ``charter.context_id``, ``charter.tenant``, ``charter.status``,
   ``charter.reason``, ``charter.cached``, ``charter.trace_id`` (the envelope's trace id);
 - children ``charter.approval_wait`` (from the approval request to its consumption, on the
   call that consumed it), ``charter.dispatch`` (intent to outcome), and the executor's HTTP
@@ -99,6 +100,7 @@ def finish_tool_span(span: Span, envelope: Any, *, tenant: str | None = None) ->
     metrics = getattr(envelope, "metrics", None)
     span.set_attribute("charter.cached", bool(getattr(metrics, "cached", False)))
     for name, value in (
+        ("charter.tool_id", getattr(envelope, "tool", None)),
         ("charter.run_id", getattr(envelope, "run_id", None)),
         ("charter.context_id", getattr(envelope, "context_id", None)),
         ("charter.tenant", tenant),

@@ -181,3 +181,39 @@ def test_a_refusal_is_an_error_span_with_its_reason(
     assert attributes["charter.status"] == "denied"
     assert attributes["charter.reason"]
     assert denied[0].status.status_code is trace.StatusCode.ERROR
+
+
+def test_a_chat_turn_is_the_parent_of_its_tool_calls(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    import textwrap
+
+    from charter.server.routes.chat import configure_chat
+    from tests.chat.conftest import KV_CHAT, KV_SCRIPT, FakeClock
+    from tests.server._harness import write_served_project
+
+    project = write_served_project(tmp_path / "chat")
+    (project.root / "script.yaml").write_text(textwrap.dedent(KV_SCRIPT))
+    deploy = project.root / "charter.deploy.yaml"
+    deploy.write_text(deploy.read_text() + textwrap.dedent(KV_CHAT))
+
+    def opener():  # type: ignore[no-untyped-def]
+        return open_runtime(project.root, store="sqlite:///.charter/charter.db")
+
+    app = create_app(opener=opener)
+    configure_chat(app, clock=FakeClock(), sweep_s=0.02)
+    with ThreadServer(app) as server, Client(server.url, project.keys["app"]) as client:
+        events = list(client.chat("go slow please"))
+    assert events[-1]["type"] == "conversation.completed"
+    finished = spans.get_finished_spans()
+    (turn,) = [s for s in finished if s.name == "chat_turn"]
+    attributes = dict(turn.attributes or {})
+    assert attributes["gen_ai.operation.name"] == "chat"
+    assert attributes["gen_ai.conversation.id"] == events[0]["conversationId"]
+    tools = [s for s in finished if s.name == "execute_tool kv_slow"]  # the model's name
+    assert len(tools) == 2
+    for span in tools:
+        assert dict(span.attributes or {})["charter.tool_id"] == "kv.slow"
+        assert span.parent is not None
+        assert span.parent.span_id == turn.context.span_id
+        assert span.context.trace_id == turn.context.trace_id

@@ -375,6 +375,9 @@ def test_metrics_count_calls(server: ThreadServer, clients: dict[str, Client]) -
     samples = _scrape(server)
     assert samples[succeeded] == before.get(succeeded, 0) + 1
     assert samples[infinite] == before.get(infinite, 0) + 1
+    for phase in ("authorization", "validation", "intent", "dispatch"):
+        timed = ("charter_call_phase_seconds_count", (("phase", phase),))
+        assert samples[timed] == before.get(timed, 0) + 1, phase
     assert ("charter_pending_approvals", ()) in samples
     requests = [k for k in samples if k[0] == "charter_http_requests_total"]
     assert any(("route", "/contexts/{context_id}/calls") in labels for _, labels in requests)

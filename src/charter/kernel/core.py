@@ -55,6 +55,21 @@ def _process_start() -> str:
         return str(time.time_ns())
 
 
+class Timeline:
+    """When each phase of one call began (``time.time_ns()``), and the approval wait it ended,
+    for its trace spans and the per-phase histograms (:mod:`charter.telemetry`). Shared by
+    the arrival and its attempt."""
+
+    __slots__ = ("marks", "waited")
+
+    def __init__(self) -> None:
+        self.marks: list[tuple[str, int]] = [("attribution", time.time_ns())]
+        self.waited: tuple[int, str] | None = None  # (requested at, approval id)
+
+    def mark(self, phase: str) -> None:
+        self.marks.append((phase, time.time_ns()))
+
+
 @dataclass(slots=True, kw_only=True, eq=False)
 class Arrival:
     """A call as it arrives: who asks for which tool under which call id, and what any answer
@@ -67,6 +82,7 @@ class Arrival:
     presented: str | None = None  # the approval id the caller presented
     started: float  # ``time.perf_counter()`` at arrival
     trace: dict[str, str]  # ``trace_id`` and ``span_id``
+    timeline: Timeline = field(default_factory=Timeline)
 
     def attempt(self, ctx: ResolvedContext) -> Attempt:
         """The attempt to decide this call in its (attributed) context."""
@@ -78,6 +94,7 @@ class Arrival:
             presented=self.presented,
             started=self.started,
             trace=self.trace,
+            timeline=self.timeline,
             ctx=ctx,
         )
 

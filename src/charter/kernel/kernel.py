@@ -26,6 +26,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
+from charter import telemetry
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
 from charter.contracts.model import ToolContract
@@ -67,6 +68,18 @@ from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.projections import run_key
 from charter.project.build import Build
+
+
+def _requested(approval: Mapping[str, Any]) -> tuple[int, str] | None:
+    """When the approval being consumed was requested, for its wait span."""
+    at = approval.get("requested_at") or approval.get("created_at")
+    if not isinstance(at, str):
+        return None
+    try:
+        return int(_parse_at(at).timestamp() * 1e9), str(approval.get("approval_id", ""))
+    except ValueError:
+        return None
+
 
 CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
 ADHOC_SLUG = "adhoc"
@@ -396,10 +409,23 @@ class Kernel:
                 "span_id": self.state.trace_id("span"),
             },
         )
-        try:
-            return await self._call(arrival, context_id, arguments)
-        except Failure as exc:
-            return self.answers.answer(arrival, CallStatus.FAILED, exc, tool=tool)
+        with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
+            try:
+                envelope = await self._call(arrival, context_id, arguments)
+            except Failure as exc:
+                envelope = self.answers.answer(arrival, CallStatus.FAILED, exc, tool=tool)
+            timeline = arrival.timeline
+            if timeline.waited is not None:
+                requested, approval_id = timeline.waited
+                telemetry.record_span(
+                    "charter.approval_wait",
+                    requested,
+                    timeline.marks[-1][1],
+                    **{"charter.approval_id": approval_id},
+                )
+            telemetry.phase_timings(timeline.marks, time.time_ns())
+            telemetry.finish_tool_span(span, envelope, tenant=principal.tenant)
+            return envelope
 
     async def _call(
         self,
@@ -436,6 +462,7 @@ class Kernel:
             return await answers.refuse(at, expired, CallStatus.DENIED)
         observe = settings.mode is Mode.OBSERVE
         # 2. disclosure and authorization (the part that needs no arguments)
+        at.timeline.mark("authorization")
         inp = AuthorizationInput(
             principal=principal,
             context=ctx,
@@ -468,6 +495,7 @@ class Kernel:
             if denial is not None:
                 at.would.append({"phase": "task", "reason": denial.reason})
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
+        at.timeline.mark("validation")
         try:
             intake = state.intake(contract)
             accepted = (
@@ -499,6 +527,7 @@ class Kernel:
             return await answers.refuse(at, budget_error, CallStatus.DENIED)
         at.summary = state.summary(contract, at.arguments)
         # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
+        at.timeline.mark("reservation")
         # caller wins the reservation, so we then read its row.
         gated = contract.requires_approval and not observe
         approval_to_consume: Mapping[str, Any] | None = None
@@ -516,6 +545,7 @@ class Kernel:
                 if row["state"] == "dispatching":
                     return await self.dispatcher.coalesce(at, row)
             # 6. approval gate
+            at.timeline.mark("approval")
             if gated:
                 gate = await self.approvals.check(at, row)
                 if gate is None:
@@ -523,10 +553,12 @@ class Kernel:
                 if isinstance(gate, Envelope):
                     return gate
                 approval_to_consume = gate
+                at.timeline.waited = _requested(gate)
             elif contract.requires_approval:
                 at.would.append({"phase": "approval", "reason": "APPROVAL_REQUIRED"})
             faults.point("before_intent", contract.id)
             # 7. intent
+            at.timeline.mark("intent")
             try:
                 await self.dispatcher.intent(at, approval_to_consume)
             except StoreConflict:
@@ -545,4 +577,5 @@ class Kernel:
             return answers.answer(at, CallStatus.FAILED, lost, tool=contract.id)
         faults.point("after_intent", contract.id)
         # 8-10. dispatch, acceptance, outcome
+        at.timeline.mark("dispatch")
         return await self.dispatcher.dispatch(at)

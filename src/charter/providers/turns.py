@@ -43,6 +43,7 @@ from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
+from charter import telemetry
 from charter.errors import Failure, PermissionDenied, StoreConflict
 from charter.kernel.redaction import Redactor
 from charter.ledger.events import decode, format_at
@@ -297,6 +298,18 @@ class TurnHub:
         return conv
 
     async def _run(self, conv: Conversation, request: ChatRequest, turn_no: int) -> None:
+        """Run turn ``turn_no`` as a ``chat_turn`` span, the parent of its tool calls'."""
+        with telemetry.span(
+            "chat_turn",
+            **{
+                "gen_ai.operation.name": "chat",
+                "gen_ai.conversation.id": conv.conversation_id,
+                "charter.turn": turn_no,
+            },
+        ):
+            await self._run_turn(conv, request, turn_no)
+
+    async def _run_turn(self, conv: Conversation, request: ChatRequest, turn_no: int) -> None:
         """Run turn ``turn_no``. Its last writes may still be under way when the next turn
         starts: from then on they touch nothing of the next turn's."""
         text: list[str] = []

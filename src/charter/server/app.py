@@ -27,6 +27,7 @@ from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
 
+from charter import telemetry
 from charter._version import __version__
 from charter.errors import ErrorCode, Failure, UserError
 from charter.ledger.chain import LedgerKey
@@ -104,12 +105,12 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if opener is None:
-            async with mcp_mount.starting(app.state.charter):
+            async with mcp_mount.starting(app.state.charter), _phases(app.state.charter):
                 yield
             return
         async with opener() as opened:
             app.state.charter = make_state(opened, **options)
-            async with mcp_mount.starting(app.state.charter):
+            async with mcp_mount.starting(app.state.charter), _phases(app.state.charter):
                 log(logging.INFO, "ready", environment=opened.deployment.environment)
                 yield
 
@@ -136,6 +137,17 @@ def create_app(
     _docs(app)
     app.add_middleware(ServerMiddleware, state_of=lambda: app.state.charter)
     return app
+
+
+@asynccontextmanager
+async def _phases(state: ServerState) -> AsyncIterator[None]:
+    """Feed the call path's phase timings into this server's ``charter_call_phase_seconds``
+    while it runs."""
+    remove = telemetry.on_phase(state.metrics.record_phase)
+    try:
+        yield
+    finally:
+        remove()
 
 
 def _handlers(app: FastAPI) -> None:
