@@ -11,8 +11,9 @@ Spans follow the OpenTelemetry GenAI semantic conventions for tool execution:
 - ``execute_tool {tool}`` (kind INTERNAL) with ``gen_ai.operation.name = execute_tool``,
   ``gen_ai.tool.name`` (the name the caller asked for: a tool id, or the model-facing name in a
   chat), ``gen_ai.tool.call.id``, ``gen_ai.tool.type = function``, and Charter's own
-  ``charter.tool_id`` (once disclosure named the tool), ``charter.run_id``, ``charter.context_id``, ``charter.tenant``, ``charter.status``,
-  ``charter.reason``, ``charter.cached``, ``charter.trace_id`` (the envelope's trace id);
+  ``charter.tool_id`` (once disclosure named the tool), ``charter.run_id``,
+  ``charter.context_id``, ``charter.tenant``, ``charter.status``, ``charter.reason``,
+  ``charter.cached``, ``charter.trace_id`` (the envelope's trace id);
 - children ``charter.approval_wait`` (from the approval request to its consumption, on the
   call that consumed it), ``charter.dispatch`` (intent to outcome), and the executor's HTTP
   request (``POST execute``, kind CLIENT) whose context travels to a remote executor in the
