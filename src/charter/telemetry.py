@@ -124,10 +124,12 @@ def record_span(name: str, start_ns: int, end_ns: int, **attributes: Any) -> Non
 
 
 @contextmanager
-def span(name: str, *, kind: SpanKind = SpanKind.INTERNAL, **attributes: Any) -> Iterator[Span]:
+def span(
+    name: str, attributes: Mapping[str, Any] | None = None, *, kind: SpanKind = SpanKind.INTERNAL
+) -> Iterator[Span]:
     """A child span of the current one."""
     with _tracer.start_as_current_span(
-        name, kind=kind, attributes=attributes or None, record_exception=True
+        name, kind=kind, attributes=dict(attributes or {}) or None, record_exception=True
     ) as current:
         yield current
 

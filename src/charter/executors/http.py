@@ -481,8 +481,8 @@ class HttpExecutor:
         operation = url.rstrip("/").rsplit("/", 1)[-1]
         with telemetry.span(
             f"{method} {operation}",
+            {"http.request.method": method, "url.full": url},
             kind=SpanKind.CLIENT,
-            **{"http.request.method": method, "url.full": url},
         ) as span:
             traced = dict(headers)
             telemetry.inject(traced)

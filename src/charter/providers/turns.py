@@ -301,7 +301,7 @@ class TurnHub:
         """Run turn ``turn_no`` as a ``chat_turn`` span, the parent of its tool calls'."""
         with telemetry.span(
             "chat_turn",
-            **{
+            {
                 "gen_ai.operation.name": "chat",
                 "gen_ai.conversation.id": conv.conversation_id,
                 "charter.turn": turn_no,
