@@ -69,6 +69,16 @@ def test_a_synthetic_cycle_size_leaf_and_stray_package_fail() -> None:
     assert any("package 'newpkg' is in no layer" in p for p in problems), problems
 
 
+def test_no_module_imports_pytest(tmp_path: Path) -> None:
+    src = _copy_tree(tmp_path)
+    kit = src / "charter" / "testing" / "store_conformance.py"
+    kit.write_text(kit.read_text(encoding="utf-8") + "\n\ndef _f() -> None:\n    import pytest\n")
+    problems = check(read_tree(src))
+    assert len(problems) == 1
+    assert problems[0].startswith("charter/testing/store_conformance.py:")
+    assert problems[0].endswith("imports pytest: no module may")
+
+
 def _copy_tree(tmp_path: Path) -> Path:
     src = tmp_path / "src"
     shutil.copytree(SRC / "charter", src / "charter", ignore=shutil.ignore_patterns("__pycache__"))
