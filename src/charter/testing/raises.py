@@ -4,12 +4,14 @@
         await store.append(...)
     assert info.value.reason == "LEDGER_DUPLICATE_KEY"
 
-The block must raise ``kind`` (or a subclass); anything else propagates, and no exception at
-all fails with :class:`AssertionError`.
+The block must raise ``kind`` (or a subclass), and with ``match`` its message must contain a
+match of that regular expression (:func:`re.search`); anything else propagates, and no
+exception or a message that does not match fails with :class:`AssertionError`.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Generic, TypeVar
@@ -30,11 +32,13 @@ class Raised(Generic[E]):
 
 
 @contextmanager
-def raises(kind: type[E]) -> Iterator[Raised[E]]:
+def raises(kind: type[E], *, match: str | None = None) -> Iterator[Raised[E]]:
     raised: Raised[E] = Raised()
     try:
         yield raised
     except kind as exc:
+        if match is not None and re.search(match, str(exc)) is None:
+            raise AssertionError(f"{kind.__name__} {str(exc)!r} does not match {match!r}") from exc
         raised._value = exc
         return
     raise AssertionError(f"expected {kind.__name__} to be raised")
