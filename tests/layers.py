@@ -10,7 +10,8 @@ sentences naming the file and line:
 - an import of a package nothing else may import (:data:`LEAVES`);
 - a package that is in no layer;
 - a cycle between packages, and a cycle between modules;
-- a module longer than :data:`MAX_LINES` lines.
+- a module longer than :data:`MAX_LINES` lines;
+- an import of a test framework (:data:`FORBIDDEN`): the test kit's suites are plain classes.
 
 ``docs/architecture.md`` draws the same layers; keep the two in step.
 """
@@ -66,6 +67,9 @@ EXCLUDED: tuple[str, ...] = ("charter/project/templates",)
 
 MAX_LINES = 800
 
+# Third-party packages no module of charter may import (at run time).
+FORBIDDEN: frozenset[str] = frozenset({"pytest", "_pytest", "hypothesis"})
+
 
 @dataclass(frozen=True, slots=True)
 class Import:
@@ -79,6 +83,7 @@ class Module:
     path: str  # as shown in messages: charter/kernel/core.py
     lines: int
     imports: tuple[Import, ...] = field(default=())
+    external: tuple[Import, ...] = field(default=())  # other top-level packages imported
 
 
 def package_of(module: str) -> str:
@@ -159,15 +164,19 @@ def read_tree(src: Path) -> dict[str, Module]:
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text, filename=str(path))
         imports = []
+        external = []
         for module, imported, line in _raw_imports(tree, name, is_package):
             target = _resolve(module, imported, sources)
             if target is not None and target != name:
                 imports.append(Import(target, line))
+            elif target is None and module.split(".")[0] != ROOT:
+                external.append(Import(module.split(".")[0], line))
         modules[name] = Module(
             name=name,
             path=path.relative_to(src).as_posix(),
             lines=len(text.splitlines()),
             imports=tuple(imports),
+            external=tuple(external),
         )
     return modules
 
@@ -228,10 +237,12 @@ def check(
     layers: Sequence[Sequence[str]] = LAYERS,
     leaves: Iterable[str] = LEAVES,
     max_lines: int = MAX_LINES,
+    forbidden: Iterable[str] = FORBIDDEN,
 ) -> list[str]:
     """Every breach of the layer rule in ``modules``, as sentences; empty when it holds."""
     rank = {pkg: i for i, layer in enumerate(layers) for pkg in layer}
     leaves = frozenset(leaves)
+    forbidden = frozenset(forbidden)
     problems: list[str] = []
     for pkg in sorted({package_of(m) for m in modules} - set(rank)):
         problems.append(f"package {pkg!r} is in no layer: add it to LAYERS and the doc")
@@ -241,6 +252,9 @@ def check(
     for module in sorted(modules.values(), key=lambda m: m.name):
         if module.lines > max_lines:
             problems.append(f"{module.path} has {module.lines} lines (more than {max_lines})")
+        for ext in module.external:
+            if ext.target in forbidden:
+                problems.append(f"{module.path}:{ext.line} imports {ext.target}: no module may")
         source = package_of(module.name)
         for imp in module.imports:
             module_edges.setdefault(module.name, set()).add(imp.target)

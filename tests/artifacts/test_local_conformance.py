@@ -6,21 +6,18 @@ import pytest
 
 from charter.artifacts.ports import ArtifactRegistry
 from charter.artifacts.registry import MemoryRegistry
-from charter.testing.artifact_conformance import (
-    ArtifactStoreConformance,
-    Backend,
-    RegistryConformance,
-)
+from charter.testing.artifact_conformance import Backend
 from tests.artifacts.conftest import LocalBackend
+from tests.conformance import ArtifactStoreSuite, RegistrySuite
 
 
-class TestLocalStore(ArtifactStoreConformance):
+class TestLocalStore(ArtifactStoreSuite):
     @pytest.fixture
     def backend(self, local_backend: LocalBackend) -> Backend:
         return local_backend
 
 
-class TestMemoryRegistry(RegistryConformance):
+class TestMemoryRegistry(RegistrySuite):
     @pytest.fixture
     def registry(self) -> ArtifactRegistry:
         return MemoryRegistry()

@@ -6,11 +6,12 @@ from typing import Any
 
 import pytest
 
-from charter.testing.artifact_conformance import ArtifactStoreConformance, Backend
+from charter.testing.artifact_conformance import Backend
 from tests.artifacts.conftest import S3Backend
+from tests.conformance import ArtifactStoreSuite
 
 
-class TestS3Store(ArtifactStoreConformance):
+class TestS3Store(ArtifactStoreSuite):
     @pytest.fixture
     def backend(self, s3_client: Any, s3_bucket: str) -> Backend:
         return S3Backend(s3_client, s3_bucket)

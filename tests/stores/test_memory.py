@@ -14,7 +14,8 @@ from charter.ledger.lifecycle import InFlightCalls
 from charter.stores.memory import MemoryStore
 from charter.testing.ids import fixed_ledger_key
 from charter.testing.scenarios import ev, run_created
-from charter.testing.store_conformance import StoreConformance, StoreFactory
+from charter.testing.store_conformance import StoreFactory
+from tests.conformance import StoreSuite
 
 
 @asynccontextmanager
@@ -28,7 +29,7 @@ async def _memory(
         await store.aclose()
 
 
-class TestMemoryStore(StoreConformance):
+class TestMemoryStore(StoreSuite):
     @pytest.fixture
     def store_factory(self) -> StoreFactory:
         return _memory

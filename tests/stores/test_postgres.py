@@ -20,7 +20,8 @@ from charter.stores import migrations
 from charter.stores.postgres import PostgresStore, translate_psycopg_error
 from charter.testing.ids import fixed_ledger_key
 from charter.testing.scenarios import ev, run_created
-from charter.testing.store_conformance import StoreConformance, StoreFactory
+from charter.testing.store_conformance import StoreFactory
+from tests.conformance import StoreSuite
 from tests.stores.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.postgres
@@ -35,7 +36,7 @@ def class_db() -> Iterator[str]:
         drop_database(name)
 
 
-class TestPostgresStore(StoreConformance):
+class TestPostgresStore(StoreSuite):
     @pytest.fixture
     def store_factory(self, class_db: str) -> StoreFactory:
         url = f"postgresql://postgres@127.0.0.1:5432/{class_db}"

@@ -22,10 +22,11 @@ from charter.stores import migrations
 from charter.stores.sqlite import SQLiteStore, translate_sqlite_error
 from charter.testing.ids import fixed_ledger_key
 from charter.testing.scenarios import ev, run_created
-from charter.testing.store_conformance import StoreConformance, StoreFactory
+from charter.testing.store_conformance import StoreFactory
+from tests.conformance import StoreSuite
 
 
-class TestSQLiteStore(StoreConformance):
+class TestSQLiteStore(StoreSuite):
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> StoreFactory:
         counter = iter(range(1000))

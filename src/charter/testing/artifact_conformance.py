@@ -1,29 +1,30 @@
 """The artifact conformance suites: every store and every registry must pass exactly these.
 
-Use them from a backend's test module::
+Plain classes: each ``test_*`` method takes its inputs as arguments — ``store`` (a fresh
+store, ``backend.make()``) and ``backend`` (a :class:`Backend`) for
+:class:`ArtifactStoreConformance`, ``registry`` (a fresh, empty registry whose runs
+``run-reg`` and ``run-other`` may be written) for :class:`RegistryConformance` — and a method
+named in the class's ``PARAMETERS`` runs once per row of its table. Nothing here imports
+pytest; ``tests/conformance.py`` is the pytest runner::
 
-    from charter.testing.artifact_conformance import ArtifactStoreConformance, Backend
-
-    class TestMyStore(ArtifactStoreConformance):
+    class TestMyStore(ArtifactStoreSuite):      # the runner's fixtures and parametrization
         @pytest.fixture
         def backend(self) -> Backend:
             return MyBackend()      # make(), names(), tamper() — see Backend
 
-    class TestMyRegistry(RegistryConformance):
+    class TestMyRegistry(RegistrySuite):
         @pytest.fixture
         def registry(self) -> ArtifactRegistry:
             return MyRegistry()
 
-The suites need pytest and anyio's pytest plugin (Charter's ``test`` extra).
+The async tests need an event loop (anyio's pytest plugin in the runner).
 """
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable
-from typing import Protocol
-
-import pytest
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ClassVar, Protocol
 
 from charter.artifacts.ports import ArtifactRegistry, ArtifactStore, ArtifactWriter
 from charter.artifacts.records import ArtifactRecord, Producer, StagingLimits, Trust
@@ -31,6 +32,7 @@ from charter.artifacts.registry import MemoryRegistry
 from charter.artifacts.service import ArtifactService
 from charter.errors import Failure
 from charter.testing.clock import FakeClock
+from charter.testing.raises import Raised, raises
 
 
 class Backend(Protocol):
@@ -55,7 +57,7 @@ def sha(data: bytes) -> str:
     return "sha256:" + hashlib.sha256(data).hexdigest()
 
 
-def reason_of(info: pytest.ExceptionInfo[Failure]) -> str:
+def reason_of(info: Raised[Failure]) -> str:
     return info.value.reason
 
 
@@ -85,17 +87,31 @@ HOSTILE = [
     ("file:///etc/passwd", "ARTIFACT_PATH_SCHEME"),
 ]
 
+DOTTED_NAMES = [("[...slug].ts",), ("a..b.txt",), ("...",), ("v1.2/x..y",), ("ü/日本.txt",)]
+BAD_RUN_IDS = [("../run",), ("",), ("a/b",), (".hidden",), ("run\x00",)]
+REFUSED_STAGING: list[tuple[dict[str, str] | None, StagingLimits | None, str]] = [
+    ({"x.txt": sha(b"other"), "y.txt": sha(b"y")}, None, "ARTIFACT_INTEGRITY_MISMATCH"),
+    ({"x.txt": sha(b"x")}, None, "ARTIFACT_STAGING_UNDECLARED"),
+    ({"x.txt": sha(b"x"), "y.txt": sha(b"y"), "z": sha(b"")}, None, "ARTIFACT_NOT_FOUND"),
+    (None, StagingLimits(max_files=1), "ARTIFACT_TOO_LARGE"),
+    (None, StagingLimits(max_file_bytes=0), "ARTIFACT_TOO_LARGE"),
+    (None, StagingLimits(max_total_bytes=1), "ARTIFACT_TOO_LARGE"),
+]
+
 
 class ArtifactStoreConformance:
     """Behaviour every :class:`~charter.artifacts.ports.ArtifactStore` must have."""
 
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    def store(self, backend: Backend) -> ArtifactStore:
-        return backend.make()
+    PARAMETERS: ClassVar[Mapping[str, tuple[tuple[str, ...], Sequence[tuple[Any, ...]]]]] = {
+        "test_hostile_paths_are_refused_by_every_method": (("path", "reason"), HOSTILE),
+        "test_names_with_dots_and_unicode_are_accepted": (("path",), DOTTED_NAMES),
+        "test_run_ids_are_identifiers": (("run_id",), BAD_RUN_IDS),
+        "test_refused_staging_publishes_nothing": (
+            ("expected", "limits", "reason"),
+            REFUSED_STAGING,
+        ),
+    }
+    """Methods that run once per row: argument names, then the rows."""
 
     # -- writes and reads -------------------------------------------------------------------
 
@@ -140,7 +156,7 @@ class ArtifactStoreConformance:
         store.put(RUN, "keep.txt", b"keep")
         before = backend.names(store, RUN)
         writer = store.open_write(RUN, "part/ial.txt")
-        with pytest.raises(RuntimeError):
+        with raises(RuntimeError):
             _fail_inside(writer)
         assert store.stat(RUN, "part/ial.txt") is None
         assert backend.names(store, RUN) == before
@@ -148,14 +164,14 @@ class ArtifactStoreConformance:
         writer2.write(b"x")
         writer2.abort()
         assert backend.names(store, RUN) == before
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             _ = writer2.result
         assert reason_of(info) == "ARTIFACT_NOT_PUBLISHED"
 
     def test_writes_are_create_only(self, store: ArtifactStore, backend: Backend) -> None:
         store.put(RUN, "once.txt", b"first")
         before = backend.names(store, RUN)
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.put(RUN, "once.txt", b"second")
         assert reason_of(info) == "ARTIFACT_EXISTS"
         assert store.read_bytes(RUN, "once.txt") == b"first"
@@ -176,10 +192,10 @@ class ArtifactStoreConformance:
 
     def test_reads_verify_the_expected_checksum(self, store: ArtifactStore) -> None:
         stored = store.put(RUN, "v.txt", b"value")
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.read_bytes(RUN, "v.txt", expected_sha256=sha(b"other"))
         assert reason_of(info) == "ARTIFACT_INTEGRITY_MISMATCH"
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.open_read(RUN, "v.txt", expected_sha256=stored.sha256, expected_size=99)
         assert reason_of(info) == "ARTIFACT_INTEGRITY_MISMATCH"
 
@@ -188,7 +204,7 @@ class ArtifactStoreConformance:
     ) -> None:
         stored = store.put(RUN, "t.csv", b"a,b\n1,2\n")
         backend.tamper(store, RUN, "t.csv", b"a,b\n6,6\n")
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.read_bytes(RUN, "t.csv", expected_sha256=stored.sha256)
         assert reason_of(info) == "ARTIFACT_INTEGRITY_MISMATCH"
         assert store.checksum(RUN, "t.csv").sha256 == sha(b"a,b\n6,6\n")
@@ -197,10 +213,10 @@ class ArtifactStoreConformance:
         assert store.stat(RUN, "none.txt") is None
         assert store.stat("run-never", "none.txt") is None
         assert store.list("run-never") == []
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.read_bytes(RUN, "none.txt")
         assert reason_of(info) == "ARTIFACT_NOT_FOUND"
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.read_bytes("run-never", "none/deeper.txt")
         assert reason_of(info) == "ARTIFACT_NOT_FOUND"
 
@@ -225,7 +241,6 @@ class ArtifactStoreConformance:
 
     # -- refusals ---------------------------------------------------------------------------
 
-    @pytest.mark.parametrize(("path", "reason"), HOSTILE)
     def test_hostile_paths_are_refused_by_every_method(
         self, store: ArtifactStore, backend: Backend, path: str, reason: str
     ) -> None:
@@ -238,12 +253,11 @@ class ArtifactStoreConformance:
             lambda: store.first_free_path(RUN, path),
         ]
         for attempt in attempts:
-            with pytest.raises(Failure) as info:
+            with raises(Failure) as info:
                 attempt()
             assert reason_of(info) == reason
         assert backend.names(store, RUN) == set()
 
-    @pytest.mark.parametrize("path", ["[...slug].ts", "a..b.txt", "...", "v1.2/x..y", "ü/日本.txt"])
     def test_names_with_dots_and_unicode_are_accepted(
         self, store: ArtifactStore, path: str
     ) -> None:
@@ -251,9 +265,8 @@ class ArtifactStoreConformance:
         assert store.read_bytes(RUN, path) == b"ok"
         assert [i.path for i in store.list(RUN)] == [path]
 
-    @pytest.mark.parametrize("run_id", ["../run", "", "a/b", ".hidden", "run\x00"])
     def test_run_ids_are_identifiers(self, store: ArtifactStore, run_id: str) -> None:
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.put(run_id, "x.txt", b"x")
         assert reason_of(info) == "INVALID_IDENTIFIER"
 
@@ -261,10 +274,10 @@ class ArtifactStoreConformance:
         store = backend.make(quota_bytes=100, max_file_bytes=80)
         store.put(RUN, "a.bin", b"a" * 60)
         before = backend.names(store, RUN)
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.put(RUN, "b.bin", b"b" * 50)
         assert reason_of(info) == "ARTIFACT_QUOTA_EXCEEDED"
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.put("run-other", "c.bin", b"c" * 81)
         assert reason_of(info) == "ARTIFACT_TOO_LARGE"
         assert backend.names(store, RUN) == before
@@ -305,22 +318,11 @@ class ArtifactStoreConformance:
         area = store.open_staging(RUN, "call-7", 1)
         with store.stage(area, "x.txt") as writer:
             writer.write(b"old attempt")
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.accept_staging(area, attempt=2)
         assert reason_of(info) == "ARTIFACT_ATTEMPT_STALE"
         assert backend.names(store, RUN) == set()
 
-    @pytest.mark.parametrize(
-        ("expected", "limits", "reason"),
-        [
-            ({"x.txt": sha(b"other"), "y.txt": sha(b"y")}, None, "ARTIFACT_INTEGRITY_MISMATCH"),
-            ({"x.txt": sha(b"x")}, None, "ARTIFACT_STAGING_UNDECLARED"),
-            ({"x.txt": sha(b"x"), "y.txt": sha(b"y"), "z": sha(b"")}, None, "ARTIFACT_NOT_FOUND"),
-            (None, StagingLimits(max_files=1), "ARTIFACT_TOO_LARGE"),
-            (None, StagingLimits(max_file_bytes=0), "ARTIFACT_TOO_LARGE"),
-            (None, StagingLimits(max_total_bytes=1), "ARTIFACT_TOO_LARGE"),
-        ],
-    )
     def test_refused_staging_publishes_nothing(
         self,
         store: ArtifactStore,
@@ -333,7 +335,7 @@ class ArtifactStoreConformance:
         for path in ("x.txt", "y.txt"):
             with store.stage(area, path) as writer:
                 writer.write(path[0].encode())
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.accept_staging(area, attempt=1, expected=expected, limits=limits)
         assert reason_of(info) == reason
         assert backend.names(store, RUN) == set()
@@ -344,7 +346,7 @@ class ArtifactStoreConformance:
         for path in ("a.txt", "b.txt", "c.txt"):
             with store.stage(area, path) as writer:
                 writer.write(b"staged")
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.accept_staging(area, attempt=1)
         assert reason_of(info) == "ARTIFACT_EXISTS"
         assert backend.names(store, RUN) == {"b.txt"}
@@ -354,7 +356,7 @@ class ArtifactStoreConformance:
         area = store.open_staging(RUN, "call-7", 1)
         with store.stage(area, "x.txt") as writer:
             writer.write(b"x")
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             store.open_staging(RUN, "call-7", 1)
         assert reason_of(info) == "ARTIFACT_STAGING_EXISTS"
         store.discard_staging(area)
@@ -363,7 +365,6 @@ class ArtifactStoreConformance:
 
     # -- immutability through the service ---------------------------------------------------
 
-    @pytest.mark.anyio
     async def test_a_registered_artifact_cannot_be_overwritten_through_any_path(
         self, store: ArtifactStore, backend: Backend
     ) -> None:
@@ -377,7 +378,7 @@ class ArtifactStoreConformance:
             producer=Producer(task_id="t", tool_id="tool.x", call_id="c-1"),
             trust=Trust.INTERNAL,
         )
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             await service.write_bytes(RUN, "results/table.csv", b"id\n2\n")
         assert reason_of(info) == "ARTIFACT_IMMUTABLE"
         for alias in (
@@ -391,14 +392,14 @@ class ArtifactStoreConformance:
             "results/table.csv/",
             "results\u2215table.csv",
         ):
-            with pytest.raises(Failure):
+            with raises(Failure):
                 await service.write_bytes(RUN, alias, b"id\n3\n")
         again = await service.write_bytes(RUN, "results/table.csv", b"id\n4\n", versioned=True)
         assert again.path == "results/table-v2.csv"
         area = store.open_staging(RUN, "call-9", 1)
         with store.stage(area, "results/table.csv") as writer:
             writer.write(b"id\n5\n")
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             await service.accept_staging(area, attempt=1)
         assert reason_of(info) == "ARTIFACT_EXISTS"
         assert await service.rollback(RUN, [stored, again]) == ("results/table-v2.csv",)
@@ -421,14 +422,14 @@ def _record(artifact_id: str, path: str, *, digest: str | None = None) -> Artifa
     )
 
 
+REGISTRY_RUNS = ("run-reg", "run-other")
+"""The runs :class:`RegistryConformance` registers in or looks up (a ledger-backed registry's
+store must have them created)."""
+
+
 class RegistryConformance:
     """Behaviour every :class:`~charter.artifacts.ports.ArtifactRegistry` must have."""
 
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.mark.anyio
     async def test_register_get_list(self, registry: ArtifactRegistry) -> None:
         a = await registry.register(_record("art-1", "a.csv"))
         b = await registry.register(_record("art-2", "b.csv"))
@@ -438,7 +439,6 @@ class RegistryConformance:
         assert await registry.by_path("run-other", "a.csv") is None
         assert list(await registry.list("run-reg")) == [a, b]
 
-    @pytest.mark.anyio
     async def test_reregistering_identical_content_returns_the_first(
         self, registry: ArtifactRegistry
     ) -> None:
@@ -447,18 +447,16 @@ class RegistryConformance:
         assert await registry.register(retried) == first
         assert list(await registry.list("run-reg")) == [first]
 
-    @pytest.mark.anyio
     async def test_different_content_at_a_registered_path_is_refused(
         self, registry: ArtifactRegistry
     ) -> None:
         await registry.register(_record("art-1", "a.csv"))
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             await registry.register(_record("art-2", "a.csv", digest=sha(b"changed")))
         assert reason_of(info) == "ARTIFACT_IMMUTABLE"
 
-    @pytest.mark.anyio
     async def test_an_artifact_id_names_one_path(self, registry: ArtifactRegistry) -> None:
         await registry.register(_record("art-1", "a.csv"))
-        with pytest.raises(Failure) as info:
+        with raises(Failure) as info:
             await registry.register(_record("art-1", "b.csv"))
         assert reason_of(info) == "ARTIFACT_ID_CONFLICT"

@@ -1,28 +1,39 @@
 """The store conformance suite: every backend must pass exactly these tests.
 
-Use it from a backend's test module::
+A plain class: its ``test_*`` methods are coroutines that take their inputs as arguments
+(``store``: a fresh, empty store; ``key``: the ledger key it was opened with;
+``store_factory``: a :class:`StoreFactory` for the tests that open their own). Nothing here
+imports pytest; a runner supplies the arguments. With pytest and anyio's plugin (Charter's
+``test`` extra), as ``tests/conformance.py`` does::
 
-    from charter.testing.store_conformance import StoreConformance
+    class StoreSuite(StoreConformance):
+        pytestmark = pytest.mark.anyio
 
-    class TestMyStore(StoreConformance):
+        @pytest.fixture
+        def key(self) -> LedgerKey:
+            return fixed_ledger_key("conformance")
+
+        @pytest.fixture
+        async def store(self, store_factory, key):
+            async with open_store(store_factory, key) as store:
+                yield store
+
+    class TestMyStore(StoreSuite):
         @pytest.fixture
         def store_factory(self) -> StoreFactory:
-            return lambda *, key, clock, in_flight: my_store_context(key=key, clock=clock,
-                                                                    in_flight=in_flight)
+            return factory_from(my_store_context)
 
-``store_factory`` returns an async context manager yielding a fresh, empty store. The suite
-needs pytest and anyio's pytest plugin (installed with Charter's ``test`` extra).
+``store_factory`` returns an async context manager yielding a fresh, empty store.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any, Protocol
 
 import anyio
-import pytest
 
 from charter.contracts.canonical import canonical_bytes
 from charter.errors import InvalidInput, LedgerIntegrityError, StoreConflict
@@ -35,7 +46,7 @@ from charter.ledger.projections import artifact_key, manifest, run_key, task_key
 from charter.ledger.subscribe import read_events, subscribe
 from charter.ledger.verify import verify_run
 from charter.testing.clock import FakeClock
-from charter.testing.ids import fixed_ledger_key
+from charter.testing.raises import raises
 from charter.testing.scenarios import (
     SAMPLE_RUN,
     artifact,
@@ -70,22 +81,8 @@ async def _started(store: Store, run_id: str, *, tasks: Sequence[str] = ()) -> N
 class StoreConformance:
     """Behaviour every :class:`~charter.ledger.ports.Store` must have."""
 
-    @pytest.fixture
-    def anyio_backend(self) -> str:
-        return "asyncio"
-
-    @pytest.fixture
-    def key(self) -> LedgerKey:
-        return fixed_ledger_key("conformance")
-
-    @pytest.fixture
-    async def store(self, store_factory: StoreFactory, key: LedgerKey) -> AsyncIterator[Store]:
-        async with store_factory(key=key, clock=FakeClock(), in_flight=NOTHING_IN_FLIGHT) as s:
-            yield s
-
     # -- appending and reading ------------------------------------------------------------
 
-    @pytest.mark.anyio
     async def test_create_and_read_back(self, store: Store, key: LedgerKey) -> None:
         [event] = await store.append("run-a", [run_created()])
         assert (event.seq, event.event_id, event.prev_hash) == (1, "00000001", GENESIS_HASH)
@@ -100,7 +97,6 @@ class StoreConformance:
         assert await store.head("missing") is None
         assert await store.read_stored("missing") == []
 
-    @pytest.mark.anyio
     async def test_sample_run_verifies_and_projects(self, store: Store, key: LedgerKey) -> None:
         await record_sample_run(store, "run-s")
         report = await verify_run(store, "run-s", key)
@@ -127,7 +123,6 @@ class StoreConformance:
         assert doc["last_event_id"] == f"{len(SAMPLE_RUN):08d}"
         assert len(doc["handoffs"]) == 3
 
-    @pytest.mark.anyio
     async def test_stored_snapshot_is_the_snapshot_unparsed(self, store: Store) -> None:
         assert await store.stored_snapshot("run-s") is None
         await record_sample_run(store, "run-s")
@@ -146,11 +141,10 @@ class StoreConformance:
             assert stored.tables[table] == [canonical_bytes(r) for r in rows], table
         assert [t["task_id"] for t in snap.tables["tasks"]] == ["retrieve", "report"]
 
-    @pytest.mark.anyio
     async def test_batch_is_atomic(self, store: Store) -> None:
         await _started(store, "run-b", tasks=["t1"])
         head = await store.head("run-b")
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append(
                 "run-b",
                 [
@@ -164,7 +158,6 @@ class StoreConformance:
         assert task is not None
         assert task["status"] == "pending"
 
-    @pytest.mark.anyio
     async def test_read_after_and_limit(self, store: Store) -> None:
         await record_sample_run(store, "run-r")
         rows = await store.read_stored("run-r", after=3, limit=4)
@@ -175,32 +168,28 @@ class StoreConformance:
 
     # -- conflicts ------------------------------------------------------------------------
 
-    @pytest.mark.anyio
     async def test_unknown_run_is_refused(self, store: Store) -> None:
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append("nope", [ev("task_progress", message="x")])
         assert info.value.reason == "RUN_NOT_FOUND"
 
-    @pytest.mark.anyio
     async def test_duplicate_run_conflicts(self, store: Store) -> None:
         await store.append("run-d", [run_created()])
-        with pytest.raises(StoreConflict) as info:
+        with raises(StoreConflict) as info:
             await store.append("run-d", [run_created()])
         assert info.value.reason == "RUN_EXISTS"
 
-    @pytest.mark.anyio
     async def test_duplicate_seq_conflicts(self, store: Store) -> None:
         await store.append("run-q", [run_created()], expected_seq=1)
         await store.append("run-q", [ev("task_progress", message="x")], expected_seq=2)
         for stale in (1, 2, 4):
-            with pytest.raises(StoreConflict) as info:
+            with raises(StoreConflict) as info:
                 await store.append("run-q", [ev("task_progress", message="y")], expected_seq=stale)
             assert info.value.reason == "LEDGER_SEQ_CONFLICT"
         head = await store.head("run-q")
         assert head is not None
         assert head.seq == 2
 
-    @pytest.mark.anyio
     async def test_racing_writers_on_one_seq(self, store: Store) -> None:
         await store.append("run-x", [run_created()])
         outcomes: list[str] = []
@@ -217,22 +206,19 @@ class StoreConformance:
                 tg.start_soon(attempt, i)
         assert sorted(outcomes) == ["conflict"] * 7 + ["ok"]
 
-    @pytest.mark.anyio
     async def test_unknown_event_type_is_refused(self, store: Store) -> None:
         await store.append("run-u", [run_created()])
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append("run-u", [NewEvent(type="made_up")])
         assert info.value.reason == "UNKNOWN_EVENT_TYPE"
 
-    @pytest.mark.anyio
     async def test_bad_identifier_is_refused(self, store: Store) -> None:
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append("../etc", [run_created()])
         assert info.value.reason == "INVALID_IDENTIFIER"
 
     # -- lifecycles -----------------------------------------------------------------------
 
-    @pytest.mark.anyio
     async def test_failed_needs_a_structured_error(self, store: Store) -> None:
         await _started(store, "run-f", tasks=["t1"])
         await store.append("run-f", [ev("task_status_changed", task_id="t1", status="running")])
@@ -242,7 +228,7 @@ class StoreConformance:
             ({"status": "completed", "error": failure()}, "ERROR_ONLY_ON_FAILED"),
         ]
         for payload, reason in cases:
-            with pytest.raises(InvalidInput) as info:
+            with raises(InvalidInput) as info:
                 await store.append("run-f", [ev("task_status_changed", task_id="t1", **payload)])
             assert info.value.reason == reason
         await store.append(
@@ -252,7 +238,6 @@ class StoreConformance:
         assert task is not None
         assert task["error"] == failure()
 
-    @pytest.mark.anyio
     async def test_terminal_run_accepts_no_change(self, store: Store, key: LedgerKey) -> None:
         await _started(store, "run-t")
         await store.append("run-t", [ev("run_status_changed", status="cancelled")])
@@ -261,23 +246,21 @@ class StoreConformance:
             ev("task_created", task_id="late"),
             ev("artifact_registered", **artifact("a-1", "x.csv")),
         ):
-            with pytest.raises(InvalidInput) as info:
+            with raises(InvalidInput) as info:
                 await store.append("run-t", [entry])
             assert info.value.reason == "RUN_TERMINAL"
         await store.append("run-t", [ev("task_progress", message="late note")])
         assert (await verify_run(store, "run-t", key)).ok
 
-    @pytest.mark.anyio
     async def test_run_transitions_follow_the_table(self, store: Store) -> None:
         await store.append("run-l", [run_created()])
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append("run-l", [ev("run_status_changed", status="completed")])
         assert info.value.reason == "ILLEGAL_TRANSITION"
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append("run-l", [ev("run_status_changed", status="exploded")])
         assert info.value.reason == "UNKNOWN_STATUS"
 
-    @pytest.mark.anyio
     async def test_task_retry_counts_attempts(self, store: Store) -> None:
         await _started(store, "run-k", tasks=["t1"])
         steps = ["running", "input_required", "running", ("failed", failure()), "running"]
@@ -291,11 +274,10 @@ class StoreConformance:
         assert task is not None
         assert (task["status"], task["attempts"], task["error"]) == ("running", 3, None)
         await store.append("run-k", [ev("task_status_changed", task_id="t1", status="completed")])
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append("run-k", [ev("task_status_changed", task_id="t1", status="running")])
         assert info.value.reason == "ILLEGAL_TRANSITION"
 
-    @pytest.mark.anyio
     async def test_in_flight_calls_block_status_changes(
         self, store_factory: StoreFactory, key: LedgerKey
     ) -> None:
@@ -308,7 +290,7 @@ class StoreConformance:
                 ev("task_status_changed", task_id="t1", status="running"),
                 ev("run_status_changed", status="completed"),
             ):
-                with pytest.raises(InvalidInput) as info:
+                with raises(InvalidInput) as info:
                     await store.append("run-i", [entry])
                 assert info.value.reason == "CALL_IN_FLIGHT"
             await store.append("run-i", [ev("task_progress", task_id="t1", message="working")])
@@ -317,7 +299,6 @@ class StoreConformance:
 
     # -- projections ----------------------------------------------------------------------
 
-    @pytest.mark.anyio
     async def test_observational_events_leave_snapshots_alone(self, store: Store) -> None:
         await _started(store, "run-o", tasks=["t1"])
         before_run = await store.get_row(run_key("run-o"))
@@ -332,11 +313,10 @@ class StoreConformance:
         assert await store.get_row(run_key("run-o")) == before_run
         assert await store.get_row(task_key("run-o", "t1")) == before_task
 
-    @pytest.mark.anyio
     async def test_artifacts_are_immutable(self, store: Store) -> None:
         await _started(store, "run-art")
         await store.append("run-art", [ev("artifact_registered", **artifact("a-1", "one.csv"))])
-        with pytest.raises(InvalidInput) as info:
+        with raises(InvalidInput) as info:
             await store.append("run-art", [ev("artifact_registered", **artifact("a-1", "b.csv"))])
         assert info.value.reason == "ARTIFACT_EXISTS"
         await store.append("run-art", [ev("artifact_registered", **artifact("a-2", "two.csv"))])
@@ -347,7 +327,6 @@ class StoreConformance:
         ]
         assert await store.get_row(artifact_key("run-art", "a-1")) == rows[0]
 
-    @pytest.mark.anyio
     async def test_list_runs_newest_first(self, store: Store) -> None:
         for run_id in ("run-1", "run-2", "run-3"):
             await store.append(run_id, [run_created()])
@@ -356,12 +335,10 @@ class StoreConformance:
         assert [s.run["run_id"] for s in summaries] == ["run-3", "run-2"]
         assert [s.event_count for s in summaries] == [1, 2]
 
-    @pytest.mark.anyio
     async def test_the_schema_is_current_once_open(self, store: Store) -> None:
         recorded, known = await store.schema_versions()
         assert recorded == known >= 1
 
-    @pytest.mark.anyio
     async def test_list_runs_of_one_tenant(self, store: Store) -> None:
         for run_id, tenant in (("run-a1", "acme"), ("run-g1", "globex"), ("run-a2", "acme")):
             created = run_created()
@@ -378,7 +355,6 @@ class StoreConformance:
 
     # -- concurrency and subscriptions ----------------------------------------------------
 
-    @pytest.mark.anyio
     async def test_many_concurrent_writers(self, store: Store, key: LedgerKey) -> None:
         for r in range(4):
             await store.append(f"run-c{r}", [run_created()])
@@ -395,7 +371,6 @@ class StoreConformance:
             assert report.ok, report
             assert report.head_seq == 1 + 8 * 10
 
-    @pytest.mark.anyio
     async def test_subscription_sees_new_events(self, store: Store) -> None:
         await store.append("run-w", [run_created()])
         seen: list[int] = []
@@ -414,15 +389,19 @@ class StoreConformance:
                 await store.append("run-w", [ev("task_progress", n=2)])
         assert seen == [1, 2, 3]
 
-    @pytest.mark.anyio
     async def test_subscription_from_a_known_hash(self, store: Store) -> None:
         events = await store.append("run-h", [run_created(), ev("task_progress", n=1)])
         later = await store.append("run-h", [ev("task_progress", n=2)])
         got = await read_events(store, "run-h", after=2, after_hash=events[1].hash)
         assert got == list(later)
-        with pytest.raises(LedgerIntegrityError) as info:
+        with raises(LedgerIntegrityError) as info:
             await read_events(store, "run-h", after=2, after_hash=GENESIS_HASH)
         assert info.value.reason == "LEDGER_HASH_MISMATCH"
+
+
+def open_store(factory: StoreFactory, key: LedgerKey) -> AbstractAsyncContextManager[Store]:
+    """The suite's ``store``: a fresh store on a fake clock with nothing in flight."""
+    return factory(key=key, clock=FakeClock(), in_flight=NOTHING_IN_FLIGHT)
 
 
 def factory_from(
@@ -436,4 +415,4 @@ def factory_from(
     return factory
 
 
-__all__ = ["StoreConformance", "StoreFactory", "factory_from"]
+__all__ = ["StoreConformance", "StoreFactory", "factory_from", "open_store"]
