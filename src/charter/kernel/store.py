@@ -8,6 +8,7 @@ from typing import Any, Protocol
 
 from charter.ledger.ports import Store
 from charter.ledger.projections import Row
+from charter.ledger.views import V
 
 
 class KernelStore(Store, Protocol):
@@ -15,6 +16,14 @@ class KernelStore(Store, Protocol):
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
     ) -> Sequence[Row]:
         """Rows of ``table`` whose key or indexed columns equal ``where``, in table order."""
+        ...
+
+    async def read_view(self, view: type[V], *key: str) -> V | None:
+        """One row of ``view``'s table by its key columns, as the typed view (or None)."""
+        ...
+
+    async def find_views(self, view: type[V], *, limit: int = 100, **where: Any) -> list[V]:
+        """:meth:`query_rows` of ``view``'s table, each row as the typed view."""
         ...
 
     def run_lock(self, run_id: str) -> AbstractAsyncContextManager[None]:

@@ -23,11 +23,12 @@ from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.ledger.views import TypedReads
 from charter.stores.conversations import MemoryConversations
 from charter.stores.locks import LocalRunLocks
 
 
-class MemoryStore(MemoryConversations):
+class MemoryStore(TypedReads, MemoryConversations):
     def __init__(
         self,
         *,

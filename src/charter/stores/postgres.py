@@ -30,6 +30,7 @@ from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.ledger.views import TypedReads
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.locks import LocalRunLocks
@@ -93,7 +94,7 @@ async def _list(conn: psycopg.AsyncConnection[Any], table: str, run_id: str) -> 
     return [json.loads(r[0]) for r in await cur.fetchall()]
 
 
-class PostgresStore(PostgresConversations):
+class PostgresStore(TypedReads, PostgresConversations):
     def __init__(
         self,
         url: str,

@@ -38,6 +38,7 @@ from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.ledger.views import TypedReads
 from charter.stores import migrations
 from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.locks import FileRunLocks
@@ -200,7 +201,7 @@ class _Pending:
             )
 
 
-class SQLiteStore(SQLiteConversations):
+class SQLiteStore(TypedReads, SQLiteConversations):
     def __init__(
         self,
         path: str | Path,

@@ -55,6 +55,7 @@ from charter.testing.scenarios import (
     record_sample_run,
     run_created,
 )
+from charter.testing.typed_reads import TypedReadConformance
 
 
 class StoreFactory(Protocol):
@@ -78,8 +79,9 @@ async def _started(store: Store, run_id: str, *, tasks: Sequence[str] = ()) -> N
     await store.append(run_id, entries)
 
 
-class StoreConformance:
-    """Behaviour every :class:`~charter.ledger.ports.Store` must have."""
+class StoreConformance(TypedReadConformance):
+    """Behaviour every :class:`~charter.ledger.ports.Store` must have (typed reads included:
+    :mod:`charter.testing.typed_reads`)."""
 
     # -- appending and reading ------------------------------------------------------------
 
