@@ -50,7 +50,7 @@ from charter.kernel.contexts import ContextProvider, FileContextProvider, Resolv
 from charter.kernel.envelope import Envelope
 from charter.kernel.executor_port import Executor
 from charter.kernel.inflight import CallsInFlight
-from charter.kernel.kernel import Kernel
+from charter.kernel.kernel import ADHOC_SLUG, Kernel
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessReport
 from charter.kernel.redaction import Redactor
@@ -58,6 +58,15 @@ from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock, system_clock
+from charter.ledger.events import NewEvent, StoredEvent
+from charter.ledger.views import (
+    ApprovalRow,
+    ArtifactRow,
+    CallRow,
+    ContextRow,
+    RunRow,
+    TaskRow,
+)
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
 
@@ -65,16 +74,46 @@ T = TypeVar("T")
 
 
 class Runtime:
-    """A kernel plus the names a script uses: principals by name, the Build, the store."""
+    """The one front door: every edge (HTTP, console, MCP, CLI, chat, adapters, services)
+    reaches the kernel through these methods, never through ``runtime.kernel``.
+
+    Principals are given by name (resolved in the deployment) or as a :class:`Principal`
+    an edge has authenticated. Decisions (approve, reject, resolve an unknown call) have one
+    implementation each, here; queries answer within the caller's tenant.
+    """
 
     def __init__(self, *, kernel: Kernel, deployment: Deployment, project_dir: Path | None):
         self.kernel = kernel
         self.deployment = deployment
         self.project_dir = project_dir
 
+    # -----------------------------------------------------------------------------------
+    # what the runtime was opened with
+
     @property
     def build(self) -> Build:
         return self.kernel.build
+
+    @property
+    def store(self) -> KernelStore:
+        return self.kernel.store
+
+    @property
+    def clock(self) -> Clock:
+        return self.kernel.clock
+
+    @property
+    def redactor(self) -> Redactor:
+        """The deployment's redactor (secret values and patterns), as the kernel applies it."""
+        return self.kernel.redactor
+
+    @property
+    def artifacts(self) -> ArtifactService:
+        """The run artifacts: store plus the ledger-backed registry (see docs/artifacts.md)."""
+        service = self.kernel.artifacts
+        if service is None:
+            raise ConfigError("this runtime has no artifact store")
+        return service
 
     async def readiness(self, *, fresh: bool = False) -> ReadinessReport:
         """Every bound tool's readiness (cached a few seconds unless ``fresh``).
@@ -87,18 +126,6 @@ class Runtime:
             return ReadinessReport(tools=(), checked_at="")
         return await readiness.report(fresh=fresh)
 
-    @property
-    def store(self) -> KernelStore:
-        return self.kernel.store
-
-    @property
-    def artifacts(self) -> ArtifactService:
-        """The run artifacts: store plus the ledger-backed registry (see docs/artifacts.md)."""
-        service = self.kernel.artifacts
-        if service is None:
-            raise ConfigError("this runtime has no artifact store")
-        return service
-
     def principal(self, who: str | Principal) -> Principal:
         if isinstance(who, Principal):
             return who
@@ -107,6 +134,9 @@ class Runtime:
             known = ", ".join(sorted(self.deployment.principals)) or "(none)"
             raise ConfigError(f"no principal named {who!r} in the deployment (known: {known})")
         return found
+
+    # -----------------------------------------------------------------------------------
+    # contexts and calls
 
     async def resolve_context(
         self,
@@ -117,7 +147,11 @@ class Runtime:
         objective: str | None = None,
         attachments: Sequence[tuple[str, str]] = (),
         run_id: str | None = None,
+        session_id: str | None = None,
+        workflow_slug: str = ADHOC_SLUG,
     ) -> ResolvedContext:
+        """A context for ``as_`` in ``profile`` (a new run unless ``run_id``; a chat or MCP
+        session names its own ``session_id`` and ``workflow_slug``)."""
         return await self.kernel.resolve_context(
             self.principal(as_),
             profile,
@@ -125,7 +159,13 @@ class Runtime:
             objective=objective,
             attachments=attachments,
             run_id=run_id,
+            session_id=session_id,
+            workflow_slug=workflow_slug,
         )
+
+    async def get_context(self, context_id: str) -> ResolvedContext | None:
+        """A resolved context by id (also once expired: its receipts stay readable)."""
+        return await self.kernel.get_context(context_id)
 
     async def call(
         self,
@@ -136,7 +176,11 @@ class Runtime:
         *,
         as_: str | Principal,
         approval_id: str | None = None,
+        task_id: str | None = None,
+        trace_id: str | None = None,
     ) -> Envelope:
+        """One governed call: the kernel's phases, answered with the v2 envelope (never
+        raises a Failure; ``CONTEXT_NOT_FOUND`` and the rest are envelopes)."""
         return await self.kernel.call(
             context_id,
             tool,
@@ -144,7 +188,84 @@ class Runtime:
             arguments,
             principal=self.principal(as_),
             approval_id=approval_id,
+            task_id=task_id,
+            trace_id=trace_id,
         )
+
+    async def get_call(
+        self, context_id: str, call_id: str, *, as_: str | Principal
+    ) -> dict[str, Any]:
+        """A call's row (state and receipt) within the caller's tenant, else
+        ``CALL_NOT_FOUND``."""
+        row = await self.kernel.get_call(context_id, call_id, self.principal(as_).tenant)
+        if row is None:
+            raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
+        return row
+
+    async def resolve_call(
+        self, context_id: str, call_id: str, *, outcome: str, reason: str, as_: str | Principal
+    ) -> dict[str, Any]:
+        """An operator's finding for an ``unknown`` call: ``succeeded``, ``failed`` or
+        ``abandoned`` (the one implementation the CLI and the console use)."""
+        return await self.kernel.resolve_call(
+            context_id, call_id, outcome=outcome, reason=reason, operator=self.principal(as_)
+        )
+
+    async def reconcile(self) -> list[dict[str, Any]]:
+        """Calls a dead process on this host left ``dispatching`` become ``unknown``."""
+        return await self.kernel.reconcile()
+
+    async def record(self, run_id: str, events: Sequence[NewEvent]) -> None:
+        """Append an edge's own events (chat turns, proposals, runs) to a run's ledger."""
+        await self.kernel.store.append(run_id, events)
+
+    # -----------------------------------------------------------------------------------
+    # queries (typed views of the projections)
+
+    async def calls(
+        self,
+        *,
+        tenant: str | None,
+        state: str | None = None,
+        call_id: str | None = None,
+        limit: int = 100,
+    ) -> list[CallRow]:
+        """Calls of ``tenant`` (None: every tenant, for operations gauges) in a ``state`` or
+        with a ``call_id``, oldest change first."""
+        where = _where(tenant=tenant, state=state, call_id=call_id)
+        return await self.store.find_views(CallRow, limit=limit, **where)
+
+    async def context_record(self, run_id: str, context_id: str) -> ContextRow | None:
+        """A context's stored row (its profile, principal, expiry, per-tool call counts)."""
+        return await self.store.read_view(ContextRow, run_id, context_id)
+
+    async def stored_events(
+        self, run_id: str, *, after: int = 0, limit: int = 1000
+    ) -> Sequence[StoredEvent]:
+        """A run's events after ``after`` as stored (unchecked: ``charter runs verify``
+        checks them)."""
+        return await self.store.read_stored(run_id, after=after, limit=limit)
+
+    async def run(self, run_id: str) -> RunRow | None:
+        return await self.store.read_view(RunRow, run_id)
+
+    async def tasks(self, run_id: str) -> list[TaskRow]:
+        """A run's tasks in creation order."""
+        return await self.store.find_views(TaskRow, run_id=run_id, limit=10_000)
+
+    async def artifact_rows(self, run_id: str) -> list[ArtifactRow]:
+        """A run's registered artifacts in registration order."""
+        return await self.store.find_views(ArtifactRow, run_id=run_id, limit=100_000)
+
+    async def runs(
+        self, *, session_id: str | None = None, status: str | None = None, limit: int = 100
+    ) -> list[RunRow]:
+        """Runs of a session or in a status, oldest first."""
+        where = _where(session_id=session_id, status=status)
+        return await self.store.find_views(RunRow, limit=limit, **where)
+
+    # -----------------------------------------------------------------------------------
+    # approvals
 
     async def approve(
         self,
@@ -155,7 +276,9 @@ class Runtime:
         tenant: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
-        return await self._decide(approval_id, True, as_, token, tenant, reason)
+        return await self.decide(
+            approval_id, approve=True, as_=as_, token=token, tenant=tenant, reason=reason
+        )
 
     async def reject(
         self,
@@ -166,22 +289,35 @@ class Runtime:
         tenant: str | None = None,
         reason: str | None = None,
     ) -> dict[str, Any]:
-        return await self._decide(approval_id, False, as_, token, tenant, reason)
+        return await self.decide(
+            approval_id, approve=False, as_=as_, token=token, tenant=tenant, reason=reason
+        )
 
-    async def _decide(
+    async def decide(
         self,
         approval_id: str,
+        *,
         approve: bool,
-        as_: str | Principal | None,
-        token: str | None,
-        tenant: str | None,
-        reason: str | None,
+        as_: str | Principal | None = None,
+        token: str | None = None,
+        tenant: str | None = None,
+        reason: str | None = None,
     ) -> dict[str, Any]:
-        principal = self.principal(as_) if as_ is not None else None
+        """Approve or reject: the one implementation the CLI, HTTP and the console use.
+
+        The decider is an operator principal (``as_``) or, in a standalone deployment, the
+        approval token with the tenant it decides in. A token that does not match is
+        ``AUTH_INVALID``; an application principal is ``APPROVER_NOT_HUMAN`` (kernel).
+        """
+        if as_ is not None:
+            return await self.kernel.decide(
+                approval_id, approve=approve, principal=self.principal(as_), reason=reason
+            )
+        if token is not None and not self.deployment.approval_token_matches(token):
+            raise PermissionDenied("the approval token is not valid", reason="AUTH_INVALID")
         return await self.kernel.decide(
             approval_id,
             approve=approve,
-            principal=principal,
             token=token,
             tenant=tenant,
             reason=reason,
@@ -189,26 +325,34 @@ class Runtime:
         )
 
     async def approvals(
-        self, *, as_: str | Principal, status: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
-        return await self.kernel.list_approvals(
-            tenant=self.principal(as_).tenant, status=status, limit=limit
-        )
+        self,
+        *,
+        as_: str | Principal | None = None,
+        tenant: str | None = None,
+        status: str | None = None,
+        limit: int = 100,
+    ) -> list[ApprovalRow]:
+        """Approvals of ``as_``'s tenant (or ``tenant``; neither: every tenant, for
+        operations gauges), oldest first."""
+        if as_ is not None:
+            tenant = self.principal(as_).tenant
+        where = _where(tenant=tenant, status=status)
+        return await self.store.find_views(ApprovalRow, limit=limit, **where)
 
-    async def get_call(
-        self, context_id: str, call_id: str, *, as_: str | Principal
-    ) -> dict[str, Any]:
-        row = await self.kernel.get_call(context_id, call_id, self.principal(as_).tenant)
-        if row is None:
-            raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
-        return row
+    async def find_approval(
+        self, approval_id: str, *, as_: str | Principal | None = None, tenant: str | None = None
+    ) -> ApprovalRow | None:
+        """One approval of ``as_``'s tenant (or ``tenant``), else None: another tenant's
+        approval is not found either."""
+        scope = self.principal(as_).tenant if as_ is not None else tenant
+        if scope is None:
+            raise InvalidInput("name the principal or the tenant", reason="TENANT_REQUIRED")
+        found = await self.store.find_views(ApprovalRow, approval_id=approval_id, limit=1)
+        return found[0] if found and found[0].tenant == scope else None
 
-    async def resolve_call(
-        self, context_id: str, call_id: str, *, outcome: str, reason: str, as_: str | Principal
-    ) -> dict[str, Any]:
-        return await self.kernel.resolve_call(
-            context_id, call_id, outcome=outcome, reason=reason, operator=self.principal(as_)
-        )
+
+def _where(**columns: str | None) -> dict[str, str]:
+    return {name: value for name, value in columns.items() if value is not None}
 
 
 def _fingerprinter(deployment: Deployment, project_dir: Path | None) -> Fingerprinter:

@@ -85,7 +85,7 @@ async def test_canary_secret_is_found_nowhere(tmp_path: Path) -> None:
             await rt.get_call(ctx.context_id, cid, as_="app")
             for cid in ("connect", "issue", "configure")
         ]
-        approvals = await rt.approvals(as_="alice")
+        approvals = [a.to_dict() for a in await rt.approvals(as_="alice")]
 
     # the calls did what they should, and the tools really saw the secret
     assert answers["connect"].status is CallStatus.FAILED

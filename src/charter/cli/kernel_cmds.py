@@ -227,7 +227,7 @@ def call(
             assert who is not None
             ctx_id = (await rt.resolve_context(who, profile)).context_id
         elif who is None:
-            found = await rt.kernel.get_context(ctx_id)
+            found = await rt.get_context(ctx_id)
             if found is None:
                 fail("no such context", as_json=as_json)
             who = found.principal
@@ -261,7 +261,7 @@ def calls_show(
     async def go(rt: Runtime) -> dict[str, Any]:
         who = as_
         if who is None:
-            found = await rt.kernel.get_context(context)
+            found = await rt.get_context(context)
             if found is None:
                 fail("no such call", as_json=as_json)
             who = found.principal
@@ -326,7 +326,8 @@ def approvals_ls(
     """List approvals of your tenant (oldest first)."""
 
     async def go(rt: Runtime) -> list[dict[str, Any]]:
-        return await rt.approvals(as_=_principal(as_, as_json), status=status)
+        rows = await rt.approvals(as_=_principal(as_, as_json), status=status)
+        return [row.to_dict() for row in rows]
 
     if server:
         rows = _remote(server, as_json, lambda cl: cl.approvals(status=status))

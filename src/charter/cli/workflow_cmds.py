@@ -11,7 +11,6 @@ from rich.table import Table
 
 from charter.cli import runs
 from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
-from charter.ledger.projections import run_key
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.project.suite import suite_from_build
 from charter.proof.context_tests import SuiteReport, run_tests
@@ -21,7 +20,6 @@ from charter.proof.verified import VerifiedReplay, replay_verified
 from charter.runtime import ledger_key_for, open_runtime
 from charter.stores.factory import open_store
 from charter.workflows.entry import create_catalog_run, inputs_from_options
-from charter.workflows.service import WorkflowRuns
 
 PROJECT_OPTION = typer.Option(Path("."), "--project", "-p", help="The project directory.")
 
@@ -150,16 +148,16 @@ def create(
         async def main() -> dict[str, Any]:
             async with open_runtime(project, store=store) as rt:
                 run_id = await create_catalog_run(rt, rt.principal(as_), workflow, given)
-                run = await rt.store.get_row(run_key(run_id))
-                tasks = await WorkflowRuns(build=rt.build, store=rt.store).tasks(run_id)
+                run = await rt.run(run_id)
                 assert run is not None
+                tasks = await rt.tasks(run_id)
                 return {
                     "run_id": run_id,
-                    "status": run["status"],
+                    "status": run.status,
                     "workflow": workflow,
-                    "version": run["workflow"]["version"],
-                    "contract_sha256": run["workflow"]["contract_sha256"],
-                    "tasks": {t: r["status"] for t, r in tasks.items()},
+                    "version": run.workflow["version"],
+                    "contract_sha256": run.workflow["contract_sha256"],
+                    "tasks": {t.task_id: t.status for t in tasks},
                 }
 
         out = anyio.run(main)

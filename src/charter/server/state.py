@@ -16,7 +16,6 @@ from fastapi import Request
 from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
-from charter.ledger.projections import run_key
 from charter.runtime import Runtime
 from charter.server.auth import Authenticator
 from charter.server.metrics import ServerMetrics
@@ -46,11 +45,10 @@ class ServerState:
         if run_id in self._run_tenants:
             self._run_tenants.move_to_end(run_id)
             return self._run_tenants[run_id]
-        run = await self.runtime.store.get_row(run_key(run_id))
+        run = await self.runtime.run(run_id)
         if run is None:
             return None  # not cached: the run may be created later under this id
-        tenant = run.get("tenant")
-        found = tenant if isinstance(tenant, str) else None
+        found = run.tenant
         self._run_tenants[run_id] = found
         if len(self._run_tenants) > self.run_tenant_cache:
             self._run_tenants.popitem(last=False)

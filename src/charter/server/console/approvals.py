@@ -12,13 +12,15 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator
-from typing import Annotated, Any
+from dataclasses import replace
+from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
 from starlette.datastructures import FormData
 
+from charter.ledger.views import ApprovalRow
 from charter.server.console.views import seconds_left
 from charter.server.console.web import (
     TEMPLATES,
@@ -37,25 +39,21 @@ RECENT = 15
 KEEPALIVE_EVERY = 15
 
 
-async def inbox(console: Console, tenant: str) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+async def inbox(console: Console, tenant: str) -> tuple[list[ApprovalRow], list[ApprovalRow]]:
     """Pending (still live) approvals, oldest first, and the most recent decided ones."""
-    rows = await console.state.runtime.kernel.list_approvals(tenant=tenant, limit=SCAN)
-    live = {
-        r["approval_id"]
-        for r in rows
-        if r["status"] == "pending" and seconds_left(r["expires_at"]) > 0
-    }
-    pending = [r for r in rows if r["approval_id"] in live]
+    rows = await console.state.runtime.approvals(tenant=tenant, limit=SCAN)
+    live = {r.approval_id for r in rows if r.status == "pending" and seconds_left(r.expires_at) > 0}
+    pending = [r for r in rows if r.approval_id in live]
     done = [
-        r | {"status": "expired"} if r["status"] == "pending" else r
+        replace(r, status="expired") if r.status == "pending" else r
         for r in rows
-        if r["approval_id"] not in live
+        if r.approval_id not in live
     ]
-    done.sort(key=lambda r: str(r.get("decided_at") or r.get("expires_at") or ""), reverse=True)
+    done.sort(key=lambda r: r.decided_at or r.expires_at or "", reverse=True)
     return pending, done[:RECENT]
 
 
-def list_html(request: Request, who: Operator, pending: list[dict[str, Any]]) -> str:
+def list_html(request: Request, who: Operator, pending: list[ApprovalRow]) -> str:
     template = TEMPLATES.get_template("_approvals_list.html")
     return template.render(request=request, who=who, pending=pending, csrf_field="csrf_token")
 
@@ -93,7 +91,7 @@ async def approvals_stream(
         while not await request.is_disconnected():
             pending, _ = await inbox(console, who.principal.tenant)
             signature = hashlib.sha256(
-                "|".join(f"{r['approval_id']}:{r['status']}" for r in pending).encode()
+                "|".join(f"{r.approval_id}:{r.status}" for r in pending).encode()
             ).hexdigest()
             if signature != last:
                 last = signature
@@ -114,8 +112,8 @@ async def approvals_stream(
 async def _decide(request: Request, approval_id: str, approve: bool) -> Response:
     who, form = await checked_form(request)
     reason = field(form, "reason") or None
-    await console_of(request).state.runtime.kernel.decide(
-        approval_id, approve=approve, principal=who.principal, reason=reason
+    await console_of(request).state.runtime.decide(
+        approval_id, approve=approve, as_=who.principal, reason=reason
     )
     outcome = "approved" if approve else "rejected"
     target = _back(form) or "/console/approvals"

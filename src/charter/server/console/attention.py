@@ -29,10 +29,8 @@ async def attention_page(
     who: Annotated[Operator, Depends(operator)],
     resolved: str | None = None,
 ) -> HTMLResponse:
-    store = console_of(request).state.runtime.store
-    rows = await store.query_rows(
-        "calls", {"state": "unknown", "tenant": who.principal.tenant}, limit=SCAN
-    )
+    runtime = console_of(request).state.runtime
+    rows = await runtime.calls(tenant=who.principal.tenant, state="unknown", limit=SCAN)
     return render(
         request,
         "attention.html",
@@ -52,7 +50,7 @@ async def resolve(request: Request, context_id: str, call_id: str) -> Response:
     outcome, reason = field(form, "outcome"), field(form, "reason")
     if not reason:
         raise InvalidInput("say what you found (the reason is required)", reason="REASON_REQUIRED")
-    await console_of(request).state.runtime.kernel.resolve_call(
-        context_id, call_id, outcome=outcome, reason=reason, operator=who.principal
+    await console_of(request).state.runtime.resolve_call(
+        context_id, call_id, outcome=outcome, reason=reason, as_=who.principal
     )
     return RedirectResponse(f"/console/attention?resolved={call_id}", status_code=303)

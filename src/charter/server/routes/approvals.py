@@ -33,9 +33,8 @@ async def list_approvals(
     status: ApprovalStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
-    return await state.runtime.kernel.list_approvals(
-        tenant=principal.tenant, status=status, limit=limit
-    )
+    rows = await state.runtime.approvals(as_=principal, status=status, limit=limit)
+    return [row.to_dict() for row in rows]
 
 
 @router.get(
@@ -48,10 +47,10 @@ async def get_approval(
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
 ) -> dict[str, Any]:
-    row = await state.runtime.kernel.find_approval(approval_id, principal.tenant)
+    row = await state.runtime.find_approval(approval_id, as_=principal)
     if row is None:
         raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
-    return row
+    return row.to_dict()
 
 
 async def _decide(
@@ -62,22 +61,17 @@ async def _decide(
     state: ServerState,
 ) -> dict[str, Any]:
     body = body or DecisionRequest()
-    runtime = state.runtime
     token = request.headers.get(APPROVAL_TOKEN_HEADER)
     if request.headers.get("authorization") or not token:
-        principal = principal_of(request)
-        return await runtime.kernel.decide(
-            approval_id, approve=approve, principal=principal, reason=body.reason
+        return await state.runtime.decide(
+            approval_id, approve=approve, as_=principal_of(request), reason=body.reason
         )
-    if not runtime.deployment.approval_token_matches(token):
-        raise PermissionDenied("the approval token is not valid", reason="AUTH_INVALID")
-    return await runtime.kernel.decide(
+    return await state.runtime.decide(
         approval_id,
         approve=approve,
         token=token,
         tenant=request.headers.get(TENANT_HEADER) or body.tenant,
         reason=body.reason,
-        token_matches=runtime.deployment.approval_token_matches,
     )
 
 

@@ -96,12 +96,12 @@ async def make_call(
         raise InvalidInput("give arguments or arguments_json, not both", reason="REQUEST_INVALID")
     arguments = raw_args if raw_args is not None else (args_json if args_json else "{}")
     started = time.perf_counter()
-    envelope = await state.runtime.kernel.call(
+    envelope = await state.runtime.call(
         context_id,
         tool,
         call_id,
         arguments,
-        principal=principal,
+        as_=principal,
         approval_id=approval_id,
         trace_id=getattr(request.state, "trace_id", None),
     )
@@ -130,7 +130,4 @@ async def get_call(
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
 ) -> dict[str, Any]:
-    row = await state.runtime.kernel.get_call(context_id, call_id, principal.tenant)
-    if row is None:
-        raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
-    return row
+    return await state.runtime.get_call(context_id, call_id, as_=principal)

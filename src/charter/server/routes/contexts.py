@@ -45,7 +45,7 @@ async def resolve_context(
 ) -> dict[str, Any]:
     if body.run is not None:
         await state.check_run(body.run, principal)
-    ctx = await state.runtime.kernel.resolve_context(
+    ctx = await state.runtime.resolve_context(
         principal,
         body.profile,
         agent=body.agent,
@@ -68,7 +68,7 @@ async def get_context(
     state: Annotated[ServerState, Depends(get_state)],
     format: FormatQuery = "charter",
 ) -> dict[str, Any]:
-    ctx = await state.runtime.kernel.get_context(context_id)
+    ctx = await state.runtime.get_context(context_id)
     if ctx is None or ctx.tenant != principal.tenant:
         raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
     return context_document(state, ctx, format)

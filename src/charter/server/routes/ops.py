@@ -73,15 +73,15 @@ async def readyz(state: Annotated[ServerState, Depends(get_state)]) -> JSONRespo
 
 
 async def _shared_gauges(state: ServerState) -> list[Metric]:
-    store = state.runtime.store
+    runtime = state.runtime
     try:
-        pending = await store.query_rows("approvals", {"status": "pending"}, limit=_GAUGE_SCAN)
-        unknown = await store.query_rows("calls", {"state": "unknown"}, limit=_GAUGE_SCAN)
+        pending = await runtime.approvals(status="pending", limit=_GAUGE_SCAN)
+        unknown = await runtime.calls(tenant=None, state="unknown", limit=_GAUGE_SCAN)
     except CharterError:
         return []
     by_tool: dict[tuple[str, ...], float] = {}
-    for row in unknown:
-        key = (str(row["tool_id"]),)
+    for call in unknown:
+        key = (call.tool_id,)
         by_tool[key] = by_tool.get(key, 0.0) + 1
     return [
         gauge(
