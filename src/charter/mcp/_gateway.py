@@ -37,7 +37,6 @@ from charter.errors import Failure, InvalidInput, TransientExternal
 from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.core import _parse_at
 from charter.kernel.principals import Principal
-from charter.ledger.calls_projection import context_key
 from charter.mcp._results import envelope_result, failure_result
 from charter.runtime import Runtime
 
@@ -82,7 +81,7 @@ class Gateway:
         """The session's live context, resolving it (and the session's run) when needed."""
         async with session.lock:
             ctx = session.context
-            now = self.runtime.kernel._now()
+            now = self.runtime.clock()
             if ctx is not None and now < _parse_at(ctx.expires_at):
                 return ctx
             if ctx is not None and not session.request_ids_unique:
@@ -90,7 +89,7 @@ class Gateway:
                 # so each context lifetime gets a run of its own instead of one run growing
                 # forever (keyed retries still find their call through the store).
                 session.run_id, session.tag = None, secrets.token_hex(6)
-            ctx = await self.runtime.kernel.resolve_context(
+            ctx = await self.runtime.resolve_context(
                 principal,
                 self.profile,
                 run_id=session.run_id,
@@ -177,16 +176,13 @@ class Gateway:
         reaches the same ``(context, call id)``: the kernel answers with the recorded outcome
         (or refuses different arguments) instead of dispatching again.
         """
-        store = self.runtime.kernel.store
-        rows = await store.query_rows(
-            "calls", {"call_id": key, "tenant": principal.tenant}, limit=_KEY_SCAN
-        )
-        for row in rows:
-            if row.get("actor") != principal.name:
+        calls = await self.runtime.calls(tenant=principal.tenant, call_id=key, limit=_KEY_SCAN)
+        for call in calls:
+            if call.actor != principal.name:
                 continue
-            ctx = await store.get_row(context_key(row["run_id"], row["context_id"]))
-            if ctx is not None and ctx.get("profile") == self.profile:
-                return str(row["context_id"])
+            ctx = await self.runtime.context_record(call.run_id, call.context_id)
+            if ctx is not None and ctx.profile == self.profile:
+                return call.context_id
         return current
 
     def _take_key(self, name: str, args: dict[str, Any]) -> str | None:
