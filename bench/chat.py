@@ -86,9 +86,9 @@ async def main(turns: int) -> dict[str, Any]:
         async with open_runtime(root, store="sqlite:///.charter/charter.db") as rt:
             provider = Timed(ScriptedProvider.from_file(root / "script.yaml"))
             orch = Orchestrator(
-                rt.kernel,
+                rt,
                 provider=provider,
-                proposals=ProposalService(rt.kernel, load_proposal_settings(rt.deployment.source)),
+                proposals=ProposalService(rt, load_proposal_settings(rt.deployment.source)),
             )
             app = rt.principal("app")
             listing, specs, first, rounds, own, totals = [], [], [], [], [], []

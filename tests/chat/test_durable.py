@@ -97,9 +97,9 @@ def _hub(
     **options: Any,
 ) -> TurnHub:
     orchestrator = Orchestrator(
-        rt.kernel,
+        rt,
         provider=provider,
-        proposals=ProposalService(rt.kernel, load_proposal_settings(rt.deployment.source)),
+        proposals=ProposalService(rt, load_proposal_settings(rt.deployment.source)),
         settings=ChatSettings(retention_s=RETENTION_S, approval_poll_s=0.02),
     )
     conversations = store if store is not None else rt.kernel.store

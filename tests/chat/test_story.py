@@ -32,9 +32,9 @@ def test_story(tmp_path: Path) -> None:
 
     async def go() -> None:
         async with open_runtime(tmp_path, store="memory:") as rt:
-            proposals = ProposalService(rt.kernel, load_proposal_settings(rt.deployment.source))
+            proposals = ProposalService(rt, load_proposal_settings(rt.deployment.source))
             orch = Orchestrator(
-                rt.kernel,
+                rt,
                 provider=ScriptedProvider.from_file(tmp_path / "script.yaml"),
                 proposals=proposals,
             )

@@ -169,7 +169,7 @@ def make_provider(kind: str, scenario: str, url: str) -> Provider:
 
 async def run_turn(project: Path, provider: Provider, message: str = "go") -> list[dict[str, Any]]:
     async with open_runtime(project, store="memory:") as rt:
-        orch = Orchestrator(rt.kernel, provider=provider, proposals=ProposalService(rt.kernel))
+        orch = Orchestrator(rt, provider=provider, proposals=ProposalService(rt))
         request = ChatRequest(
             conversation_id="conv-1", principal=rt.principal("app"), message=message, profile="all"
         )

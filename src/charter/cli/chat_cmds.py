@@ -168,12 +168,12 @@ def chat(
             if chosen is None:
                 fail("give --profile or --agent", as_json=as_json)
             orchestrator = Orchestrator(
-                rt.kernel,
+                rt,
                 provider=config.provider,
-                proposals=ProposalService(rt.kernel, load_proposal_settings(rt.deployment.source)),
+                proposals=ProposalService(rt, load_proposal_settings(rt.deployment.source)),
                 settings=config.settings,
             )
-            hub = TurnHub(orchestrator, clock=rt.kernel.clock)
+            hub = TurnHub(orchestrator, clock=rt.clock)
             turn, _ = _local_turns(hub, rt.principal(as_), chosen, agent or config.agent)
             await _loop(turn, message, as_json)
             await hub.close()

@@ -41,7 +41,7 @@ def _call(
     who = _principal(as_, as_json)
 
     async def go(rt: Runtime) -> Any:
-        service = ProposalService(rt.kernel, load_proposal_settings(rt.deployment.source))
+        service = ProposalService(rt, load_proposal_settings(rt.deployment.source))
         return await local(service, rt, who)
 
     return _run(project, store, deploy, as_json, go)

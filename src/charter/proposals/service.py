@@ -25,17 +25,19 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, TransientExternal
 from charter.kernel.envelope import CallStatus, Envelope
-from charter.kernel.kernel import Kernel
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.ids import new_id
-from charter.ledger.proposals_projection import proposal_key
+from charter.ledger.views import ProposalRow
+
+if TYPE_CHECKING:
+    from charter.runtime import Runtime
 
 APPROVE_PERMISSION = "proposals:approve"
 APPLY_PERMISSION = "proposals:apply"
@@ -107,19 +109,17 @@ def _illegal(row: Mapping[str, Any], action: str) -> InvalidInput:
 
 
 class ProposalService:
-    def __init__(self, kernel: Kernel, settings: ProposalSettings | None = None) -> None:
-        self.kernel = kernel
+    def __init__(self, runtime: Runtime, settings: ProposalSettings | None = None) -> None:
+        self.runtime = runtime
         self.settings = settings or ProposalSettings()
 
     # -- reading
 
     async def get(self, proposal_id: str, tenant: str) -> dict[str, Any]:
-        rows = await self.kernel.store.query_rows(
-            "proposals", {"proposal_id": proposal_id}, limit=1
-        )
-        if not rows or rows[0]["tenant"] != tenant:
+        rows = await self.runtime.store.find_views(ProposalRow, proposal_id=proposal_id, limit=1)
+        if not rows or rows[0].tenant != tenant:
             raise _not_found()
-        return dict(rows[0])
+        return rows[0].to_dict()
 
     async def list(
         self, *, tenant: str, status: str | None = None, limit: int = 100
@@ -127,9 +127,8 @@ class ProposalService:
         where: dict[str, Any] = {"tenant": tenant}
         if status is not None:
             where["status"] = status
-        return [
-            dict(r) for r in await self.kernel.store.query_rows("proposals", where, limit=limit)
-        ]
+        rows = await self.runtime.store.find_views(ProposalRow, limit=limit, **where)
+        return [r.to_dict() for r in rows]
 
     # -- creating
 
@@ -148,9 +147,9 @@ class ProposalService:
         diagnostics = [dict(d) for d in draft.get("diagnostics") or [] if isinstance(d, Mapping)]
         blocked = any(d.get("severity", "error") == "error" for d in diagnostics)
         pid = new_id("prop")
-        now = self.kernel.clock()
+        now = self.runtime.clock()
         expires = format_at(now + timedelta(seconds=self.settings.lifetime_s))
-        redactor = self.kernel.redactor
+        redactor = self.runtime.redactor
         created = {
             "proposal_id": pid,
             "tenant": tenant,
@@ -169,7 +168,7 @@ class ProposalService:
             "expires_at": expires,
         }
         outcome = "proposal_blocked" if blocked else "proposal_validated"
-        await self.kernel.store.append(
+        await self.runtime.record(
             run_id,
             [
                 NewEvent(type="proposal_created", payload=created),
@@ -179,16 +178,16 @@ class ProposalService:
                 ),
             ],
         )
-        row = await self.kernel.store.get_row(proposal_key(run_id, pid))
+        row = await self.runtime.store.read_view(ProposalRow, run_id, pid)
         assert row is not None
-        return dict(row)
+        return row.to_dict()
 
     # -- deciding
 
     async def _expire_if_due(self, row: dict[str, Any]) -> dict[str, Any]:
         if row["status"] in ("applied", "rejected", "expired"):
             return row
-        if format_at(self.kernel.clock()) < row["expires_at"]:
+        if format_at(self.runtime.clock()) < row["expires_at"]:
             return row
         await self._append(row, "proposal_expired", "charter")
         return await self.get(row["proposal_id"], row["tenant"])
@@ -197,7 +196,7 @@ class ProposalService:
         self, row: Mapping[str, Any], type_: str, actor: str, **extra: Any
     ) -> dict[str, Any]:
         payload = {"proposal_id": row["proposal_id"], "actor": actor, **extra}
-        await self.kernel.store.append(row["run_id"], [NewEvent(type=type_, payload=payload)])
+        await self.runtime.record(row["run_id"], [NewEvent(type=type_, payload=payload)])
         return await self.get(row["proposal_id"], row["tenant"])
 
     def _may_decide(self, row: Mapping[str, Any], principal: Principal, permission: str) -> None:
@@ -220,7 +219,7 @@ class ProposalService:
         allowed = ("validated",) if approve else ("validated", "blocked")
         if row["status"] not in allowed:
             raise _illegal(row, "approve" if approve else "reject")
-        extra = {"reason": self.kernel.redactor.redact_text(reason)} if reason else {}
+        extra = {"reason": self.runtime.redactor.redact_text(reason)} if reason else {}
         type_ = "proposal_approved" if approve else "proposal_rejected"
         return await self._append(row, type_, principal.name, **extra)
 
@@ -239,14 +238,14 @@ class ProposalService:
             )
         apply = row.get("apply")
         if apply is None:
-            ctx = await self.kernel.resolve_context(principal, kind.profile, run_id=row["run_id"])
+            ctx = await self.runtime.resolve_context(principal, kind.profile, run_id=row["run_id"])
             apply = {"context_id": ctx.context_id, "call_id": f"apply-{proposal_id}"}
         else:
-            ctx_found = await self.kernel.get_context(apply["context_id"])
+            ctx_found = await self.runtime.get_context(apply["context_id"])
             if ctx_found is None:
                 raise _not_found()
         # A fresh validation against the current state, then the baseline check.
-        check = await self.kernel.call(
+        check = await self.runtime.call(
             apply["context_id"],
             kind.validate,
             f"validate-{secrets.token_hex(6)}",
@@ -255,7 +254,7 @@ class ProposalService:
                 "baseline_version": row["baseline_version"],
                 "payload": row["payload"],
             },
-            principal=principal,
+            as_=principal,
         )
         if check.status is not CallStatus.SUCCEEDED:
             raise TransientExternal(
@@ -305,18 +304,17 @@ class ProposalService:
             "baseline_version": row["baseline_version"],
             "payload": row["payload"],
         }
-        envelope = await self.kernel.call(
-            apply["context_id"], kind.apply, apply["call_id"], arguments, principal=principal
+        envelope = await self.runtime.call(
+            apply["context_id"], kind.apply, apply["call_id"], arguments, as_=principal
         )
         if envelope.status is CallStatus.PENDING_APPROVAL and envelope.approval:
             # The operator's approval of the proposal is the human decision for its applier.
-            await self.kernel.decide(
+            await self.runtime.approve(
                 envelope.approval["id"],
-                approve=True,
-                principal=principal,
+                as_=principal,
                 reason=f"applying approved proposal {row['proposal_id']}",
             )
-            envelope = await self.kernel.call(
-                apply["context_id"], kind.apply, apply["call_id"], arguments, principal=principal
+            envelope = await self.runtime.call(
+                apply["context_id"], kind.apply, apply["call_id"], arguments, as_=principal
             )
         return envelope

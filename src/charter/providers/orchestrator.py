@@ -3,7 +3,7 @@
 
 It resolves the agent (instructions are text; they never grant a tool), the context (the
 authorized tool set, attachments from tenant-safe providers clamped to a byte budget — the
-first attachment truncated rather than dropped), runs the provider's turn with the kernel as
+first attachment truncated rather than dropped), runs the provider's turn with the runtime as
 the tool invoker, clamps every tool result before the model sees it, waits for approvals the
 kernel asks for, turns proposal drafts into stored proposals, and always ends with
 ``conversation.completed``. Provider failures reach the client as one safe
@@ -18,13 +18,12 @@ import logging
 import re
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from charter.errors import Failure
 from charter.kernel.acceptance import model_text
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.envelope import CallStatus, Envelope
-from charter.kernel.kernel import Kernel
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent, format_at
 from charter.proposals.service import ProposalService, draft_from_result
@@ -47,6 +46,9 @@ from charter.providers.events import (
     ToolResultReady,
     TurnCompleted,
 )
+
+if TYPE_CHECKING:
+    from charter.runtime import Runtime
 
 logger = logging.getLogger("charter.chat")
 CHAT_SLUG = "chat"
@@ -115,14 +117,14 @@ def clamp_attachments(items: Sequence[tuple[str, str]], budget: int) -> tuple[li
 class Orchestrator:
     def __init__(
         self,
-        kernel: Kernel,
+        runtime: Runtime,
         *,
         provider: Provider | None,
         proposals: ProposalService,
         settings: ChatSettings | None = None,
         sleep: Callable[[float], Any] = asyncio.sleep,
     ) -> None:
-        self.kernel = kernel
+        self.runtime = runtime
         self.provider = provider
         self.proposals = proposals
         self.settings = settings or ChatSettings()
@@ -131,14 +133,14 @@ class Orchestrator:
     def tool_specs(self, ctx: ResolvedContext) -> list[ToolSpec]:
         specs = []
         for offered in ctx.tools:
-            c = self.kernel.build.tools[offered.id].contract
+            c = self.runtime.build.tools[offered.id].contract
             specs.append(
                 ToolSpec(name=c.name, description=c.description, parameters=dict(c.args_schema))
             )
         return specs
 
     async def resolve(self, request: ChatRequest) -> ResolvedContext:
-        return await self.kernel.resolve_context(
+        return await self.runtime.resolve_context(
             request.principal,
             request.profile,
             agent=request.agent,
@@ -151,7 +153,7 @@ class Orchestrator:
     def instructions(self, request: ChatRequest, ctx: ResolvedContext) -> str:
         parts = []
         if request.agent is not None:
-            parts.append(self.kernel.build.agents[request.agent].instructions)
+            parts.append(self.runtime.build.agents[request.agent].instructions)
         scope = TREND_SCOPE
         if request.time_range:
             scope += f" Time range: {json.dumps(dict(request.time_range), sort_keys=True)}."
@@ -178,7 +180,7 @@ class Orchestrator:
                 type=type_,
                 conversation_id=request.conversation_id,
                 sequence=seq,
-                timestamp=format_at(self.kernel.clock()),
+                timestamp=format_at(self.runtime.clock()),
                 data=data,
             )
             seq += 1
@@ -288,7 +290,7 @@ class Orchestrator:
 
     async def _record(self, ctx: ResolvedContext, type_: str, payload: dict[str, Any]) -> None:
         try:
-            await self.kernel.store.append(ctx.run_id, [NewEvent(type=type_, payload=payload)])
+            await self.runtime.record(ctx.run_id, [NewEvent(type=type_, payload=payload)])
         except Failure as exc:  # the turn goes on; the ledger's failure is logged
             logger.warning("could not record %s: %s", type_, exc.reason)
 
@@ -322,13 +324,13 @@ class KernelInvoker:
             return {"unparsed": True}
         if offered is None:
             return None  # never describe a tool the context did not offer
-        contract = self.o.kernel.build.tools[offered.id].contract
-        summary = self.o.kernel.redactor.with_pointers(contract.redact).redact(parsed)
+        contract = self.o.runtime.build.tools[offered.id].contract
+        summary = self.o.runtime.redactor.with_pointers(contract.redact).redact(parsed)
         _, clipped = clamp(json.dumps(summary, sort_keys=True), 2048)
         return {"truncated": True} if clipped else summary
 
     async def invoke(self, invocation: ToolInvocation) -> ToolOutcome:
-        kernel = self.o.kernel
+        runtime = self.o.runtime
         call_id = self.o.call_id(self.request, invocation.call_id)
         principal = self.request.principal
         await self.emit(
@@ -339,8 +341,8 @@ class KernelInvoker:
                 "arguments": self._summary(invocation.name, invocation.arguments),
             },
         )
-        envelope = await kernel.call(
-            self.ctx.context_id, invocation.name, call_id, invocation.arguments, principal=principal
+        envelope = await runtime.call(
+            self.ctx.context_id, invocation.name, call_id, invocation.arguments, as_=principal
         )
         while envelope.status is CallStatus.PENDING_APPROVAL and envelope.approval:
             await self.emit(
@@ -355,12 +357,12 @@ class KernelInvoker:
             )
             await self._wait_for_decision(envelope.approval)
             await self.emit("tool.progress", {"callId": call_id, "stage": "approval_decided"})
-            again = await kernel.call(
+            again = await runtime.call(
                 self.ctx.context_id,
                 invocation.name,
                 call_id,
                 invocation.arguments,
-                principal=principal,
+                as_=principal,
             )
             if again.status is CallStatus.PENDING_APPROVAL and again.approval == envelope.approval:
                 break  # still pending after its lifetime: answer the model with that
@@ -387,12 +389,12 @@ class KernelInvoker:
     async def _wait_for_decision(self, approval: Mapping[str, Any]) -> None:
         """Poll the shared store (any replica may decide) until decided or expired; no lock
         is held while waiting."""
-        kernel = self.o.kernel
+        runtime = self.o.runtime
         while True:
-            row = await kernel.find_approval(approval["id"], self.ctx.tenant)
-            if row is None or row["status"] != "pending":
+            row = await runtime.find_approval(approval["id"], tenant=self.ctx.tenant)
+            if row is None or row.status != "pending":
                 return
-            if format_at(kernel.clock()) >= row["expires_at"]:
+            if format_at(runtime.clock()) >= row.expires_at:
                 return
             await self.o.sleep(self.o.settings.approval_poll_s)
 
@@ -404,7 +406,7 @@ class KernelInvoker:
     async def _proposal(self, envelope: Envelope, call_id: str) -> None:
         if envelope.status is not CallStatus.SUCCEEDED or envelope.tool is None:
             return
-        contract = self.o.kernel.build.tools[envelope.tool].contract
+        contract = self.o.runtime.build.tools[envelope.tool].contract
         draft = draft_from_result(envelope.data)
         if contract.effect.value != "proposal" or draft is None or envelope.metrics.cached:
             return

@@ -201,14 +201,14 @@ class TurnHub:
 
     async def _run_of(self, conversation_id: str, tenant: str, user: str) -> str | None:
         """A conversation the store has no record of: its run, found by session id, if ours."""
-        store = self.orchestrator.kernel.store
-        rows = await store.query_rows("runs", {"session_id": conversation_id}, limit=1)
-        if not rows or rows[0].get("tenant") != tenant:
+        runtime = self.orchestrator.runtime
+        runs = await runtime.runs(session_id=conversation_id, limit=1)
+        if not runs or runs[0].tenant != tenant:
             return None
-        first = await store.read_stored(rows[0]["run_id"], after=0, limit=1)
+        first = await runtime.stored_events(runs[0].run_id, after=0, limit=1)
         if not first or decode(first[0]).payload.get("created_by") != user:
             return None
-        return str(rows[0]["run_id"])
+        return runs[0].run_id
 
     async def _resume(self, request: ChatRequest) -> Conversation | None:
         """The caller's conversation ``request.conversation_id``, if any (memory, store or,
@@ -227,10 +227,10 @@ class TurnHub:
                 run_id=run_id,
             )
             self.conversations[conv.conversation_id] = conv
-            await self.orchestrator.kernel.reconcile()
+            await self.orchestrator.runtime.reconcile()
             return conv
         if conv.last_sequence == conv.base and not conv.running:
-            await self.orchestrator.kernel.reconcile()  # first turn here: calls left in flight
+            await self.orchestrator.runtime.reconcile()  # first turn here: calls left in flight
         tail = await self._sync(conv)
         if self.store is None or conv.running:
             return conv
@@ -362,7 +362,7 @@ class TurnHub:
 
     def _keep(self, conv: Conversation, event: StreamEvent) -> None:
         # kept (and so streamed and stored) redacted: the deployment's secret values and patterns
-        event = replace(event, data=self.orchestrator.kernel.redactor.redact(event.data))
+        event = replace(event, data=self.orchestrator.runtime.redactor.redact(event.data))
         conv.events.append(event)
         conv.unsaved.append(event)
         conv.updated_at = self.clock()
@@ -430,7 +430,7 @@ class TurnHub:
             run_id=conv.run_id,
             turns=conv.turns,
             updated_at=format_at(self.clock()),
-            history=_history_text(conv.history, self.orchestrator.kernel.redactor),
+            history=_history_text(conv.history, self.orchestrator.runtime.redactor),
             turn_open_since=conv.turn_opened_at if conv.turn_open else None,
         )
 

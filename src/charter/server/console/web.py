@@ -77,12 +77,12 @@ class Console:
 
     @property
     def proposals(self) -> ProposalService:
-        """The proposal service over the runtime's kernel, with the deployment's
+        """The proposal service over the runtime, with the deployment's
         ``proposals:`` settings (read once per runtime)."""
         runtime = self.state.runtime
-        if self._proposals is None or self._proposals.kernel is not runtime.kernel:
+        if self._proposals is None or self._proposals.runtime is not runtime:
             settings = load_proposal_settings(runtime.deployment.source)
-            self._proposals = ProposalService(runtime.kernel, settings)
+            self._proposals = ProposalService(runtime, settings)
         return self._proposals
 
 

@@ -100,15 +100,15 @@ async def chat_hub(request: Request) -> TurnHub:
     config = load_chat_config(state.runtime.deployment.source)
     provider = options.get("provider") or config.provider
     orchestrator = Orchestrator(
-        state.runtime.kernel,
+        state.runtime,
         provider=provider,
         proposals=proposals_of(request),
         settings=options.get("settings") or config.settings,
     )
-    store = state.runtime.kernel.store
+    store = state.runtime.store
     hub = TurnHub(
         orchestrator,
-        clock=options.get("clock") or state.runtime.kernel.clock,
+        clock=options.get("clock") or state.runtime.clock,
         store=store if isinstance(store, ConversationStore) else None,
     )
     hub.defaults = {"profile": config.profile, "agent": config.agent}

@@ -36,7 +36,7 @@ def proposals_of(request: Request) -> ProposalService:
     if service is None:
         runtime = state_of(request).runtime
         settings = load_proposal_settings(runtime.deployment.source)
-        service = ProposalService(runtime.kernel, settings)
+        service = ProposalService(runtime, settings)
         request.app.state.charter_proposals = service
     return service
 
