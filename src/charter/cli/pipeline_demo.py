@@ -97,12 +97,12 @@ async def run_report_pipeline(
         if task_id not in skip_calls:
             named = dict(zip(contract.input_artifacts, inputs, strict=True))
             tool, arguments = call_arguments(task_id, named)
-            env = await rt.kernel.call(
+            env = await rt.call(
                 ctx.context_id,
                 tool,
                 f"{task_id}-1",
                 arguments,
-                principal=rt.principal(caller),
+                as_=caller,
                 task_id=task_id,
             )
             result.envelopes[task_id] = env

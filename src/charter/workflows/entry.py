@@ -78,7 +78,7 @@ async def create_catalog_run(
     *,
     session_id: str | None = None,
 ) -> str:
-    runs = WorkflowRuns(build=rt.build, store=rt.store, artifacts=rt.kernel.artifacts)
+    runs = WorkflowRuns(build=rt.build, store=rt.store, artifacts=rt.artifacts)
     return await runs.create_run(
         workflow,
         principal=principal.name,
