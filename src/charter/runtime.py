@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from charter.artifacts.ledger_registry import LedgerRegistry
+from charter.artifacts.ledger_source import store_source
 from charter.artifacts.local import LocalArtifactStore
 from charter.artifacts.ports import ArtifactStore
 from charter.artifacts.service import ArtifactService
@@ -58,7 +59,10 @@ from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock, system_clock
-from charter.ledger.events import NewEvent, StoredEvent
+from charter.ledger.events import Event, NewEvent, StoredEvent
+from charter.ledger.ports import RunSnapshot, RunSummary
+from charter.ledger.subscribe import read_events
+from charter.ledger.verify import VerifyReport, verify_run
 from charter.ledger.views import (
     ApprovalRow,
     ArtifactRow,
@@ -238,6 +242,23 @@ class Runtime:
     async def context_record(self, run_id: str, context_id: str) -> ContextRow | None:
         """A context's stored row (its profile, principal, expiry, per-tool call counts)."""
         return await self.store.read_view(ContextRow, run_id, context_id)
+
+    async def run_summaries(self, *, tenant: str, limit: int = 100) -> Sequence[RunSummary]:
+        """The tenant's runs, most recently created first, with their event counts."""
+        return await self.store.list_runs(limit=limit, tenant=tenant)
+
+    async def snapshot(self, run_id: str) -> RunSnapshot | None:
+        """A run's head and projection rows, read together (manifest, run pages)."""
+        return await self.store.snapshot(run_id)
+
+    async def events(self, run_id: str, *, after: int = 0, limit: int = 500) -> Sequence[Event]:
+        """Up to ``limit`` of a run's events after ``after``, continuity checked."""
+        return await read_events(self.store, run_id, after=after, limit=limit)
+
+    async def verify(self, run_id: str, key: LedgerKey) -> VerifyReport:
+        """Verify a run: chain, head MAC, lifecycles, projections and artifact files."""
+        source = store_source(lambda: self.artifacts.store, run_id)
+        return await verify_run(self.store, run_id, key, artifacts=source)
 
     async def stored_events(
         self, run_id: str, *, after: int = 0, limit: int = 1000

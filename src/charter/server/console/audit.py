@@ -12,7 +12,6 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
-from charter.ledger.subscribe import read_events
 from charter.server.console.runs import tenant_runs
 from charter.server.console.web import Operator, console_of, operator, render
 
@@ -32,13 +31,13 @@ async def audit_page(
     until: str = "",
 ) -> HTMLResponse:
     console = console_of(request)
-    store = console.state.runtime.store
+    runtime = console.state.runtime
     runs = await tenant_runs(console, who.principal.tenant)
     rows: list[dict[str, Any]] = []
     for run in runs[:RUN_SCAN]:
         after = 0
         while True:
-            events = await read_events(store, run["run_id"], after=after, limit=1000)
+            events = await runtime.events(run["run_id"], after=after, limit=1000)
             for event in events:
                 if event.type != "tool_call_recorded":
                     continue

@@ -16,12 +16,9 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, Response
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
 
-from charter.artifacts.ledger_source import store_source
 from charter.errors import ConfigError, PermissionDenied
 from charter.ledger.events import Event
 from charter.ledger.projections import manifest
-from charter.ledger.subscribe import read_events
-from charter.ledger.verify import verify_run
 from charter.server.console.web import (
     TEMPLATES,
     Console,
@@ -50,7 +47,7 @@ _CALL_EVENTS = frozenset(
 
 async def tenant_runs(console: Console, tenant: str) -> list[dict[str, Any]]:
     state = console.state
-    summaries = await state.runtime.store.list_runs(limit=LIST_SCAN, tenant=tenant)
+    summaries = await state.runtime.run_summaries(limit=LIST_SCAN, tenant=tenant)
     return [{**s.run, "event_count": s.event_count} for s in summaries]
 
 
@@ -90,7 +87,7 @@ async def runs_page(
 
 
 async def _run_parts(console: Console, run_id: str) -> dict[str, Any]:
-    snap = await console.state.runtime.store.snapshot(run_id)
+    snap = await console.state.runtime.snapshot(run_id)
     if snap is None or snap.run is None:
         raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
     doc = manifest(snap.run, snap.tables["tasks"], snap.tables["artifacts"], head_seq=snap.head.seq)
@@ -115,15 +112,13 @@ async def run_page(
     console = console_of(request)
     await console.state.check_run(run_id, who.principal)
     parts = await _run_parts(console, run_id)
-    events = await read_events(console.state.runtime.store, run_id, after=0, limit=TIMELINE_LIMIT)
+    events = await console.state.runtime.events(run_id, after=0, limit=TIMELINE_LIMIT)
     report = None
     if verify:
         key = console.state.ledger_key
         if key is None:
             raise ConfigError("this server was started without the ledger key")
-        rt = console.state.runtime
-        source = store_source(lambda: rt.artifacts.store, run_id)
-        report = (await verify_run(rt.store, run_id, key, artifacts=source)).to_dict()
+        report = (await console.state.runtime.verify(run_id, key)).to_dict()
     return render(
         request,
         "run.html",
@@ -151,14 +146,14 @@ async def run_stream(
 ) -> Response:
     console = console_of(request)
     await console.state.check_run(run_id, who.principal)
-    store = console.state.runtime.store
+    runtime = console.state.runtime
     keepalive = console.state.sse_keepalive_s
 
     async def frames() -> AsyncIterator[bytes]:
         yield format_sse_event(comment="charter run timeline", retry=2000)
         last = after
         while not await request.is_disconnected():
-            events: list[Event] = list(await read_events(store, run_id, after=last, limit=500))
+            events: list[Event] = list(await runtime.events(run_id, after=last, limit=500))
             for event in events:
                 last = event.seq
                 yield format_sse_event(
@@ -176,7 +171,7 @@ async def run_stream(
                 )
             if len(events) == 500:
                 continue
-            if not await store.wait_for_events(run_id, after=last, timeout=keepalive):
+            if not await runtime.store.wait_for_events(run_id, after=last, timeout=keepalive):
                 yield KEEPALIVE_COMMENT
 
     return EventSourceResponse(

@@ -3,21 +3,19 @@ stream its events (JSON or SSE), verify its ledger."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
 from fastapi.sse import EventSourceResponse
 
-from charter.artifacts.ledger_source import store_source
 from charter.errors import ConfigError, InvalidInput, PermissionDenied
 from charter.kernel.kernel import ADHOC_SLUG
 from charter.kernel.principals import Principal
-from charter.ledger.events import NewEvent
+from charter.ledger.events import Event, NewEvent
 from charter.ledger.ids import new_id
 from charter.ledger.projections import artifact_index, manifest
-from charter.ledger.subscribe import read_events
-from charter.ledger.verify import verify_run
 from charter.server.problems import problem_responses
 from charter.server.schemas import EventsOut, VerifyOut
 from charter.server.sse import event_stream, parse_last_event_id
@@ -52,7 +50,7 @@ async def create_run(
     if body is not None and body.inputs:
         raise InvalidInput("inputs need a workflow", reason="RUN_INPUTS_MISMATCH")
     run_id = new_id(ADHOC_SLUG)
-    await state.runtime.store.append(
+    await state.runtime.record(
         run_id,
         [
             NewEvent(
@@ -77,12 +75,12 @@ async def list_runs(
     state: Annotated[ServerState, Depends(get_state)],
     limit: Annotated[int, Query(ge=1, le=LIST_SCAN)] = 50,
 ) -> list[dict[str, Any]]:
-    summaries = await state.runtime.store.list_runs(limit=limit, tenant=principal.tenant)
+    summaries = await state.runtime.run_summaries(limit=limit, tenant=principal.tenant)
     return [{**s.run, "event_count": s.event_count} for s in summaries]
 
 
 async def _manifest(state: ServerState, run_id: str) -> dict[str, Any]:
-    snap = await state.runtime.store.snapshot(run_id)
+    snap = await state.runtime.snapshot(run_id)
     if snap is None or snap.run is None:
         raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
     doc = manifest(snap.run, snap.tables["tasks"], snap.tables["artifacts"], head_seq=snap.head.seq)
@@ -122,18 +120,19 @@ async def run_events(
     last_event_id: Annotated[str | None, Header(alias="Last-Event-ID")] = None,
 ) -> Response:
     await state.check_run(run_id, principal)
-    store = state.runtime.store
     resume = parse_last_event_id(last_event_id)
     start = max(after, resume) if resume is not None else after
     if "text/event-stream" in request.headers.get("accept", ""):
         return EventSourceResponse(
-            event_stream(store, run_id, after=start, keepalive_s=state.sse_keepalive_s),
+            event_stream(
+                state.runtime.store, run_id, after=start, keepalive_s=state.sse_keepalive_s
+            ),
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
-    head = await store.head(run_id)
-    events = []
+    head = await state.runtime.store.head(run_id)
+    events: Sequence[Event] = []
     if head is not None and start < head.seq:
-        events = await read_events(store, run_id, after=start, limit=limit)
+        events = await state.runtime.events(run_id, after=start, limit=limit)
     next_after = events[-1].seq if events else start
     return JSONResponse(
         {"run_id": run_id, "events": [e.to_dict() for e in events], "next_after": next_after}
@@ -154,7 +153,5 @@ async def verify(
     await state.check_run(run_id, principal)
     if state.ledger_key is None:
         raise ConfigError("this server was started without the ledger key")
-    rt = state.runtime
-    source = store_source(lambda: rt.artifacts.store, run_id)
-    report = await verify_run(rt.store, run_id, state.ledger_key, artifacts=source)
+    report = await state.runtime.verify(run_id, state.ledger_key)
     return report.to_dict()
