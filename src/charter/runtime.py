@@ -196,28 +196,28 @@ class Runtime:
             trace_id=trace_id,
         )
 
-    async def get_call(
-        self, context_id: str, call_id: str, *, as_: str | Principal
-    ) -> dict[str, Any]:
+    async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:
         """A call's row (state and receipt) within the caller's tenant, else
         ``CALL_NOT_FOUND``."""
         row = await self.kernel.get_call(context_id, call_id, self.principal(as_).tenant)
         if row is None:
             raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
-        return row
+        return CallRow.from_row(row)
 
     async def resolve_call(
         self, context_id: str, call_id: str, *, outcome: str, reason: str, as_: str | Principal
-    ) -> dict[str, Any]:
+    ) -> CallRow:
         """An operator's finding for an ``unknown`` call: ``succeeded``, ``failed`` or
         ``abandoned`` (the one implementation the CLI and the console use)."""
-        return await self.kernel.resolve_call(
+        row = await self.kernel.resolve_call(
             context_id, call_id, outcome=outcome, reason=reason, operator=self.principal(as_)
         )
+        return CallRow.from_row(row)
 
-    async def reconcile(self) -> list[dict[str, Any]]:
-        """Calls a dead process on this host left ``dispatching`` become ``unknown``."""
-        return await self.kernel.reconcile()
+    async def reconcile(self) -> list[CallRow]:
+        """Calls a dead process on this host left ``dispatching`` become ``unknown`` (the
+        rows as they were before)."""
+        return [CallRow.from_row(row) for row in await self.kernel.reconcile()]
 
     async def record(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """Append an edge's own events (chat turns, proposals, runs) to a run's ledger."""
@@ -296,7 +296,7 @@ class Runtime:
         token: str | None = None,
         tenant: str | None = None,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ApprovalRow:
         return await self.decide(
             approval_id, approve=True, as_=as_, token=token, tenant=tenant, reason=reason
         )
@@ -309,7 +309,7 @@ class Runtime:
         token: str | None = None,
         tenant: str | None = None,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ApprovalRow:
         return await self.decide(
             approval_id, approve=False, as_=as_, token=token, tenant=tenant, reason=reason
         )
@@ -323,7 +323,7 @@ class Runtime:
         token: str | None = None,
         tenant: str | None = None,
         reason: str | None = None,
-    ) -> dict[str, Any]:
+    ) -> ApprovalRow:
         """Approve or reject: the one implementation the CLI, HTTP and the console use.
 
         The decider is an operator principal (``as_``) or, in a standalone deployment, the
@@ -331,12 +331,13 @@ class Runtime:
         ``AUTH_INVALID``; an application principal is ``APPROVER_NOT_HUMAN`` (kernel).
         """
         if as_ is not None:
-            return await self.kernel.decide(
+            row = await self.kernel.decide(
                 approval_id, approve=approve, principal=self.principal(as_), reason=reason
             )
+            return ApprovalRow.from_row(row)
         if token is not None and not self.deployment.approval_token_matches(token):
             raise PermissionDenied("the approval token is not valid", reason="AUTH_INVALID")
-        return await self.kernel.decide(
+        row = await self.kernel.decide(
             approval_id,
             approve=approve,
             token=token,
@@ -344,6 +345,7 @@ class Runtime:
             reason=reason,
             token_matches=self.deployment.approval_token_matches,
         )
+        return ApprovalRow.from_row(row)
 
     async def approvals(
         self,
@@ -667,8 +669,8 @@ class SyncRuntime:
     ) -> Envelope:
         return self._run(self._rt().call(context_id, tool, call_id, arguments, as_=as_, **kw))
 
-    def approve(self, approval_id: str, **kw: Any) -> dict[str, Any]:
+    def approve(self, approval_id: str, **kw: Any) -> ApprovalRow:
         return self._run(self._rt().approve(approval_id, **kw))
 
-    def reject(self, approval_id: str, **kw: Any) -> dict[str, Any]:
+    def reject(self, approval_id: str, **kw: Any) -> ApprovalRow:
         return self._run(self._rt().reject(approval_id, **kw))

@@ -48,7 +48,8 @@ async def test_a_written_file_is_registered_and_listed_in_the_envelope(project: 
         assert again.metrics.cached
         assert again.artifact_ids == env.artifact_ids
         row = await rt.get_call(context_id, "c1", as_="app")
-        assert row["receipt"]["artifact_ids"] == list(env.artifact_ids)
+        assert row.receipt is not None
+        assert row.receipt["artifact_ids"] == list(env.artifact_ids)
         # the registration and the outcome were appended together
         events = [e.type for e in await rt.store.read_stored(run_id, after=0)]
         i = events.index("artifact_registered")

@@ -62,9 +62,9 @@ async def _step(rt: Runtime, step: dict[str, Any]) -> Any:
         )
         return env.to_dict()
     if op == "row":
-        return await rt.get_call(step["context"], step["call_id"], as_=step["as"])
+        return (await rt.get_call(step["context"], step["call_id"], as_=step["as"])).to_dict()
     if op == "approve":
-        return await rt.approve(step["approval_id"], as_=step["as"])
+        return (await rt.approve(step["approval_id"], as_=step["as"])).to_dict()
     raise SystemExit(f"unknown op {op!r}")
 
 

@@ -82,7 +82,7 @@ async def test_canary_secret_is_found_nowhere(tmp_path: Path) -> None:
         answers = await make_calls(rt, ctx.context_id, canary)
         open_files = database_bytes(db)
         rows = [
-            await rt.get_call(ctx.context_id, cid, as_="app")
+            (await rt.get_call(ctx.context_id, cid, as_="app")).to_dict()
             for cid in ("connect", "issue", "configure")
         ]
         approvals = [a.to_dict() for a in await rt.approvals(as_="alice")]

@@ -207,7 +207,7 @@ async def _cross_process(tmp_path: Path, store: str) -> None:
     assert runs_of(project, "kv.slow") == 1
     async with open_runtime(project, store=store) as rt:
         row = await rt.get_call(ctx.context_id, "x1", as_="app")
-    assert row["state"] == "succeeded"
+    assert row.state == "succeeded"
 
 
 @pytest.mark.slow

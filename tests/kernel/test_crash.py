@@ -164,9 +164,10 @@ async def test_sigkill_at_fault_point(tmp_path: Path, case: Case) -> None:
         assert again.status.value == final_state
         assert again.metrics.cached is True
         found = await rt.get_call(ctx.context_id, "c1", as_="app")
-        assert found["state"] == final_state
+        assert found.state == final_state
         if case.point != "before_intent":
-            assert found["resolution"]["by"] == "alice"
+            assert found.resolution is not None
+            assert found.resolution["by"] == "alice"
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project))
         assert report.ok, report.to_dict()
     assert runs_of(project, case.tool) == max(case.ran, 1 if case.point == "before_intent" else 0)
@@ -189,7 +190,7 @@ async def resolve(project: Path, store: str, context: str, outcome: str, cli: bo
     if not cli:
         async with open_runtime(project, store=store) as rt:
             row = await rt.resolve_call(context, "c1", outcome=outcome, reason=reason, as_="alice")
-        assert row["state"] == outcome
+        assert row.state == outcome
         return
     proc = subprocess.run(
         [

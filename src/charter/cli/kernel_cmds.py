@@ -265,7 +265,7 @@ def calls_show(
             if found is None:
                 fail("no such call", as_json=as_json)
             who = found.principal
-        return await rt.get_call(context, call_id, as_=who)
+        return (await rt.get_call(context, call_id, as_=who)).to_dict()
 
     if server:
         row = _remote(server, as_json, lambda cl: cl.get_call(context, call_id))
@@ -302,7 +302,8 @@ def calls_resolve(
     who = _principal(as_, as_json)
 
     async def go(rt: Runtime) -> dict[str, Any]:
-        return await rt.resolve_call(context, call_id, outcome=outcome, reason=reason, as_=who)
+        row = await rt.resolve_call(context, call_id, outcome=outcome, reason=reason, as_=who)
+        return row.to_dict()
 
     row = _run(project, store, deploy, as_json, go)
     if as_json:
@@ -368,9 +369,8 @@ def _decide(
 ) -> None:
     async def go(rt: Runtime) -> dict[str, Any]:
         who = _principal(as_, as_json)
-        if approve:
-            return await rt.approve(approval_id, as_=who, reason=reason)
-        return await rt.reject(approval_id, as_=who, reason=reason)
+        decide = rt.approve if approve else rt.reject
+        return (await decide(approval_id, as_=who, reason=reason)).to_dict()
 
     def remote(cl: Client) -> dict[str, Any]:
         if approve:

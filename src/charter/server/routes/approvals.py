@@ -63,16 +63,18 @@ async def _decide(
     body = body or DecisionRequest()
     token = request.headers.get(APPROVAL_TOKEN_HEADER)
     if request.headers.get("authorization") or not token:
-        return await state.runtime.decide(
+        decided = await state.runtime.decide(
             approval_id, approve=approve, as_=principal_of(request), reason=body.reason
         )
-    return await state.runtime.decide(
-        approval_id,
-        approve=approve,
-        token=token,
-        tenant=request.headers.get(TENANT_HEADER) or body.tenant,
-        reason=body.reason,
-    )
+    else:
+        decided = await state.runtime.decide(
+            approval_id,
+            approve=approve,
+            token=token,
+            tenant=request.headers.get(TENANT_HEADER) or body.tenant,
+            reason=body.reason,
+        )
+    return decided.to_dict()
 
 
 DECISION_RESPONSES = problem_responses(401, 403, 404, 409, 413, 415, 422)

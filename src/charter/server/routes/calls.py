@@ -130,4 +130,5 @@ async def get_call(
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
 ) -> dict[str, Any]:
-    return await state.runtime.get_call(context_id, call_id, as_=principal)
+    call = await state.runtime.get_call(context_id, call_id, as_=principal)
+    return call.to_dict()
