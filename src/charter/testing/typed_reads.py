@@ -1,6 +1,6 @@
 """Conformance of the typed read port (:class:`charter.ledger.views.TypedReads`).
 
-Part of :class:`charter.testing.conformance.StoreConformance`, so memory, SQLite and
+Part of :class:`charter.testing.store_conformance.StoreConformance`, so memory, SQLite and
 PostgreSQL each answer ``read_view`` / ``find_views`` with the same views of the same rows:
 one run with a task, an artifact, a context, a call waiting for an approval that was
 approved, a call whose outcome is unknown and a proposal.
