@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from charter.errors import InvalidInput
+from charter.ledger.views import ArtifactRow
 from charter.project.catalog import TaskContract
 from charter.workflows.handoff import FORBIDDEN_KEYS, MAX_DEPTH, validate_handoff
 
@@ -21,7 +22,10 @@ TASK = TaskContract(
     output_artifacts=("summary",),
     acceptance_criteria=("mean and count per column",),
 )
-ARTIFACTS = {"a1": {"artifact_id": "a1", "type": "dataset"}, "a2": {"type": "dataset"}}
+ARTIFACTS = {
+    aid: ArtifactRow.from_row({"run_id": "run-1", "artifact_id": aid, "type": "dataset"})
+    for aid in ("a1", "a2")
+}
 
 
 def good(**changes: Any) -> dict[str, Any]:

@@ -36,26 +36,26 @@ async def test_a_run_completes_with_its_artifacts_registered_and_verified(
         assert (result.status, result.gaps) == ("completed", ())
         assert set(result.artifacts) == {"dataset", "summary", "report"}
         rows = {
-            r["type"]: r
+            r.type: r
             for r in await WorkflowRuns(build=rt.build, store=rt.store).artifact_rows(result.run_id)
         }
-        assert {t: r["media_type"] for t, r in rows.items()} == {
+        assert {t: r.media_type for t, r in rows.items()} == {
             "dataset": "text/csv",
             "summary": "application/json",
             "report": "text/markdown",
         }
-        assert {t: r["producer"]["task_id"] for t, r in rows.items()} == {
+        assert {t: r.producer["task_id"] for t, r in rows.items()} == {
             "dataset": "retrieve",
             "summary": "analyse",
             "report": "report",
         }
         for r in rows.values():
-            await rt.artifacts.verify(result.run_id, r["artifact_id"])
-        summary = json.loads(rt.artifacts.store.read_bytes(result.run_id, rows["summary"]["path"]))
+            await rt.artifacts.verify(result.run_id, r.artifact_id)
+        summary = json.loads(rt.artifacts.store.read_bytes(result.run_id, rows["summary"].path))
         assert summary["rows"] == 16
         assert summary["columns"]["units"]["count"] == 16
         assert summary["columns"]["units"]["mean"] == 115.5
-        report = rt.artifacts.store.read_bytes(result.run_id, rows["report"]["path"]).decode()
+        report = rt.artifacts.store.read_bytes(result.run_id, rows["report"].path).decode()
         assert report.startswith("# Quarterly sales")
         assert "| units | 16 | 115.5 |" in report
     monkeypatch.chdir(root)
@@ -85,14 +85,14 @@ async def test_editing_the_workflow_does_not_change_a_running_or_finished_run(
         finished = await run_report_pipeline(rt)
         runs = WorkflowRuns(build=rt.build, store=rt.store, artifacts=rt.artifacts)
         running = await runs.create_run("quarterly-report", principal="alice", tenant="acme")
-        before = {r: (await runs.run(r))["workflow"] for r in (finished.run_id, running)}
+        before = {r: (await runs.run(r)).workflow for r in (finished.run_id, running)}
     edit_workflow(root)
     async with pipeline_runtime(root) as rt:
         new_build = rt.build
         assert new_build.document["catalog"]["workflows"]["quarterly-report"]["version"] == "2.0.0"
         runs = WorkflowRuns(build=new_build, store=rt.store, artifacts=rt.artifacts)
         for run_id, pinned in before.items():
-            assert (await runs.run(run_id))["workflow"] == pinned
+            assert (await runs.run(run_id)).workflow == pinned
             assert pinned["version"] == "1.0.0"
         # the running run goes on under its pinned contract: the old criteria are what match
         run = await runs.run(running)
@@ -102,7 +102,7 @@ async def test_editing_the_workflow_does_not_change_a_running_or_finished_run(
         await runs.start_task(running, "retrieve")
         # a new run pins the edited workflow
         fresh = await runs.create_run("quarterly-report", principal="alice", tenant="acme")
-        pinned = (await runs.run(fresh))["workflow"]
+        pinned = (await runs.run(fresh)).workflow
         assert pinned["version"] == "2.0.0"
         assert pinned["contract_sha256"] != before[running]["contract_sha256"]
 
@@ -115,7 +115,7 @@ async def test_a_run_missing_one_output_ends_partial_with_the_gap_named(tmp_path
         assert set(result.artifacts) == {"dataset", "summary"}
         assert result.gaps == ("task report is failed", "output report is not registered")
         run = await WorkflowRuns(build=rt.build, store=rt.store).run(result.run_id)
-        assert run["status"] == "partial"
+        assert run.status == "partial"
 
 
 def test_runs_create_on_the_command_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

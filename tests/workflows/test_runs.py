@@ -8,6 +8,7 @@ import pytest
 
 from charter.artifacts.records import Producer, Trust
 from charter.errors import InvalidInput
+from charter.ledger.views import RunRow
 from charter.project.build import build_project
 from charter.workflows.service import RunInput, WorkflowRuns
 from tests.workflows._project import workflow, write_catalog_project
@@ -18,7 +19,7 @@ pytestmark = pytest.mark.anyio
 ROLES = {"retrieve": "retriever", "analyse": "analyst", "report": "writer"}
 
 
-def handoff_for(env: Env, run: dict[str, Any], task_id: str, inputs: list[str]) -> dict[str, Any]:
+def handoff_for(env: Env, run: RunRow, task_id: str, inputs: list[str]) -> dict[str, Any]:
     contract = WorkflowRuns.contract(run, task_id)
     return {
         "objective": f"do {task_id}",
@@ -60,11 +61,11 @@ async def run_task(env: Env, run_id: str, task_id: str, inputs: list[str]) -> li
 async def test_a_run_completes_when_every_contract_is_satisfied(env: Env) -> None:
     run_id = await env.runs.create_run("pipeline", principal="alice", tenant="acme")
     run = await env.runs.run(run_id)
-    assert run["status"] == "running"
-    assert run["workflow"]["contract_sha256"].startswith("sha256:")
-    assert set(run["workflow"]["entries"]) == {"pipeline", "csv-basics"}
+    assert run.status == "running"
+    assert run.workflow["contract_sha256"].startswith("sha256:")
+    assert set(run.workflow["entries"]) == {"pipeline", "csv-basics"}
     tasks = await env.runs.tasks(run_id)
-    assert {t: r["role"] for t, r in tasks.items()} == ROLES
+    assert {t: r.role for t, r in tasks.items()} == ROLES
     dataset = await run_task(env, run_id, "retrieve", [])
     summary = await run_task(env, run_id, "analyse", dataset)
     await run_task(env, run_id, "report", summary)
@@ -79,23 +80,23 @@ async def test_a_run_missing_an_output_ends_partial_with_the_gap(env: Env) -> No
     end = await env.runs.finish_run(run_id)
     assert end.status == "partial"
     assert end.gaps == ("task report is pending", "output report is not registered")
-    assert (await env.runs.run(run_id))["status"] == "partial"
+    assert (await env.runs.run(run_id)).status == "partial"
 
 
 async def test_the_pinned_contract_survives_catalog_edits(env: Env, tmp_path: Any) -> None:
     run_id = await env.runs.create_run("pipeline", principal="alice", tenant="acme")
-    before = (await env.runs.run(run_id))["workflow"]
+    before = (await env.runs.run(run_id)).workflow
     edited = workflow(version="2.0.0", description="Edited.")
     write_catalog_project(env.root, wf=edited)
     env.runs.build = build_project(env.root)
     assert env.runs.build.document["catalog"]["workflows"]["pipeline"]["version"] == "2.0.0"
-    after = (await env.runs.run(run_id))["workflow"]
+    after = (await env.runs.run(run_id)).workflow
     assert after == before
     assert after["version"] == "1.0.0"
     dataset = await run_task(env, run_id, "retrieve", [])
     assert dataset
     new_run = await env.runs.create_run("pipeline", principal="alice", tenant="acme")
-    assert (await env.runs.run(new_run))["workflow"]["version"] == "2.0.0"
+    assert (await env.runs.run(new_run)).workflow["version"] == "2.0.0"
 
 
 async def test_a_task_starts_only_when_its_rules_hold(env: Env) -> None:
@@ -137,7 +138,7 @@ async def test_a_retry_needs_a_fresh_handoff(env: Env) -> None:
     await env.runs.record_handoff(run_id, "retrieve", handoff_for(env, run, "retrieve", []))
     await env.runs.start_task(run_id, "retrieve")
     task = (await env.runs.tasks(run_id))["retrieve"]
-    assert (task["status"], task["attempts"]) == ("running", 2)
+    assert (task.status, task.attempts) == ("running", 2)
 
 
 async def test_a_tampered_input_is_refused_at_start(env: Env) -> None:
@@ -146,7 +147,7 @@ async def test_a_tampered_input_is_refused_at_start(env: Env) -> None:
     run = await env.runs.run(run_id)
     await env.runs.record_handoff(run_id, "analyse", handoff_for(env, run, "analyse", dataset))
     rows = await env.runs.artifact_rows(run_id)
-    path = env.artifacts.store.root / run_id / rows[0]["path"]  # type: ignore[attr-defined]
+    path = env.artifacts.store.root / run_id / rows[0].path  # type: ignore[attr-defined]
     path.chmod(0o644)
     path.write_bytes(b"tampered")
     with pytest.raises(Exception) as info:

@@ -135,6 +135,7 @@ async def test_role_profile_and_tool_allowlist(pipe: Pipe) -> None:
 async def test_profile_and_tool_checks_are_specific() -> None:
     from charter.kernel.contexts import OfferedTool, ResolvedContext
     from charter.kernel.task_auth import check_task_call
+    from charter.ledger.views import RunRow, TaskRow
     from charter.project.catalog import TaskContract
 
     contract = TaskContract.from_dict(
@@ -175,15 +176,17 @@ async def test_profile_and_tool_checks_are_specific() -> None:
 
     from datetime import UTC, datetime
 
-    run = {"status": "running"}
+    run = RunRow.from_row({"run_id": "run-1", "status": "running"})
     handoff = {"attempt": 1, "seq": 5, "budget": {"max_tool_calls": 2, "timeout_seconds": 60}}
-    task = {
+    task_row = {
+        "run_id": "run-1",
         "task_id": "t",
         "status": "running",
         "attempts": 1,
         "handoffs": [handoff],
         "updated_at": "2025-01-01T00:00:00.000000Z",
     }
+    task = TaskRow.from_row(task_row)
     now = datetime(2025, 1, 1, 0, 0, 30, tzinfo=UTC)
 
     def decide(**kw: Any) -> str | None:
@@ -206,10 +209,10 @@ async def test_profile_and_tool_checks_are_specific() -> None:
     assert decide(context=ctx("p", "x")) == "TASK_ROLE_MISMATCH"
     assert decide(context=ctx("p", None), agents=frozenset()) is None  # role is no agent
     assert decide(tool_id="b.tool") == "TASK_TOOL_NOT_ALLOWED"
-    assert decide(run={"status": "paused"}) == "RUN_NOT_RUNNING"
+    assert decide(run=RunRow.from_row({"run_id": "run-1", "status": "paused"})) == "RUN_NOT_RUNNING"
     assert decide(calls_in_attempt=2) == "TASK_CALL_BUDGET_EXHAUSTED"
     assert decide(now=datetime(2025, 1, 1, 0, 1, 1, tzinfo=UTC)) == "TASK_TIMEOUT"
-    assert decide(task={**task, "handoffs": []}) == "HANDOFF_MISSING"
+    assert decide(task=TaskRow.from_row({**task_row, "handoffs": []})) == "HANDOFF_MISSING"
     assert decide(contract=None) == "TASK_NOT_FOUND"
 
 

@@ -22,6 +22,7 @@ from charter.cli._output import console
 from charter.errors import Failure
 from charter.kernel.envelope import Envelope
 from charter.ledger.verify import verify_run
+from charter.ledger.views import RunRow
 from charter.project.build import build_project, save_build
 from charter.runtime import Runtime, ledger_key_for, open_runtime
 from charter.workflows.service import WorkflowRuns
@@ -50,7 +51,7 @@ class PipelineResult:
     envelopes: dict[str, Envelope] = field(default_factory=dict)  # task -> its call
 
 
-def handoff_for(run: dict[str, Any], task_id: str, inputs: list[str]) -> dict[str, Any]:
+def handoff_for(run: RunRow, task_id: str, inputs: list[str]) -> dict[str, Any]:
     contract = WorkflowRuns.contract(run, task_id)
     return {
         "objective": contract.title or task_id,
@@ -79,7 +80,7 @@ async def run_report_pipeline(
     who = rt.principal(operator)
     run_id = await runs.create_run(WORKFLOW, principal=who.name, tenant=who.tenant)
     run = await runs.run(run_id)
-    pinned = run["workflow"]
+    pinned = run.workflow
     say(f"run {run_id}: {WORKFLOW} {pinned['version']} pinned as {pinned['contract_sha256']}")
     result = PipelineResult(run_id=run_id, status="running", gaps=())
     order = [t.id for t in WorkflowRuns.contract_tasks(run)]
@@ -114,8 +115,8 @@ async def run_report_pipeline(
             say(f"task {task_id}: failed — {exc}")
             continue
         for row in await runs.artifact_rows(run_id):
-            if (row.get("producer") or {}).get("task_id") == task_id:
-                result.artifacts[row["type"]] = row["artifact_id"]
+            if row.producer.get("task_id") == task_id and row.type is not None:
+                result.artifacts[row.type] = row.artifact_id
         say(f"task {task_id}: completed")
     end = await runs.finish_run(run_id)
     result.status, result.gaps = end.status, end.gaps
@@ -132,23 +133,22 @@ async def report_pipeline_demo(directory: Path) -> bool:
         table = Table(title=f"artifacts of {result.run_id}")
         for col in ("type", "artifact", "media type", "path", "producer"):
             table.add_column(col)
-        for row in await WorkflowRuns(build=rt.build, store=rt.store).artifact_rows(result.run_id):
-            await rt.artifacts.verify(result.run_id, row["artifact_id"])
-            producer = row.get("producer") or {}
+        for row in await rt.artifact_rows(result.run_id):
+            await rt.artifacts.verify(result.run_id, row.artifact_id)
             table.add_row(
-                row["type"],
-                row["artifact_id"],
-                row["media_type"],
-                row["path"],
-                f"{producer.get('task_id')} / {producer.get('tool_id')}",
+                row.type,
+                row.artifact_id,
+                row.media_type,
+                row.path,
+                f"{row.producer.get('task_id')} / {row.producer.get('tool_id')}",
             )
         console.print(table)
         report_id = result.artifacts.get("report")
         if report_id is not None:
-            rows = await WorkflowRuns(build=rt.build, store=rt.store).artifact_rows(result.run_id)
-            row = next(r for r in rows if r["artifact_id"] == report_id)
+            rows = await rt.artifact_rows(result.run_id)
+            found = next(r for r in rows if r.artifact_id == report_id)
             text = rt.artifacts.store.read_bytes(
-                result.run_id, row["path"], expected_sha256=row["sha256"]
+                result.run_id, found.path, expected_sha256=found.sha256
             )
             console.print(text.decode("utf-8"))
         report = await verify_run(rt.store, result.run_id, ledger_key_for(directory))

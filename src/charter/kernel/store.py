@@ -22,6 +22,10 @@ class KernelStore(Store, Protocol):
         """One row of ``view``'s table by its key columns, as the typed view (or None)."""
         ...
 
+    async def list_views(self, view: type[V], run_id: str) -> list[V]:
+        """Every row of ``view``'s table in the run, each as the typed view."""
+        ...
+
     async def find_views(self, view: type[V], *, limit: int = 100, **where: Any) -> list[V]:
         """:meth:`query_rows` of ``view``'s table, each row as the typed view."""
         ...

@@ -24,19 +24,17 @@ from charter.kernel import task_rules as rules
 from charter.kernel.authorize import Denial
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.store import KernelStore
-from charter.ledger.projections import run_key, task_key
+from charter.ledger.views import CallRow, RunRow, TaskRow
 from charter.project.catalog import TaskContract
 from charter.project.pinning import pinned_entry
-
-Row = Mapping[str, Any]
 
 
 def _parse_at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
 
 
-def _contract(run: Row, task_id: str) -> TaskContract | None:
-    workflow = run.get("workflow")
+def _contract(run: RunRow, task_id: str) -> TaskContract | None:
+    workflow = run.workflow
     if not isinstance(workflow, Mapping) or "entries" not in workflow:
         return None
     for t in pinned_entry(workflow).tasks:
@@ -46,7 +44,11 @@ def _contract(run: Row, task_id: str) -> TaskContract | None:
 
 
 def attempt_calls(
-    task: Row, handoff: Row | None, calls: Sequence[Row], *, exclude: tuple[str, str] | None = None
+    task: TaskRow,
+    handoff: Mapping[str, Any] | None,
+    calls: Sequence[CallRow],
+    *,
+    exclude: tuple[str, str] | None = None,
 ) -> int:
     """Calls of this task reserved after the handoff that bound the current attempt.
 
@@ -57,16 +59,16 @@ def attempt_calls(
     return sum(
         1
         for c in calls
-        if c.get("task_id") == task["task_id"]
-        and int(c.get("reserved_seq") or 0) > after
-        and (c.get("context_id"), c.get("call_id")) != exclude
+        if c.task_id == task.task_id
+        and c.reserved_seq > after
+        and (c.context_id, c.call_id) != exclude
     )
 
 
 def check_task_call(
     *,
-    run: Row | None,
-    task: Row | None,
+    run: RunRow | None,
+    task: TaskRow | None,
     contract: TaskContract | None,
     context: ResolvedContext,
     tool_id: str,
@@ -81,11 +83,11 @@ def check_task_call(
             message="the context's run has no such task in its pinned workflow",
         )
     tid = contract.id
-    if run.get("status") != "running":
-        return Denial(reason="RUN_NOT_RUNNING", message=f"the run is {run.get('status')}")
-    if task.get("status") != "running":
+    if run.status != "running":
+        return Denial(reason="RUN_NOT_RUNNING", message=f"the run is {run.status}")
+    if task.status != "running":
         return Denial(
-            reason="TASK_NOT_RUNNING", message=f"task {tid} is {task.get('status')}, not running"
+            reason="TASK_NOT_RUNNING", message=f"task {tid} is {task.status}, not running"
         )
     if contract.role in agents and context.agent != contract.role:
         return Denial(
@@ -115,8 +117,8 @@ def check_task_call(
             message=f"task {tid} has used its {max_calls} tool calls for this attempt",
         )
     timeout = budget.get("timeout_seconds")
-    started = task.get("updated_at")
-    if isinstance(timeout, int | float) and isinstance(started, str):
+    started = task.updated_at
+    if isinstance(timeout, int | float) and started:
         elapsed = (now - _parse_at(started)).total_seconds()
         if elapsed > timeout:
             return Denial(
@@ -137,12 +139,12 @@ async def task_denial(
     now: datetime,
 ) -> Denial | None:
     """Read the rows :func:`check_task_call` needs and decide."""
-    run = await store.get_row(run_key(context.run_id))
-    task = await store.get_row(task_key(context.run_id, task_id))
+    run = await store.read_view(RunRow, context.run_id)
+    task = await store.read_view(TaskRow, context.run_id, task_id)
     contract = _contract(run, task_id) if run is not None else None
     count = 0
-    if task is not None and task.get("status") == "running":
-        calls = await store.list_rows("calls", context.run_id)
+    if task is not None and task.status == "running":
+        calls = await store.list_views(CallRow, context.run_id)
         count = attempt_calls(
             task, rules.current_handoff(task), calls, exclude=(context.context_id, call_id)
         )

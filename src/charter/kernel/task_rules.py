@@ -1,4 +1,5 @@
-"""Task start / completion and run completion rules, as pure functions over projection rows."""
+"""Task start / completion and run completion rules, as pure functions over the typed views
+of the run, task and artifact rows (:mod:`charter.ledger.views`)."""
 
 from __future__ import annotations
 
@@ -6,26 +7,25 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from charter.errors import InvalidInput
+from charter.ledger.views import ArtifactRow, RunRow, TaskRow
 from charter.project.catalog import TaskContract
 
-Row = Mapping[str, Any]
 
-
-def current_handoff(task: Row) -> Mapping[str, Any] | None:
+def current_handoff(task: TaskRow) -> Mapping[str, Any] | None:
     """The handoff bound to the attempt the task is in (running) or would start next."""
-    attempt = int(task["attempts"]) + (0 if task["status"] in ("running", "input_required") else 1)
-    found = [h for h in task.get("handoffs", []) if h.get("attempt") == attempt]
+    attempt = task.attempts + (0 if task.status in ("running", "input_required") else 1)
+    found = [h for h in task.handoffs if h.get("attempt") == attempt]
     return found[-1] if found else None
 
 
-def check_start(run: Row, task: Row, tasks: Mapping[str, Row]) -> Mapping[str, Any]:
+def check_start(run: RunRow, task: TaskRow, tasks: Mapping[str, TaskRow]) -> Mapping[str, Any]:
     """Raise unless ``task`` may enter ``running`` now; returns the attempt's handoff."""
-    tid = task["task_id"]
-    if run["status"] != "running":
-        raise InvalidInput(f"the run is {run['status']}, not running", reason="RUN_NOT_RUNNING")
-    if task["status"] not in ("pending", "failed", "input_required"):
-        raise InvalidInput(f"task {tid} is {task['status']}", reason="ILLEGAL_TRANSITION")
-    waiting = [d for d in task.get("depends_on", []) if tasks[d]["status"] != "completed"]
+    tid = task.task_id
+    if run.status != "running":
+        raise InvalidInput(f"the run is {run.status}, not running", reason="RUN_NOT_RUNNING")
+    if task.status not in ("pending", "failed", "input_required"):
+        raise InvalidInput(f"task {tid} is {task.status}", reason="ILLEGAL_TRANSITION")
+    waiting = [d for d in task.depends_on if tasks[d].status != "completed"]
     if waiting:
         raise InvalidInput(
             f"task {tid} waits for {', '.join(waiting)}",
@@ -34,44 +34,44 @@ def check_start(run: Row, task: Row, tasks: Mapping[str, Row]) -> Mapping[str, A
         )
     handoff = current_handoff(task)
     if handoff is None:
-        reason = "HANDOFF_STALE" if task.get("handoffs") else "HANDOFF_MISSING"
+        reason = "HANDOFF_STALE" if task.handoffs else "HANDOFF_MISSING"
         raise InvalidInput(
-            f"task {tid} needs a fresh handoff for attempt {int(task['attempts']) + 1}",
+            f"task {tid} needs a fresh handoff for attempt {task.attempts + 1}",
             reason=reason,
         )
     return handoff
 
 
-def missing_outputs(contract: TaskContract, artifacts: Sequence[Row], *, task_id: str) -> list[str]:
-    produced = {
-        a.get("type") for a in artifacts if (a.get("producer") or {}).get("task_id") == task_id
-    }
+def missing_outputs(
+    contract: TaskContract, artifacts: Sequence[ArtifactRow], *, task_id: str
+) -> list[str]:
+    produced = {a.type for a in artifacts if a.producer.get("task_id") == task_id}
     return [o for o in contract.output_artifacts if o not in produced]
 
 
-def check_complete(contract: TaskContract, task: Row, artifacts: Sequence[Row]) -> None:
-    if task["status"] != "running":
-        raise InvalidInput(f"task {task['task_id']} is {task['status']}", reason="TASK_NOT_RUNNING")
-    missing = missing_outputs(contract, artifacts, task_id=task["task_id"])
+def check_complete(contract: TaskContract, task: TaskRow, artifacts: Sequence[ArtifactRow]) -> None:
+    if task.status != "running":
+        raise InvalidInput(f"task {task.task_id} is {task.status}", reason="TASK_NOT_RUNNING")
+    missing = missing_outputs(contract, artifacts, task_id=task.task_id)
     if missing:
         raise InvalidInput(
-            f"task {task['task_id']} has not registered {', '.join(missing)}",
+            f"task {task.task_id} has not registered {', '.join(missing)}",
             reason="TASK_OUTPUTS_MISSING",
             details={"missing": missing},
         )
 
 
 def run_gaps(
-    workflow: Mapping[str, Any], tasks: Mapping[str, Row], artifacts: Sequence[Row]
+    workflow: Mapping[str, Any], tasks: Mapping[str, TaskRow], artifacts: Sequence[ArtifactRow]
 ) -> list[str]:
     """What keeps a run from ``completed``: unfinished tasks and missing outputs."""
     gaps: list[str] = []
     for t in workflow.get("tasks", []):
         row = tasks.get(t["id"])
-        if row is None or row["status"] != "completed":
-            status = row["status"] if row else "missing"
+        if row is None or row.status != "completed":
+            status = row.status if row else "missing"
             gaps.append(f"task {t['id']} is {status}")
-    types = {a.get("type") for a in artifacts}
+    types = {a.type for a in artifacts}
     for out in workflow.get("output_artifacts", []):
         if out not in types:
             gaps.append(f"output {out} is not registered")

@@ -216,6 +216,8 @@ V = TypeVar("V", bound=View)
 class _RowSource(Protocol):
     async def get_row(self, key: RowKey) -> Row | None: ...
 
+    async def list_rows(self, table: str, run_id: str) -> Sequence[Row]: ...
+
     async def query_rows(
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
     ) -> Sequence[Row]: ...
@@ -227,7 +229,8 @@ class TypedReads:
 
     ``read_view(CallRow, run_id, context_id, call_id)`` reads one row by its key columns;
     ``find_views(CallRow, state="unknown", tenant=t)`` the rows whose key or indexed columns
-    equal the given values, in table order (an unindexed column is refused).
+    equal the given values, in table order (an unindexed column is refused);
+    ``list_views(CallRow, run_id)`` all of one run's rows of the table.
     """
 
     __slots__ = ()
@@ -235,6 +238,10 @@ class TypedReads:
     async def read_view(self: _RowSource, view: type[V], *key: str) -> V | None:
         row = await self.get_row(RowKey(view.TABLE, key))
         return None if row is None else view.from_row(row)
+
+    async def list_views(self: _RowSource, view: type[V], run_id: str) -> list[V]:
+        """Every row of ``view``'s table that belongs to ``run_id``, in table order."""
+        return [view.from_row(row) for row in await self.list_rows(view.TABLE, run_id)]
 
     async def find_views(
         self: _RowSource, view: type[V], *, limit: int = 100, **where: Any

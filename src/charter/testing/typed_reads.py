@@ -170,6 +170,9 @@ class TypedReadConformance:
         assert unknown.idempotency_key == "idem-2"
         assert unknown.receipt == {"status": "unknown", "data": None}
         assert await store.find_views(CallRow, state="unknown", tenant="globex") == []
+        in_run = await store.list_views(CallRow, "run-v")
+        assert sorted(c.call_id for c in in_run) == ["c-1", "c-2"]
+        assert await store.list_views(CallRow, "run-missing") == []
         [approval] = await store.find_views(ApprovalRow, tenant="acme", status="approved")
         assert (approval.approval_id, approval.call_id, approval.decided_by, approval.reason) == (
             "ap-1",

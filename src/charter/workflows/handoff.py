@@ -13,6 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from charter.errors import InvalidInput
+from charter.ledger.views import ArtifactRow
 from charter.project.catalog import TaskContract
 
 MAX_DEPTH = 32
@@ -105,7 +106,7 @@ def check_budget(budget: Any) -> dict[str, int]:
 def validate_handoff(
     handoff: Mapping[str, Any],
     task: TaskContract,
-    artifacts: Mapping[str, Mapping[str, Any]],
+    artifacts: Mapping[str, ArtifactRow],
 ) -> dict[str, Any]:
     """The normalised handoff for ``task``; ``artifacts`` are the run's registered rows by id.
 
@@ -183,7 +184,7 @@ def validate_handoff(
 
 
 def resolve_inputs(
-    ids: Sequence[str], task: TaskContract, artifacts: Mapping[str, Mapping[str, Any]]
+    ids: Sequence[str], task: TaskContract, artifacts: Mapping[str, ArtifactRow]
 ) -> dict[str, str]:
     """Declared input type → the one artifact id that provides it."""
     by_type: dict[str, list[str]] = {}
@@ -195,7 +196,7 @@ def resolve_inputs(
                 "HANDOFF_INPUT_UNKNOWN",
                 artifact_id=aid,
             )
-        by_type.setdefault(str(row.get("type")), []).append(aid)
+        by_type.setdefault(str(row.type), []).append(aid)
     out: dict[str, str] = {}
     for typ in task.input_artifacts:
         found = by_type.get(typ, [])

@@ -1,7 +1,8 @@
 """Runs of catalog workflows: creation with a pinned contract, tasks, handoffs, completion.
 
 The decisions are the pure functions of :mod:`charter.workflows.handoff` and
-:mod:`charter.kernel.task_rules`; this module reads projection rows, verifies artifact checksums
+:mod:`charter.kernel.task_rules`; this module reads the run, task and artifact rows as typed
+views, verifies artifact checksums
 through an :class:`~charter.artifacts.service.ArtifactService` (when one is given) and appends
 the events. Ad-hoc runs (chats, MCP sessions) never pass through here.
 """
@@ -20,7 +21,7 @@ from charter.kernel import task_rules as rules
 from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
-from charter.ledger.projections import Row, run_key, task_key
+from charter.ledger.views import ArtifactRow, RunRow, TaskRow
 from charter.project.build import Build
 from charter.project.catalog import TaskContract
 from charter.project.pinning import pin, pinned_entry
@@ -59,22 +60,22 @@ class WorkflowRuns:
 
     # -- reading -----------------------------------------------------------------------
 
-    async def run(self, run_id: str, *, tenant: str | None = None) -> Row:
-        row = await self.store.get_row(run_key(run_id))
-        if row is None or (tenant is not None and row.get("tenant") != tenant):
+    async def run(self, run_id: str, *, tenant: str | None = None) -> RunRow:
+        row = await self.store.read_view(RunRow, run_id)
+        if row is None or (tenant is not None and row.tenant != tenant):
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
         return row
 
-    async def tasks(self, run_id: str) -> dict[str, Row]:
-        rows = await self.store.query_rows("tasks", {"run_id": run_id}, limit=10_000)
-        return {r["task_id"]: r for r in rows}
+    async def tasks(self, run_id: str) -> dict[str, TaskRow]:
+        rows = await self.store.find_views(TaskRow, run_id=run_id, limit=10_000)
+        return {r.task_id: r for r in rows}
 
-    async def artifact_rows(self, run_id: str) -> list[Row]:
-        return list(await self.store.query_rows("artifacts", {"run_id": run_id}, limit=100_000))
+    async def artifact_rows(self, run_id: str) -> list[ArtifactRow]:
+        return await self.store.find_views(ArtifactRow, run_id=run_id, limit=100_000)
 
     @staticmethod
-    def contract(run: Row, task_id: str) -> TaskContract:
-        workflow = run.get("workflow")
+    def contract(run: RunRow, task_id: str) -> TaskContract:
+        workflow = run.workflow
         if not isinstance(workflow, Mapping) or "entries" not in workflow:
             raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
         for t in pinned_entry(workflow).tasks:
@@ -83,15 +84,15 @@ class WorkflowRuns:
         raise InvalidInput(f"no task {task_id!r} in the pinned workflow", reason="TASK_NOT_FOUND")
 
     @staticmethod
-    def contract_tasks(run: Row) -> tuple[TaskContract, ...]:
+    def contract_tasks(run: RunRow) -> tuple[TaskContract, ...]:
         """The pinned workflow's task contracts, in the catalog's order."""
-        workflow = run.get("workflow")
+        workflow = run.workflow
         if not isinstance(workflow, Mapping) or "entries" not in workflow:
             raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
         return tuple(pinned_entry(workflow).tasks)
 
-    async def _task(self, run_id: str, task_id: str) -> Row:
-        row = await self.store.get_row(task_key(run_id, task_id))
+    async def _task(self, run_id: str, task_id: str) -> TaskRow:
+        row = await self.store.read_view(TaskRow, run_id, task_id)
         if row is None:
             raise InvalidInput(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
         return row
@@ -172,13 +173,13 @@ class WorkflowRuns:
         run = await self.run(run_id)
         contract = self.contract(run, task_id)
         task = await self._task(run_id, task_id)
-        if task["status"] == "running":
+        if task.status == "running":
             # The running attempt keeps the handoff it started with (its budgets included).
             raise InvalidInput(
                 f"task {task_id} is running; a handoff binds the next attempt",
                 reason="TASK_RUNNING",
             )
-        artifacts = {a["artifact_id"]: a for a in await self.artifact_rows(run_id)}
+        artifacts = {a.artifact_id: a for a in await self.artifact_rows(run_id)}
         normalised = validate_handoff(handoff, contract, artifacts)
         await self._verify(run_id, normalised["input_artifact_ids"])
         handoff_id = new_id("handoff", hex_source=self._hex)
@@ -221,11 +222,7 @@ class WorkflowRuns:
         task = await self._task(run_id, task_id)
         artifacts = await self.artifact_rows(run_id)
         rules.check_complete(contract, task, artifacts)
-        mine = [
-            a["artifact_id"]
-            for a in artifacts
-            if (a.get("producer") or {}).get("task_id") == task_id
-        ]
+        mine = [a.artifact_id for a in artifacts if a.producer.get("task_id") == task_id]
         await self._verify(run_id, mine)
         await self.store.append(
             run_id,
@@ -251,7 +248,7 @@ class WorkflowRuns:
     async def finish_run(self, run_id: str) -> RunEnd:
         """``completed`` when every contract is satisfied, else ``partial`` with the gaps."""
         run = await self.run(run_id)
-        workflow = run.get("workflow")
+        workflow = run.workflow
         if not isinstance(workflow, Mapping) or "entries" not in workflow:
             raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
         entry = pinned_entry(workflow).to_dict()
