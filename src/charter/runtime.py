@@ -202,22 +202,21 @@ class Runtime:
         row = await self.kernel.get_call(context_id, call_id, self.principal(as_).tenant)
         if row is None:
             raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
-        return CallRow.from_row(row)
+        return row
 
     async def resolve_call(
         self, context_id: str, call_id: str, *, outcome: str, reason: str, as_: str | Principal
     ) -> CallRow:
         """An operator's finding for an ``unknown`` call: ``succeeded``, ``failed`` or
         ``abandoned`` (the one implementation the CLI and the console use)."""
-        row = await self.kernel.resolve_call(
+        return await self.kernel.resolve_call(
             context_id, call_id, outcome=outcome, reason=reason, operator=self.principal(as_)
         )
-        return CallRow.from_row(row)
 
     async def reconcile(self) -> list[CallRow]:
         """Calls a dead process on this host left ``dispatching`` become ``unknown`` (the
         rows as they were before)."""
-        return [CallRow.from_row(row) for row in await self.kernel.reconcile()]
+        return await self.kernel.reconcile()
 
     async def record(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """Append an edge's own events (chat turns, proposals, runs) to a run's ledger."""
@@ -331,13 +330,12 @@ class Runtime:
         ``AUTH_INVALID``; an application principal is ``APPROVER_NOT_HUMAN`` (kernel).
         """
         if as_ is not None:
-            row = await self.kernel.decide(
+            return await self.kernel.decide(
                 approval_id, approve=approve, principal=self.principal(as_), reason=reason
             )
-            return ApprovalRow.from_row(row)
         if token is not None and not self.deployment.approval_token_matches(token):
             raise PermissionDenied("the approval token is not valid", reason="AUTH_INVALID")
-        row = await self.kernel.decide(
+        return await self.kernel.decide(
             approval_id,
             approve=approve,
             token=token,
@@ -345,7 +343,6 @@ class Runtime:
             reason=reason,
             token_matches=self.deployment.approval_token_matches,
         )
-        return ApprovalRow.from_row(row)
 
     async def approvals(
         self,

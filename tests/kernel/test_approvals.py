@@ -49,14 +49,14 @@ async def test_the_whole_flow(env: Env) -> None:
     decided = await env.kernel.decide(
         first.approval["id"], approve=True, principal=ALICE, reason="fine"
     )
-    assert decided["status"] == "approved"
-    assert decided["decided_by"] == "alice"
+    assert decided.status == "approved"
+    assert decided.decided_by == "alice"
     out = await env.kernel.call(ctx.context_id, "kv.put", "p1", PUT, principal=APP)
     assert out.status is CallStatus.SUCCEEDED, out
     assert env.runs_of("kv.put") == 1
     approval = await env.kernel.find_approval(first.approval["id"], "acme")
     assert approval is not None
-    assert approval["status"] == "consumed"
+    assert approval.status == "consumed"
     run = await env.store.get_row(_run_key(ctx.run_id))
     assert run["status"] == "running"
     repeat = await env.kernel.call(ctx.context_id, "kv.put", "p1", PUT, principal=APP)
@@ -141,14 +141,14 @@ async def test_expiry_boundaries_for_deciding(env: Env, offset: int, valid: bool
     env.clock.advance(timedelta(seconds=300 + offset))
     if valid:
         decided = await env.kernel.decide(out.approval["id"], approve=True, principal=ALICE)
-        assert decided["status"] == "approved"
+        assert decided.status == "approved"
     else:
         with pytest.raises(PermissionDenied) as info:
             await env.kernel.decide(out.approval["id"], approve=True, principal=ALICE)
         assert info.value.reason == "APPROVAL_EXPIRED"
         approval = await env.kernel.find_approval(out.approval["id"], "acme")
         assert approval is not None
-        assert approval["status"] == "expired"
+        assert approval.status == "expired"
 
 
 @pytest.mark.parametrize(("offset", "dispatches"), [(-1, True), (0, False), (1, False)])
@@ -181,7 +181,9 @@ async def test_application_principal_cannot_approve(env: Env) -> None:
     with pytest.raises(PermissionDenied) as info:
         await env.kernel.decide(out.approval["id"], approve=True, principal=OTHER_TENANT_OPERATOR)
     assert info.value.reason == "APPROVAL_NOT_FOUND"
-    assert (await env.kernel.find_approval(out.approval["id"], "acme"))["status"] == "pending"
+    still = await env.kernel.find_approval(out.approval["id"], "acme")
+    assert still is not None
+    assert still.status == "pending"
 
 
 async def test_rejection_is_final_for_the_call_id(env: Env) -> None:
@@ -190,7 +192,7 @@ async def test_rejection_is_final_for_the_call_id(env: Env) -> None:
     rejected = await env.kernel.decide(
         out.approval["id"], approve=False, principal=ALICE, reason="no"
     )
-    assert rejected["status"] == "rejected"
+    assert rejected.status == "rejected"
     with pytest.raises(InvalidInput) as info:
         await env.kernel.decide(out.approval["id"], approve=True, principal=ALICE)
     assert info.value.reason == "APPROVAL_NOT_PENDING"
@@ -221,7 +223,7 @@ async def test_standalone_approval_token(env: Env) -> None:
         tenant="acme",
         token_matches=matches,
     )
-    assert decided["decided_by"] == "approval-token"
+    assert decided.decided_by == "approval-token"
     assert (await env.kernel.call(cid, "kv.put", "p1", PUT, principal=APP)).ok
 
 

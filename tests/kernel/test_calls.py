@@ -30,8 +30,8 @@ async def test_read_call_succeeds_and_is_recorded(env: Env) -> None:
     assert ctx is not None
     row = await env.kernel.get_call(cid, "c1", "acme")
     assert row is not None
-    assert row["state"] == "succeeded"
-    assert row["fingerprint"].startswith("hmac-sha256:fp-test:")
+    assert row.state == "succeeded"
+    assert row.fingerprint.startswith("hmac-sha256:fp-test:")
 
 
 async def test_repeat_returns_receipt_without_dispatch(env: Env) -> None:
@@ -53,7 +53,8 @@ async def test_same_call_id_other_arguments_conflicts(env: Env) -> None:
     assert out.error["reason"] == "IDEMPOTENCY_CONFLICT"
     row = await env.kernel.get_call(cid, "c1", "acme")
     assert row is not None
-    assert row["receipt"]["data"] == {"key": "a", "value": None}
+    assert row.receipt is not None
+    assert row.receipt["data"] == {"key": "a", "value": None}
     assert env.runs_of("kv.get") == 1
 
 

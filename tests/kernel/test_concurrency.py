@@ -102,7 +102,7 @@ async def test_concurrent_duplicates_of_an_approved_write_run_once(setup: Setup)
     assert runs_of(setup.project, "kv.slow_put") == 1
     approval = await kernel.find_approval(first.approval["id"], "acme")
     assert approval is not None
-    assert approval["status"] == "consumed"
+    assert approval.status == "consumed"
     # and once more, after the fact: the receipt, nothing dispatched
     again = await kernel.call(ctx.context_id, "kv.slow_put", "w1", args, principal=APP)
     assert again.metrics.cached is True

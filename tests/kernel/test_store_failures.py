@@ -67,5 +67,5 @@ async def test_failure_recording_the_outcome_is_unknown(project: Path) -> None:
     store.fail_on = None
     row = await kernel.get_call(ctx.context_id, "c1", "acme")
     assert row is not None
-    assert row["state"] == "dispatching"  # reconciled to unknown by the next process
+    assert row.state == "dispatching"  # reconciled to unknown by the next process
     assert env.runs_of("kv.get") == 1

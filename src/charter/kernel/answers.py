@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-from collections.abc import Mapping
 from typing import Any
 
 from charter.errors import Failure, InvalidInput, PermissionDenied, StoreError
@@ -19,6 +18,7 @@ from charter.kernel.contexts import ResolvedContext
 from charter.kernel.core import Arrival, Attempt, KernelState
 from charter.kernel.envelope import CallStatus, Envelope, Metrics, error_dict
 from charter.ledger.events import NewEvent
+from charter.ledger.views import CallRow
 
 
 def _ms_since(started: float) -> float:
@@ -59,12 +59,12 @@ class Answers:
             tool=tool,
         )
 
-    def receipt(self, row: Mapping[str, Any], call: Arrival, *, cached: bool) -> Envelope:
+    def receipt(self, row: CallRow, call: Arrival, *, cached: bool) -> Envelope:
         """The recorded outcome of a call (its projection row) as an answer."""
-        receipt = row.get("receipt") or {}
+        receipt = row.receipt or {}
         return Envelope(
-            call_id=row["call_id"],
-            status=CallStatus(row["state"]),
+            call_id=row.call_id,
+            status=CallStatus(row.state),
             data=receipt.get("data"),
             artifact_ids=tuple(receipt.get("artifact_ids", ())),
             warnings=tuple(receipt.get("warnings", ())),
@@ -76,9 +76,9 @@ class Answers:
                 output_bytes=int(receipt.get("output_bytes", 0)),
             ),
             trace=call.trace,
-            context_id=row["context_id"],
-            run_id=row["run_id"],
-            tool=row["tool_id"],
+            context_id=row.context_id,
+            run_id=row.run_id,
+            tool=row.tool_id,
         )
 
     # -----------------------------------------------------------------------------------

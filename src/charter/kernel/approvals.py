@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
@@ -17,9 +16,8 @@ from charter.kernel.answers import Answers
 from charter.kernel.core import Attempt, KernelState, _parse_at
 from charter.kernel.envelope import CallStatus, Envelope, Metrics
 from charter.kernel.principals import Principal
-from charter.ledger.calls_projection import approval_key
 from charter.ledger.events import NewEvent, format_at
-from charter.ledger.projections import run_key
+from charter.ledger.views import ApprovalRow, CallRow, RunRow
 
 
 class ApprovalGate:
@@ -29,47 +27,42 @@ class ApprovalGate:
         self.state = state
         self.answers = answers
 
-    async def check(
-        self, at: Attempt, row: Mapping[str, Any] | None
-    ) -> Envelope | Mapping[str, Any] | None:
+    async def check(self, at: Attempt, row: CallRow | None) -> Envelope | ApprovalRow | None:
         """An approval to consume, a ``pending_approval`` answer, or None after a lost race.
 
         ``row`` is the call's reservation, if any: the approval it names is the one checked.
         """
         state, ctx, contract = self.state, at.ctx, at.bound()
         now = state.now()
-        if row is not None and row.get("approval_id"):
-            approval = await state.store.get_row(approval_key(ctx.run_id, row["approval_id"]))
-        else:
-            approval = None
-        if at.presented is not None and (
-            approval is None or at.presented != approval["approval_id"]
-        ):
+        approval: ApprovalRow | None = None
+        if row is not None and row.approval_id:
+            approval = await state.store.read_view(ApprovalRow, ctx.run_id, row.approval_id)
+        if at.presented is not None and (approval is None or at.presented != approval.approval_id):
             at.warnings.append("APPROVAL_MISMATCH: the presented approval is bound to another call")
             await self.answers.audit(at, "approval_mismatch", 0.0, reason="APPROVAL_MISMATCH")
         entries: list[NewEvent] = []
         if approval is not None:
-            status = approval["status"]
-            expired = now >= _parse_at(approval["expires_at"])
+            status = approval.status
+            expired = now >= _parse_at(approval.expires_at)
             bound = (
-                approval["context_id"] == ctx.context_id
-                and approval["call_id"] == at.call_id
-                and approval["tool_id"] == contract.id
-                and approval["tool_version"] == contract.version
-                and approval["contract_digest"] == contract.digest
-                and approval["fingerprint"] == at.fingerprint
+                approval.context_id == ctx.context_id
+                and approval.call_id == at.call_id
+                and approval.tool_id == contract.id
+                and approval.tool_version == contract.version
+                and approval.contract_digest == contract.digest
+                and approval.fingerprint == at.fingerprint
             )
             if status == "approved" and not expired and bound:
                 return approval
             if status == "pending" and not expired:
-                return self.pending(at, approval)
+                return self.pending(at, approval.approval_id, approval.expires_at)
             if status in ("pending", "approved") and expired:
                 at.warnings.append("APPROVAL_EXPIRED: a new approval was requested")
                 entries.append(
                     NewEvent(
                         type="approval_expired",
                         payload={
-                            "approval_id": approval["approval_id"],
+                            "approval_id": approval.approval_id,
                             "context_id": ctx.context_id,
                             "call_id": at.call_id,
                             "actor": "kernel",
@@ -98,12 +91,12 @@ class ApprovalGate:
                     "danger": contract.danger.value if contract.danger else None,
                     "expires_at": expires_at,
                     "run_call_budget": state.settings.run_call_budget,
-                    "replaces": approval["approval_id"] if approval is not None else None,
+                    "replaces": approval.approval_id if approval is not None else None,
                 },
             )
         )
-        run = await state.store.get_row(run_key(ctx.run_id))
-        if run is not None and run["status"] == "running":
+        run = await state.store.read_view(RunRow, ctx.run_id)
+        if run is not None and run.status == "running":
             entries.append(
                 NewEvent(
                     type="run_status_changed", payload={"status": "input_required", "by": "kernel"}
@@ -119,13 +112,13 @@ class ApprovalGate:
             return None  # a concurrent request already moved the run to input_required
         except ResourceLimit as exc:
             return await self.answers.refuse(at, exc, CallStatus.DENIED)
-        return self.pending(at, {"approval_id": approval_id, "expires_at": expires_at})
+        return self.pending(at, approval_id, expires_at)
 
-    def pending(self, at: Attempt, approval: Mapping[str, Any]) -> Envelope:
+    def pending(self, at: Attempt, approval_id: str, expires_at: str) -> Envelope:
         return Envelope(
             call_id=at.call_id,
             status=CallStatus.PENDING_APPROVAL,
-            approval={"id": approval["approval_id"], "expires_at": approval["expires_at"]},
+            approval={"id": approval_id, "expires_at": expires_at},
             warnings=tuple(at.warnings),
             metrics=Metrics(duration_ms=(time.perf_counter() - at.started) * 1000),
             trace=at.trace,
@@ -137,9 +130,9 @@ class ApprovalGate:
     # -----------------------------------------------------------------------------------
     # operators' decisions
 
-    async def find_approval(self, approval_id: str, tenant: str) -> dict[str, Any] | None:
-        rows = await self.state.store.query_rows("approvals", {"approval_id": approval_id}, limit=1)
-        if not rows or rows[0]["tenant"] != tenant:
+    async def find_approval(self, approval_id: str, tenant: str) -> ApprovalRow | None:
+        rows = await self.state.store.find_views(ApprovalRow, approval_id=approval_id, limit=1)
+        if not rows or rows[0].tenant != tenant:
             return None
         return rows[0]
 
@@ -153,7 +146,7 @@ class ApprovalGate:
         tenant: str | None = None,
         reason: str | None = None,
         token_matches: Any = None,
-    ) -> dict[str, Any]:
+    ) -> ApprovalRow:
         """Approve or reject a pending approval. Only operators (or the standalone approval
         token) may; application principals are refused with ``APPROVER_NOT_HUMAN``."""
         if principal is not None:
@@ -181,19 +174,19 @@ class ApprovalGate:
         approval = await self.find_approval(approval_id, scope)
         if approval is None:
             raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
-        if approval["status"] != "pending":
+        if approval.status != "pending":
             raise InvalidInput(
-                f"the approval is already {approval['status']}", reason="APPROVAL_NOT_PENDING"
+                f"the approval is already {approval.status}", reason="APPROVAL_NOT_PENDING"
             )
-        run_id = approval["run_id"]
+        run_id = approval.run_id
         payload = {
             "approval_id": approval_id,
-            "context_id": approval["context_id"],
-            "call_id": approval["call_id"],
+            "context_id": approval.context_id,
+            "call_id": approval.call_id,
             "actor": actor,
             "reason": self.state.redactor.redact_text(reason) if reason else None,
         }
-        if self.state.now() >= _parse_at(approval["expires_at"]):
+        if self.state.now() >= _parse_at(approval.expires_at):
             await self.state.store.append(
                 run_id, [NewEvent(type="approval_expired", payload=payload)]
             )
@@ -204,14 +197,14 @@ class ApprovalGate:
         if not approve:
             entries += await self.state.resume_run(run_id, exclude=approval_id)
         await self.state.store.append(run_id, entries)
-        decided = await self.state.store.get_row(approval_key(run_id, approval_id))
+        decided = await self.state.store.read_view(ApprovalRow, run_id, approval_id)
         assert decided is not None
         return decided
 
     async def list_approvals(
         self, *, tenant: str, status: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
+    ) -> list[ApprovalRow]:
         where: dict[str, Any] = {"tenant": tenant}
         if status is not None:
             where["status"] = status
-        return list(await self.state.store.query_rows("approvals", where, limit=limit))
+        return await self.state.store.find_views(ApprovalRow, limit=limit, **where)

@@ -34,11 +34,10 @@ from charter.kernel.principals import Principal
 from charter.kernel.redaction import Redactor
 from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
-from charter.ledger.calls_projection import call_key
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
-from charter.ledger.projections import run_key
+from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
 from charter.project.build import Build
 
 
@@ -236,15 +235,15 @@ class KernelState:
         cached = self.contexts.get(context_id)
         if cached is not None:
             return cached
-        rows = await self.store.query_rows("contexts", {"context_id": context_id}, limit=1)
+        rows = await self.store.find_views(ContextRow, context_id=context_id, limit=1)
         if not rows:
             return None
-        context = ResolvedContext.from_row(rows[0])
+        context = ResolvedContext.from_row(rows[0].row)
         self.contexts[context_id] = context
         return context
 
-    async def call_row(self, ctx: ResolvedContext, call_id: str) -> dict[str, Any] | None:
-        return await self.store.get_row(call_key(ctx.run_id, ctx.context_id, call_id))
+    async def call_row(self, ctx: ResolvedContext, call_id: str) -> CallRow | None:
+        return await self.store.read_view(CallRow, ctx.run_id, ctx.context_id, call_id)
 
     async def elapsed_budget(self, ctx: ResolvedContext) -> Failure | None:
         limit = self.settings.run_elapsed_budget_s
@@ -252,10 +251,10 @@ class KernelState:
             return None
         created = self._run_created.get(ctx.run_id)
         if created is None:
-            run = await self.store.get_row(run_key(ctx.run_id))
+            run = await self.store.read_view(RunRow, ctx.run_id)
             if run is None:
                 return None
-            created = self._run_created[ctx.run_id] = _parse_at(run["created_at"])
+            created = self._run_created[ctx.run_id] = _parse_at(run.created_at)
         elapsed = (self.now() - created).total_seconds()
         if elapsed > limit:
             return ResourceLimit(
@@ -271,10 +270,10 @@ class KernelState:
 
     async def resume_run(self, run_id: str, *, exclude: str) -> list[NewEvent]:
         """``input_required → running`` once no other approval of the run is pending."""
-        run = await self.store.get_row(run_key(run_id))
-        if run is None or run["status"] != "input_required":
+        run = await self.store.read_view(RunRow, run_id)
+        if run is None or run.status != "input_required":
             return []
-        pending = await self.store.query_rows("approvals", {"run_id": run_id, "status": "pending"})
-        if any(r["approval_id"] != exclude for r in pending):
+        pending = await self.store.find_views(ApprovalRow, run_id=run_id, status="pending")
+        if any(r.approval_id != exclude for r in pending):
             return []
         return [NewEvent(type="run_status_changed", payload={"status": "running", "by": "kernel"})]

@@ -27,6 +27,7 @@ from charter.kernel.core import Attempt, KernelState
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope, Metrics, error_dict
 from charter.kernel.executor_port import ExecutionOutcome, ExecutionRequest
 from charter.ledger.events import NewEvent
+from charter.ledger.views import ApprovalRow, CallRow
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +48,7 @@ class Dispatcher:
         self.state = state
         self.answers = answers
 
-    async def intent(self, at: Attempt, approval: Mapping[str, Any] | None) -> None:
+    async def intent(self, at: Attempt, approval: ApprovalRow | None) -> None:
         """Commit the ``dispatching`` intent durably; set the executor's idempotency key."""
         state, ctx, contract = self.state, at.ctx, at.bound()
         assert at.fingerprint is not None
@@ -73,18 +74,18 @@ class Dispatcher:
         if at.would:
             payload["execution_audit"] = {"would": at.would}
         if approval is not None:
-            payload["approval_id"] = approval["approval_id"]
+            payload["approval_id"] = approval.approval_id
             entries.append(
                 NewEvent(
                     type="approval_consumed",
                     payload={
-                        "approval_id": approval["approval_id"],
+                        "approval_id": approval.approval_id,
                         "context_id": ctx.context_id,
                         "call_id": at.call_id,
                     },
                 )
             )
-            entries += await state.resume_run(ctx.run_id, exclude=approval["approval_id"])
+            entries += await state.resume_run(ctx.run_id, exclude=approval.approval_id)
         entries.append(NewEvent(type="tool_progress", payload=payload))
         await state.store.append(ctx.run_id, entries)
         at.idempotency_key = idem_key
@@ -307,12 +308,12 @@ class Dispatcher:
             tool=contract.id,
         )
 
-    async def coalesce(self, at: Attempt, row: Mapping[str, Any]) -> Envelope:
+    async def coalesce(self, at: Attempt, row: CallRow) -> Envelope:
         """Wait for an in-flight duplicate to finish and answer with its outcome."""
         state, ctx, contract = self.state, at.ctx, at.bound()
         deadline = time.monotonic() + contract.timeout_s + state.settings.coalesce_grace_s
-        current: Mapping[str, Any] | None = row
-        while current is not None and current["state"] not in TERMINAL_STATES:
+        current: CallRow | None = row
+        while current is not None and current.state not in TERMINAL_STATES:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 break
@@ -320,11 +321,11 @@ class Dispatcher:
             await state.store.wait_for_events(
                 ctx.run_id, after=head.seq if head else 0, timeout=min(remaining, 0.5)
             )
-            current = await state.call_row(ctx, row["call_id"])
-        if current is not None and current["state"] in TERMINAL_STATES:
+            current = await state.call_row(ctx, row.call_id)
+        if current is not None and current.state in TERMINAL_STATES:
             return self.answers.receipt(current, at, cached=True)
         return Envelope(
-            call_id=row["call_id"],
+            call_id=row.call_id,
             status=CallStatus.DISPATCHING,
             warnings=("IN_FLIGHT: the same call is still running; ask again later",),
             metrics=Metrics(duration_ms=(time.perf_counter() - at.started) * 1000, cached=True),

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from charter.kernel.store import KernelStore
+from charter.ledger.views import CallRow
 
 
 class CallsInFlight:
@@ -22,7 +23,7 @@ class CallsInFlight:
     async def in_flight(self, *, run_id: str, task_id: str | None) -> Sequence[str]:
         if self.store is None:
             return ()
-        rows = await self.store.query_rows(
-            "calls", {"run_id": run_id, "state": "dispatching"}, limit=10_000
+        rows = await self.store.find_views(
+            CallRow, run_id=run_id, state="dispatching", limit=10_000
         )
-        return [r["call_id"] for r in rows if task_id is None or r.get("task_id") == task_id]
+        return [r.call_id for r in rows if task_id is None or r.task_id == task_id]

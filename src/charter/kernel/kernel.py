@@ -66,17 +66,17 @@ from charter.kernel.store import KernelStore
 from charter.kernel.task_auth import task_denial
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent, format_at
-from charter.ledger.projections import run_key
+from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
 from charter.project.build import Build
 
 
-def _requested(approval: Mapping[str, Any]) -> tuple[int, str] | None:
+def _requested(approval: ApprovalRow) -> tuple[int, str] | None:
     """When the approval being consumed was requested, for its wait span."""
-    at = approval.get("requested_at") or approval.get("created_at")
-    if not isinstance(at, str):
+    at = approval.requested_at or approval.row.get("created_at")
+    if not isinstance(at, str) or not at:
         return None
     try:
-        return int(_parse_at(at).timestamp() * 1e9), str(approval.get("approval_id", ""))
+        return int(_parse_at(at).timestamp() * 1e9), approval.approval_id
     except ValueError:
         return None
 
@@ -178,7 +178,7 @@ class Kernel:
     async def get_context(self, context_id: str) -> ResolvedContext | None:
         return await self.state.context(context_id)
 
-    async def find_approval(self, approval_id: str, tenant: str) -> dict[str, Any] | None:
+    async def find_approval(self, approval_id: str, tenant: str) -> ApprovalRow | None:
         return await self.approvals.find_approval(approval_id, tenant)
 
     async def decide(
@@ -191,7 +191,7 @@ class Kernel:
         tenant: str | None = None,
         reason: str | None = None,
         token_matches: Any = None,
-    ) -> dict[str, Any]:
+    ) -> ApprovalRow:
         """Approve or reject a pending approval (see :meth:`ApprovalGate.decide`)."""
         return await self.approvals.decide(
             approval_id,
@@ -205,10 +205,10 @@ class Kernel:
 
     async def list_approvals(
         self, *, tenant: str, status: str | None = None, limit: int = 100
-    ) -> list[dict[str, Any]]:
+    ) -> list[ApprovalRow]:
         return await self.approvals.list_approvals(tenant=tenant, status=status, limit=limit)
 
-    async def reconcile(self) -> list[dict[str, Any]]:
+    async def reconcile(self) -> list[CallRow]:
         """Calls left ``dispatching`` by a dead process on this host become ``unknown``."""
         return await self.operators.reconcile()
 
@@ -220,16 +220,16 @@ class Kernel:
         outcome: str,
         reason: str,
         operator: Principal,
-    ) -> dict[str, Any]:
+    ) -> CallRow:
         """Record an operator's finding for an ``unknown`` (or stuck) call."""
         return await self.operators.resolve_call(
             context_id, call_id, outcome=outcome, reason=reason, operator=operator
         )
 
-    async def get_call(self, context_id: str, call_id: str, tenant: str) -> dict[str, Any] | None:
+    async def get_call(self, context_id: str, call_id: str, tenant: str) -> CallRow | None:
         return await self.operators.get_call(context_id, call_id, tenant)
 
-    async def context_row(self, run_id: str, context_id: str) -> dict[str, Any] | None:
+    async def context_row(self, run_id: str, context_id: str) -> ContextRow | None:
         return await self.operators.context_row(run_id, context_id)
 
     # -----------------------------------------------------------------------------------
@@ -372,8 +372,8 @@ class Kernel:
 
     async def _check_run_tenant(self, run_id: str, principal: Principal) -> None:
         """Another tenant's run, or a run that names no tenant, answers like a missing one."""
-        run = await self.state.store.get_row(run_key(run_id))
-        if run is None or run.get("tenant") != principal.tenant:
+        run = await self.state.store.read_view(RunRow, run_id)
+        if run is None or run.tenant != principal.tenant:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
 
     # -----------------------------------------------------------------------------------
@@ -454,7 +454,7 @@ class Kernel:
             return await self.dispatcher.ungoverned(at, contract, arguments)
         if state.now() >= _parse_at(ctx.expires_at):
             row = await state.call_row(ctx, at.call_id)
-            if row is not None and row["state"] in TERMINAL_STATES:
+            if row is not None and row.state in TERMINAL_STATES:
                 return answers.receipt(row, at, cached=True)
             expired = PermissionDenied(
                 "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"
@@ -530,7 +530,7 @@ class Kernel:
         at.timeline.mark("reservation")
         # caller wins the reservation, so we then read its row.
         gated = contract.requires_approval and not observe
-        approval_to_consume: Mapping[str, Any] | None = None
+        approval_to_consume: ApprovalRow | None = None
         for attempt in range(5):
             # A call that needs no approval reserves optimistically: the store refuses a
             # duplicate (StoreConflict) and only then is the existing row read.
@@ -538,11 +538,11 @@ class Kernel:
             # 5. idempotency reservation: a reserved call id answers from its row
             row = None if optimistic else await state.call_row(ctx, at.call_id)
             if row is not None:
-                if row["fingerprint"] != at.fingerprint or row["tool_id"] != contract.id:
+                if row.fingerprint != at.fingerprint or row.tool_id != contract.id:
                     return await answers.conflict(at)
-                if row["state"] in TERMINAL_STATES:
+                if row.state in TERMINAL_STATES:
                     return answers.receipt(row, at, cached=True)
-                if row["state"] == "dispatching":
+                if row.state == "dispatching":
                     return await self.dispatcher.coalesce(at, row)
             # 6. approval gate
             at.timeline.mark("approval")

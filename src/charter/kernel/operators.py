@@ -12,8 +12,8 @@ from charter.errors import (
 )
 from charter.kernel.core import KernelState
 from charter.kernel.principals import Principal
-from charter.ledger.calls_projection import call_key, context_key
 from charter.ledger.events import NewEvent
+from charter.ledger.views import CallRow, ContextRow
 
 
 class Operators:
@@ -22,18 +22,16 @@ class Operators:
     def __init__(self, state: KernelState) -> None:
         self.state = state
 
-    async def reconcile(self) -> list[dict[str, Any]]:
+    async def reconcile(self) -> list[CallRow]:
         """Calls left ``dispatching`` by a dead process on this host become ``unknown``."""
         changed = []
-        for row in await self.state.store.query_rows(
-            "calls", {"state": "dispatching"}, limit=10_000
-        ):
-            owner = row.get("owner") or {}
+        for row in await self.state.store.find_views(CallRow, state="dispatching", limit=10_000):
+            owner = row.owner or {}
             if owner.get("host") != self.state.owner["host"]:
                 continue  # another machine's process; its own restart reconciles it
             if owner == self.state.owner or _alive(owner):
                 continue
-            receipt = {
+            receipt: dict[str, Any] = {
                 "status": "unknown",
                 "data": None,
                 "error": {
@@ -46,18 +44,18 @@ class Operators:
                 "warnings": [],
                 "artifact_ids": [],
                 "output_bytes": 0,
-                "attempts": row.get("attempts", 1),
+                "attempts": row.attempts,
             }
             try:
                 await self.state.store.append(
-                    row["run_id"],
+                    row.run_id,
                     [
                         NewEvent(
                             type="tool_progress",
                             payload={
                                 "stage": "unknown",
-                                "context_id": row["context_id"],
-                                "call_id": row["call_id"],
+                                "context_id": row.context_id,
+                                "call_id": row.call_id,
                                 "receipt": receipt,
                                 "reason": "DISPATCH_INTERRUPTED",
                             },
@@ -77,7 +75,7 @@ class Operators:
         outcome: str,
         reason: str,
         operator: Principal,
-    ) -> dict[str, Any]:
+    ) -> CallRow:
         """Record an operator's finding for an ``unknown`` (or stuck) call."""
         if not operator.is_operator:
             raise PermissionDenied(
@@ -94,7 +92,7 @@ class Operators:
         row = await self.state.call_row(ctx, call_id)
         if row is None:
             raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
-        receipt = dict(row.get("receipt") or {})
+        receipt = dict(row.receipt or {})
         receipt.update(status=outcome if outcome != "succeeded" else "succeeded")
         await self.state.store.append(
             ctx.run_id,
@@ -116,14 +114,14 @@ class Operators:
         assert updated is not None
         return updated
 
-    async def get_call(self, context_id: str, call_id: str, tenant: str) -> dict[str, Any] | None:
+    async def get_call(self, context_id: str, call_id: str, tenant: str) -> CallRow | None:
         ctx = await self.state.context(context_id)
         if ctx is None or ctx.tenant != tenant:
             return None
-        return await self.state.store.get_row(call_key(ctx.run_id, context_id, call_id))
+        return await self.state.store.read_view(CallRow, ctx.run_id, context_id, call_id)
 
-    async def context_row(self, run_id: str, context_id: str) -> dict[str, Any] | None:
-        return await self.state.store.get_row(context_key(run_id, context_id))
+    async def context_row(self, run_id: str, context_id: str) -> ContextRow | None:
+        return await self.state.store.read_view(ContextRow, run_id, context_id)
 
 
 def _alive(owner: Mapping[str, Any]) -> bool:

@@ -1,4 +1,5 @@
-"""What the kernel needs from a store: the ledger's ports plus one indexed query."""
+"""What the kernel needs from a store: the ledger's ports, one indexed query and the typed
+read port (rows as :mod:`charter.ledger.views`)."""
 
 from __future__ import annotations
 
