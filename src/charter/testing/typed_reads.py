@@ -1,6 +1,7 @@
 """Conformance of the typed read port (:class:`charter.ledger.views.TypedReads`).
 
-Part of :class:`charter.testing.store_conformance.StoreConformance`, so memory, SQLite and
+Part of :class:`charter.testing.store_conformance.StoreConformance` (a plain class: a runner
+supplies ``store``), so memory, SQLite and
 PostgreSQL each answer ``read_view`` / ``find_views`` with the same views of the same rows:
 one run with a task, an artifact, a context, a call waiting for an approval that was
 approved, a call whose outcome is unknown and a proposal.
@@ -9,8 +10,6 @@ approved, a call whose outcome is unknown and a proposal.
 from __future__ import annotations
 
 from typing import Any
-
-import pytest
 
 from charter.kernel.store import KernelStore
 from charter.ledger.projections import RowKey
@@ -24,6 +23,7 @@ from charter.ledger.views import (
     TaskRow,
     View,
 )
+from charter.testing.raises import raises
 from charter.testing.scenarios import artifact, ev
 
 EXPIRES = "2030-01-01T00:00:00.000000Z"
@@ -119,7 +119,6 @@ async def record_typed_run(store: KernelStore, run_id: str = "run-v") -> None:
 class TypedReadConformance:
     """The typed views every store returns (mixed into the store conformance suite)."""
 
-    @pytest.mark.anyio
     async def test_typed_views_of_every_table(self, store: KernelStore) -> None:
         await record_typed_run(store)
         run = await store.read_view(RunRow, "run-v")
@@ -155,7 +154,6 @@ class TypedReadConformance:
         )
         assert ctx.calls_by_tool == {"notes.add": 1}
 
-    @pytest.mark.anyio
     async def test_typed_calls_and_approvals(self, store: KernelStore) -> None:
         await record_typed_run(store)
         [waiting] = await store.find_views(CallRow, call_id="c-1", tenant="acme")
@@ -185,7 +183,6 @@ class TypedReadConformance:
         same = await store.read_view(ApprovalRow, "run-v", "ap-1")
         assert same == approval
 
-    @pytest.mark.anyio
     async def test_typed_proposals(self, store: KernelStore) -> None:
         await record_typed_run(store)
         [proposal] = await store.find_views(ProposalRow, tenant="acme")
@@ -198,7 +195,6 @@ class TypedReadConformance:
         assert [h["status"] for h in proposal.history] == ["draft"]
         assert await store.find_views(ProposalRow, tenant="acme", status="applied") == []
 
-    @pytest.mark.anyio
     async def test_a_view_keeps_its_stored_row(self, store: KernelStore) -> None:
         await record_typed_run(store)
         keys: list[tuple[type[View], tuple[str, ...]]] = [
@@ -217,9 +213,8 @@ class TypedReadConformance:
         assert await store.read_view(CallRow, "run-v", "ctx-v", "missing") is None
         assert await store.read_view(RunRow, "run-missing") is None
 
-    @pytest.mark.anyio
     async def test_an_unindexed_column_is_refused(self, store: KernelStore) -> None:
-        with pytest.raises(ValueError, match=r"calls\.actor"):
+        with raises(ValueError, match=r"calls\.actor"):
             await store.find_views(CallRow, actor="app")
-        with pytest.raises(ValueError, match=r"approvals\.requested_by"):
+        with raises(ValueError, match=r"approvals\.requested_by"):
             await store.find_views(ApprovalRow, requested_by="app")
