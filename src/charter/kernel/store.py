@@ -9,7 +9,7 @@ from typing import Any, Protocol
 
 from charter.ledger.ports import Store
 from charter.ledger.projections import Row
-from charter.ledger.views import V
+from charter.ledger.views import V, View
 
 
 class KernelStore(Store, Protocol):
@@ -19,15 +19,15 @@ class KernelStore(Store, Protocol):
         """Rows of ``table`` whose key or indexed columns equal ``where``, in table order."""
         ...
 
-    async def read_view(self, view: type[V], *key: str) -> V | None:
+    async def read_view(self, view: View[V], *key: str) -> V | None:
         """One row of ``view``'s table by its key columns, as the typed view (or None)."""
         ...
 
-    async def list_views(self, view: type[V], run_id: str) -> list[V]:
+    async def list_views(self, view: View[V], run_id: str) -> list[V]:
         """Every row of ``view``'s table in the run, each as the typed view."""
         ...
 
-    async def find_views(self, view: type[V], *, limit: int = 100, **where: Any) -> list[V]:
+    async def find_views(self, view: View[V], *, limit: int = 100, **where: Any) -> list[V]:
         """:meth:`query_rows` of ``view``'s table, each row as the typed view."""
         ...
 

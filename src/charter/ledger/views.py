@@ -2,10 +2,12 @@
 
 A projection row is stored as canonical JSON and read back as a dict; the stores, the
 ledger's handlers and verification work on that form (:data:`charter.ledger.projections.Row`).
-Everything above them reads a view instead: a frozen record per table with the columns as
-typed attributes, built once by ``from_row``::
+Everything above them reads a view instead: an immutable record per table with the columns
+as typed attributes, built by ``from_row``. Views are named tuples, built in C: a call row's
+view took about a tenth of the time a frozen dataclass of the same columns did (7.6 against
+76 us on a loaded two-core machine), which matters where a run's calls are all read::
 
-    call = await store.call_row(run_id, context_id, call_id)
+    call = await store.read_view(CallRow, run_id, context_id, call_id)
     if call is not None and call.state == "unknown": ...
 
 A view keeps the row it was built from (``to_dict()`` returns a copy), because some tables
@@ -17,8 +19,8 @@ written back: writes go through events.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Protocol, Self, TypeVar
+from types import MappingProxyType
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from charter.ledger.projections import Row, RowKey
 
@@ -32,40 +34,43 @@ __all__ = [
     "TaskRow",
     "TypedReads",
     "View",
+    "table_of",
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class View:
-    """Base of the row views: typed columns plus the row they were read from."""
-
-    TABLE: ClassVar[str] = ""
-    _NAMES: ClassVar[tuple[str, ...]] = ()
-
-    row: Mapping[str, Any] = field(repr=False, compare=False)
-
-    @classmethod
-    def from_row(cls, row: Mapping[str, Any]) -> Self:
-        """The view of one stored row (missing optional columns read as their default)."""
-        names = cls._NAMES or _names(cls)
-        values = {name: row[name] for name in names if name in row}
-        return cls(row=row, **values)
-
-    def to_dict(self) -> dict[str, Any]:
-        """The whole row as the store holds it (the HTTP API's form)."""
-        return dict(self.row)
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-def _names(cls: type[View]) -> tuple[str, ...]:
-    names = tuple(f.name for f in fields(cls) if f.name != "row")
-    cls._NAMES = names
-    return names
+V = TypeVar("V")
+V_co = TypeVar("V_co", covariant=True)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRow(View):
-    TABLE: ClassVar[str] = "runs"
+class View(Protocol[V_co]):
+    """A row view class, as the read port takes it: its table and ``from_row``
+    (``CallRow``, ``ApprovalRow``, …: each is a :class:`~typing.NamedTuple` whose last field
+    is the row itself, with ``to_dict()`` giving a copy of it)."""
 
+    def from_row(self, row: Mapping[str, Any]) -> V_co: ...
+
+
+def table_of(view: View[Any]) -> str:
+    """The projection table a view class reads."""
+    return _TABLES[view]
+
+
+def _view(cls: Any, row: Mapping[str, Any]) -> Any:
+    """``cls`` built from ``row``: each column by name, a missing optional one its default;
+    the last field is the row itself."""
+    defaults = cls._field_defaults
+    try:
+        values = [row[n] if n in row else defaults[n] for n in cls._fields[:-1]]
+    except KeyError as exc:
+        raise ValueError(f"a {_TABLES[cls]} row lacks its {exc.args[0]!r} column") from None
+    values.append(row)
+    return cls._make(values)
+
+
+class RunRow(NamedTuple):
     run_id: str
     session_id: str | None = None
     workflow_slug: str | None = None
@@ -76,12 +81,18 @@ class RunRow(View):
     created_at: str = ""
     updated_at: str = ""
     snapshot_seq: int = 0
+    row: Mapping[str, Any] = _EMPTY
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> RunRow:
+        return _view(cls, row)  # type: ignore[no-any-return]
+
+    def to_dict(self) -> dict[str, Any]:
+        """The whole row as the store holds it (the HTTP API's form)."""
+        return dict(self.row)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskRow(View):
-    TABLE: ClassVar[str] = "tasks"
-
+class TaskRow(NamedTuple):
     run_id: str
     task_id: str
     seq: int = 0
@@ -90,17 +101,22 @@ class TaskRow(View):
     role: str | None = None
     profile: str | None = None
     title: str | None = None
-    depends_on: list[str] = field(default_factory=list)
+    depends_on: Sequence[str] = ()
     error: Any = None
-    handoffs: list[dict[str, Any]] = field(default_factory=list)
+    handoffs: Sequence[Mapping[str, Any]] = ()
     created_at: str = ""
     updated_at: str = ""
+    row: Mapping[str, Any] = _EMPTY
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> TaskRow:
+        return _view(cls, row)  # type: ignore[no-any-return]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ArtifactRow(View):
-    TABLE: ClassVar[str] = "artifacts"
-
+class ArtifactRow(NamedTuple):
     run_id: str
     artifact_id: str
     seq: int = 0
@@ -109,15 +125,20 @@ class ArtifactRow(View):
     type: str | None = None
     media_type: str = ""
     size: int = 0
-    producer: dict[str, Any] = field(default_factory=dict)
+    producer: Mapping[str, Any] = _EMPTY
     trust: str = ""
     created_at: str = ""
+    row: Mapping[str, Any] = _EMPTY
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ArtifactRow:
+        return _view(cls, row)  # type: ignore[no-any-return]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ContextRow(View):
-    TABLE: ClassVar[str] = "contexts"
-
+class ContextRow(NamedTuple):
     run_id: str
     context_id: str
     tenant: str
@@ -126,13 +147,18 @@ class ContextRow(View):
     created_at: str = ""
     profile: str | None = None
     agent: str | None = None
-    calls_by_tool: dict[str, int] = field(default_factory=dict)
+    calls_by_tool: Mapping[str, int] = _EMPTY
+    row: Mapping[str, Any] = _EMPTY
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ContextRow:
+        return _view(cls, row)  # type: ignore[no-any-return]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CallRow(View):
-    TABLE: ClassVar[str] = "calls"
-
+class CallRow(NamedTuple):
     run_id: str
     context_id: str
     call_id: str
@@ -147,20 +173,25 @@ class CallRow(View):
     task_id: str | None = None
     summary: Any = None
     attempts: int = 0
-    receipt: dict[str, Any] | None = None
-    owner: dict[str, Any] | None = None
+    receipt: Mapping[str, Any] | None = None
+    owner: Mapping[str, Any] | None = None
     idempotency_key: str | None = None
-    resolution: dict[str, Any] | None = None
+    resolution: Mapping[str, Any] | None = None
     reserved_seq: int = 0
     updated_seq: int = 0
     created_at: str = ""
     updated_at: str = ""
+    row: Mapping[str, Any] = _EMPTY
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> CallRow:
+        return _view(cls, row)  # type: ignore[no-any-return]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ApprovalRow(View):
-    TABLE: ClassVar[str] = "approvals"
-
+class ApprovalRow(NamedTuple):
     run_id: str
     approval_id: str
     status: str
@@ -180,12 +211,17 @@ class ApprovalRow(View):
     decided_by: str | None = None
     decided_at: str | None = None
     reason: str | None = None
+    row: Mapping[str, Any] = _EMPTY
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ApprovalRow:
+        return _view(cls, row)  # type: ignore[no-any-return]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProposalRow(View):
-    TABLE: ClassVar[str] = "proposals"
-
+class ProposalRow(NamedTuple):
     run_id: str
     proposal_id: str
     tenant: str
@@ -204,13 +240,29 @@ class ProposalRow(View):
     created_at: str = ""
     updated_at: str = ""
     rationale: str = ""
-    warnings: list[str] = field(default_factory=list)
-    history: list[dict[str, Any]] = field(default_factory=list)
-    apply: dict[str, Any] | None = None
-    applied: dict[str, Any] | None = None
+    warnings: Sequence[str] = ()
+    history: Sequence[Mapping[str, Any]] = ()
+    apply: Mapping[str, Any] | None = None
+    applied: Mapping[str, Any] | None = None
+    row: Mapping[str, Any] = _EMPTY
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> ProposalRow:
+        return _view(cls, row)  # type: ignore[no-any-return]
+
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
 
 
-V = TypeVar("V", bound=View)
+_TABLES: dict[object, str] = {
+    RunRow: "runs",
+    TaskRow: "tasks",
+    ArtifactRow: "artifacts",
+    ContextRow: "contexts",
+    CallRow: "calls",
+    ApprovalRow: "approvals",
+    ProposalRow: "proposals",
+}
 
 
 class _RowSource(Protocol):
@@ -235,16 +287,16 @@ class TypedReads:
 
     __slots__ = ()
 
-    async def read_view(self: _RowSource, view: type[V], *key: str) -> V | None:
-        row = await self.get_row(RowKey(view.TABLE, key))
+    async def read_view(self: _RowSource, view: View[V], *key: str) -> V | None:
+        row = await self.get_row(RowKey(table_of(view), key))
         return None if row is None else view.from_row(row)
 
-    async def list_views(self: _RowSource, view: type[V], run_id: str) -> list[V]:
+    async def list_views(self: _RowSource, view: View[V], run_id: str) -> list[V]:
         """Every row of ``view``'s table that belongs to ``run_id``, in table order."""
-        return [view.from_row(row) for row in await self.list_rows(view.TABLE, run_id)]
+        return [view.from_row(row) for row in await self.list_rows(table_of(view), run_id)]
 
     async def find_views(
-        self: _RowSource, view: type[V], *, limit: int = 100, **where: Any
+        self: _RowSource, view: View[V], *, limit: int = 100, **where: Any
     ) -> list[V]:
-        rows = await self.query_rows(view.TABLE, where, limit=limit)
+        rows = await self.query_rows(table_of(view), where, limit=limit)
         return [view.from_row(row) for row in rows]

@@ -21,7 +21,7 @@ from charter.ledger.views import (
     ProposalRow,
     RunRow,
     TaskRow,
-    View,
+    table_of,
 )
 from charter.testing.raises import raises
 from charter.testing.scenarios import artifact, ev
@@ -197,7 +197,7 @@ class TypedReadConformance:
 
     async def test_a_view_keeps_its_stored_row(self, store: KernelStore) -> None:
         await record_typed_run(store)
-        keys: list[tuple[type[View], tuple[str, ...]]] = [
+        keys: list[tuple[Any, tuple[str, ...]]] = [
             (RunRow, ("run-v",)),
             (TaskRow, ("run-v", "t1")),
             (ArtifactRow, ("run-v", "a-1")),
@@ -209,7 +209,7 @@ class TypedReadConformance:
         for view, key in keys:
             found = await store.read_view(view, *key)
             assert isinstance(found, view)
-            assert found.to_dict() == await store.get_row(RowKey(view.TABLE, key))
+            assert found.to_dict() == await store.get_row(RowKey(table_of(view), key))
         assert await store.read_view(CallRow, "run-v", "ctx-v", "missing") is None
         assert await store.read_view(RunRow, "run-missing") is None
 

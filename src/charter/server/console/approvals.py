@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import AsyncIterator
-from dataclasses import replace
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
@@ -45,7 +44,7 @@ async def inbox(console: Console, tenant: str) -> tuple[list[ApprovalRow], list[
     live = {r.approval_id for r in rows if r.status == "pending" and seconds_left(r.expires_at) > 0}
     pending = [r for r in rows if r.approval_id in live]
     done = [
-        replace(r, status="expired") if r.status == "pending" else r
+        r._replace(status="expired") if r.status == "pending" else r
         for r in rows
         if r.approval_id not in live
     ]
