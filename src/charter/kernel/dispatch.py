@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import replace
+from typing import Any, NamedTuple
 
 from charter.artifacts.ledger_registry import registration_event
 from charter.artifacts.records import ArtifactRecord, Producer
@@ -30,8 +30,7 @@ from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
 
 
-@dataclass(frozen=True, slots=True)
-class Settled:
+class Settled(NamedTuple):
     """What acceptance made of an execution outcome: the call's status and result."""
 
     status: CallStatus

@@ -526,8 +526,8 @@ class Kernel:
         if budget_error is not None and not observe:
             return await answers.refuse(at, budget_error, CallStatus.DENIED)
         at.summary = state.summary(contract, at.arguments)
-        # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         at.timeline.mark("reservation")
+        # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         # caller wins the reservation, so we then read its row.
         gated = contract.requires_approval and not observe
         approval_to_consume: ApprovalRow | None = None
