@@ -216,7 +216,10 @@ class Dispatcher:
             redacted = redactor.redact(outcome.result)
             accepted = clamp(redacted, contract)
         except Failure as exc:
-            return Settled(CallStatus.FAILED, None, exc, 0, outcome.attempts)
+            # The tool ran and answered: an unacceptable result leaves a write's effect done
+            # or in doubt, so only a read tool may say failed (docs/executors.md).
+            status = CallStatus.FAILED if contract.read_only else CallStatus.UNKNOWN
+            return Settled(status, None, exc, 0, outcome.attempts)
         warnings.extend(accepted.warnings)
         return Settled(
             CallStatus.SUCCEEDED, accepted.data, None, accepted.output_bytes, outcome.attempts

@@ -1,0 +1,175 @@
+"""Executor trust at call time, against a scripted executor on loopback (a real uvicorn
+process that misbehaves on command and keeps its own execution journal): signed responses,
+the outcome of every doubtful answer per effect, and the audit line of each."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import time
+import uuid
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from charter.contracts.decorator import declared_contract
+from charter.executors.http_protocol import (
+    RESPONSE_SIGNATURE_HEADER,
+    dumps,
+    response_signature,
+    response_signature_matches,
+    signed_headers,
+)
+from charter.runtime import Runtime
+from tests.executors_http import fault_tools
+from tests.executors_http.conftest import REPO, FaultExecutor, approved_call, audit_lines
+
+pytestmark = pytest.mark.anyio
+
+ORDER = declared_contract(fault_tools.order)
+
+
+# ---------------------------------------------------------------------------------------
+# the wire format: the documented test vector, and the executor helper signs
+
+
+def _vector() -> dict[str, str]:
+    text = (REPO / "docs" / "executors.md").read_text(encoding="utf-8")
+    block = text.split("<!-- response-signature-vector -->", 1)[1].split("<!-- /", 1)[0]
+    rows = re.findall(r"^\| ([^|]+?) \| `(.*)` \|$", block, flags=re.MULTILINE)
+    return dict(rows)
+
+
+def test_the_documented_response_signature_vector_holds() -> None:
+    v = _vector()
+    body = v["body (UTF-8, exact bytes)"].encode()
+    assert hashlib.sha256(body).hexdigest() == v["sha256 of the body"]
+    computed = response_signature(
+        v["signing key (UTF-8)"].encode(),
+        status=int(v["status"]),
+        call_id=v["call_id"],
+        idempotency_key=v["idempotency_key"],
+        contract_digest=v["contract_digest"],
+        nonce=v["nonce"],
+        body=body,
+    )
+    assert computed == v["header value"]
+
+
+def test_the_executor_app_signs_every_answer_bound_to_the_request(
+    executor: FaultExecutor,
+) -> None:
+    key = uuid.uuid4().hex
+    payload = dumps(
+        {
+            "call_id": "sig-1",
+            "idempotency_key": key,
+            "tool": {"id": ORDER.id, "version": ORDER.version, "contract_digest": ORDER.digest},
+            "arguments": {"item": "pen"},
+            "deadline": 5,
+        }
+    )
+    for signing_key, status in ((executor.signing_key, 200), ("w" * 32, 401)):
+        headers = signed_headers(
+            credential=executor.credential.encode(),
+            signing_key=signing_key.encode(),
+            method="POST",
+            path="/execute",
+            body=payload,
+            now=time.time(),
+        )
+        response = httpx2.post(f"{executor.url}/execute", content=payload, headers=headers)
+        assert response.status_code == status
+        fields = {
+            "status": status,
+            "call_id": "sig-1",
+            "idempotency_key": key,
+            "contract_digest": ORDER.digest,
+            "nonce": headers["X-Charter-Nonce"],
+            "body": response.content,
+        }
+        offered = response.headers[RESPONSE_SIGNATURE_HEADER]
+        assert response_signature_matches(executor.signing_key.encode(), offered, **fields)
+        assert not response_signature_matches(
+            executor.signing_key.encode(), offered, **{**fields, "call_id": "sig-2"}
+        )
+        assert not response_signature_matches(
+            executor.signing_key.encode(), offered, **{**fields, "nonce": "0" * 32}
+        )
+
+
+# ---------------------------------------------------------------------------------------
+# honest outcomes: each misbehaviour, per effect, with the journal and the audit line
+
+WRITE_CASES = [
+    ("unsigned", "RESPONSE_UNSIGNED"),
+    ("bad_signature", "RESPONSE_SIGNATURE_INVALID"),
+    ("wrong_call_id", "CALL_ID_MISMATCH"),
+    ("malformed", "EXECUTOR_MALFORMED_RESPONSE"),
+    ("schema", "RESULT_SCHEMA_MISMATCH"),
+    ("gzip", "EXECUTOR_CONTENT_ENCODING"),
+    ("drop", "EXECUTOR_CONNECTION_LOST"),
+]
+
+
+@pytest.mark.parametrize(("mode", "reason"), WRITE_CASES)
+async def test_a_write_whose_answer_is_in_doubt_is_unknown(
+    rt: Runtime, project: Path, executor: FaultExecutor, mode: str, reason: str
+) -> None:
+    ctx = await rt.resolve_context("app", "shopper")
+    before = executor.executions("shop.order")
+    executor.mode(mode)
+    call_id = f"w-{mode}"
+    env = await approved_call(rt, ctx.context_id, "shop.order", call_id, {"item": "ink"})
+    assert env.status.value == "unknown", env.error
+    assert env.error is not None
+    assert env.error["reason"] == reason
+    assert executor.executions("shop.order") == before + 1  # it ran, once
+    outcomes = [(a["outcome"], a["reason"]) for a in audit_lines(project, call_id)]
+    assert outcomes[-1] == ("unknown", reason)
+    executor.mode("ok")
+    again = await rt.call(ctx.context_id, "shop.order", call_id, {"item": "ink"}, as_="app")
+    assert (again.status.value, again.metrics.cached) == ("unknown", True)  # never re-sent
+    assert executor.executions("shop.order") == before + 1
+
+
+@pytest.mark.parametrize(
+    ("mode", "reason"),
+    [
+        ("unsigned", "RESPONSE_UNSIGNED"),
+        ("bad_signature", "RESPONSE_SIGNATURE_INVALID"),
+        ("wrong_call_id", "CALL_ID_MISMATCH"),
+        ("malformed", "EXECUTOR_MALFORMED_RESPONSE"),
+        ("schema", "RESULT_SCHEMA_MISMATCH"),
+        ("gzip", "EXECUTOR_CONTENT_ENCODING"),
+    ],
+)
+async def test_a_read_whose_answer_is_in_doubt_stays_failed(
+    rt: Runtime, project: Path, executor: FaultExecutor, mode: str, reason: str
+) -> None:
+    ctx = await rt.resolve_context("app", "shopper")
+    before = executor.executions("shop.lookup")
+    executor.mode(mode)
+    call_id = f"r-{mode}"
+    env = await rt.call(ctx.context_id, "shop.lookup", call_id, {"item": "pen"}, as_="app")
+    assert env.status.value == "failed", env.error
+    assert env.error is not None
+    assert (env.error["code"], env.error["reason"]) == ("contract_violation", reason)
+    assert executor.executions("shop.lookup") == before + 1
+    assert [(a["outcome"], a["reason"]) for a in audit_lines(project, call_id)][-1] == (
+        "failed",
+        reason,
+    )
+
+
+async def test_a_forged_success_is_never_recorded(
+    rt: Runtime, executor: FaultExecutor, project: Path
+) -> None:
+    """An impostor that knows the bearer credential but not the signing key answers
+    ``succeeded``: the write is unknown, and the receipt holds none of the forged data."""
+    ctx = await rt.resolve_context("app", "shopper")
+    executor.mode("bad_signature")
+    env = await approved_call(rt, ctx.context_id, "shop.order", "forged", {"item": "ink"})
+    assert env.status.value == "unknown"
+    assert env.data is None
