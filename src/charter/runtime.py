@@ -352,7 +352,11 @@ def _executors(
         mcp=mcp,
         root=project_dir,
         functions=frozenset(functions or ()),
+        ttl_s=deployment.readiness_ttl_s,
     )
+    for remote in (http, mcp):
+        if remote is not None:
+            remote.on_mismatch = readiness.invalidate
     return executors, readiness
 
 

@@ -165,9 +165,11 @@ def write_project(
     *,
     lookup_required: bool = True,
     extra_binding: str = "",
+    extra_top: str = "",
+    tools: str = "fault_tools.py",
 ) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "fault_tools.py", directory / "tools.py")
+    shutil.copy(HERE / tools, directory / "tools.py")
     (directory / "charter.yaml").write_text(CHARTER_YAML)
     secrets_dir = directory / "secrets"
     secrets_dir.mkdir(exist_ok=True)
@@ -201,7 +203,7 @@ enable: [shop.order]
 bindings:
   shop.lookup: {binding}, required: {str(lookup_required).lower()}{extra_binding}}}
   shop.order: {binding}}}
-"""
+{extra_top}"""
     )
     return directory
 

@@ -5,15 +5,19 @@ the outcome of every doubtful answer per effect, and the audit line of each."""
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 import httpx2
 import pytest
 
+import charter
 from charter.contracts.decorator import declared_contract
+from charter.errors import TransientExternal
 from charter.executors.http_protocol import (
     RESPONSE_SIGNATURE_HEADER,
     dumps,
@@ -23,7 +27,13 @@ from charter.executors.http_protocol import (
 )
 from charter.runtime import Runtime
 from tests.executors_http import fault_tools
-from tests.executors_http.conftest import REPO, FaultExecutor, approved_call, audit_lines
+from tests.executors_http.conftest import (
+    REPO,
+    FaultExecutor,
+    approved_call,
+    audit_lines,
+    write_project,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +183,109 @@ async def test_a_forged_success_is_never_recorded(
     env = await approved_call(rt, ctx.context_id, "shop.order", "forged", {"item": "ink"})
     assert env.status.value == "unknown"
     assert env.data is None
+
+
+# ---------------------------------------------------------------------------------------
+# readiness at dispatch
+
+
+async def _open(project: Path) -> Any:
+    return charter.open(project, store="memory:", audit_file=project / "audit.jsonl")
+
+
+@pytest.fixture
+def eager(tmp_path: Path, executor: FaultExecutor) -> Path:
+    """A project whose readiness is checked at every call (``readiness.ttl_s: 0``)."""
+    return write_project(
+        tmp_path / "eager",
+        executor.url,
+        executor.credential,
+        executor.signing_key,
+        extra_top="readiness: {ttl_s: 0}\n",
+    )
+
+
+@pytest.mark.parametrize("mode", ["order_digest", "order_version"])
+async def test_a_write_whose_executor_changed_after_approval_is_refused_before_its_intent(
+    eager: Path, executor: FaultExecutor, mode: str
+) -> None:
+    async with await _open(eager) as rt:
+        ctx = await rt.resolve_context("app", "shopper")
+        first = await rt.call(ctx.context_id, "shop.order", "rug", {"item": "ink"}, as_="app")
+        assert first.approval is not None
+        await rt.approve(first.approval["id"], as_="op")
+        before = executor.executions("shop.order")
+        executor.mode(mode)  # the executor now describes another contract
+        env = await rt.call(ctx.context_id, "shop.order", "rug", {"item": "ink"}, as_="app")
+        assert env.status.value == "failed"
+        assert env.error is not None
+        assert (env.error["code"], env.error["reason"]) == (
+            "transient_external",
+            "EXECUTOR_CONTRACT_CHANGED",
+        )
+        assert executor.executions("shop.order") == before  # nothing sent
+        row = await rt.get_call(ctx.context_id, "rug", as_="app")
+        assert row["state"] == "pending_approval"  # no intent recorded; approval kept
+        lines = audit_lines(eager, "rug")
+        assert (lines[-1]["outcome"], lines[-1]["reason"]) == (
+            "failed",
+            "EXECUTOR_CONTRACT_CHANGED",
+        )
+        executor.mode("ok")  # back as the Build says: the approved call runs, once
+        ok = await rt.call(ctx.context_id, "shop.order", "rug", {"item": "ink"}, as_="app")
+        assert ok.status.value == "succeeded", ok.error
+        assert executor.executions("shop.order") == before + 1
+
+
+async def test_a_read_in_an_earlier_context_is_refused_once_the_digest_changes(
+    eager: Path, executor: FaultExecutor
+) -> None:
+    async with await _open(eager) as rt:
+        ctx = await rt.resolve_context("app", "shopper")
+        before = executor.executions("shop.lookup")
+        executor.mode("digest")
+        env = await rt.call(ctx.context_id, "shop.lookup", "rd", {"item": "pen"}, as_="app")
+        assert env.status.value == "failed"
+        assert env.error is not None
+        assert env.error["reason"] == "EXECUTOR_CONTRACT_CHANGED"
+        assert env.error["retryable"] is True  # nothing was reserved or sent
+        assert executor.executions("shop.lookup") == before
+        executor.mode("ok")
+        again = await rt.call(ctx.context_id, "shop.lookup", "rd", {"item": "pen"}, as_="app")
+        assert again.status.value == "succeeded"
+        # a context resolution refused for readiness reaches the audit file too
+        executor.mode("order_digest")
+        with pytest.raises(TransientExternal):
+            await rt.resolve_context("app", "shopper")
+    lines = [json.loads(line) for line in (eager / "audit.jsonl").read_text().splitlines()]
+    refused = [line for line in lines if line["outcome"] == "not_ready"]
+    assert refused
+    assert (refused[-1]["tool"], refused[-1]["reason"]) == ("shop.order", "TOOL_NOT_READY")
+    assert refused[-1]["details"]["readiness_reason"] == "DIGEST_MISMATCH"
+
+
+async def test_a_contract_mismatch_answer_drops_the_cached_readiness(
+    tmp_path: Path, executor: FaultExecutor
+) -> None:
+    """Readiness cached for ten minutes: the executor starts serving another contract; the
+    first call is refused by the executor (409, nothing ran), the next before its intent."""
+    project = write_project(
+        tmp_path / "lazy",
+        executor.url,
+        executor.credential,
+        executor.signing_key,
+        extra_top="readiness: {ttl_s: 600}\n",
+    )
+    async with await _open(project) as rt:
+        ctx = await rt.resolve_context("app", "shopper")
+        before = executor.executions("shop.order")
+        executor.mode("v2")
+        first = await approved_call(rt, ctx.context_id, "shop.order", "m1", {"item": "ink"})
+        assert first.status.value == "failed"
+        assert first.error is not None
+        assert first.error["reason"] == "CONTRACT_MISMATCH"
+        second = await approved_call(rt, ctx.context_id, "shop.order", "m2", {"item": "ink"})
+        assert second.status.value == "failed"
+        assert second.error is not None
+        assert second.error["reason"] == "EXECUTOR_CONTRACT_CHANGED"
+        assert executor.executions("shop.order") == before

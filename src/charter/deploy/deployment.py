@@ -64,6 +64,7 @@ _BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
 _DEFAULT_EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
 DEFAULT_APPROVAL_LIFETIME_S = 300.0
 DEFAULT_CONTEXT_LIFETIME_S = 900.0
+DEFAULT_READINESS_TTL_S = 5.0
 
 _PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -125,6 +126,9 @@ class Deployment:
     approval_token: SecretRef | None = None
     approval_lifetime_s: float = DEFAULT_APPROVAL_LIFETIME_S
     context_lifetime_s: float = DEFAULT_CONTEXT_LIFETIME_S
+    # how long a readiness report (each remote executor's describe / tool listing) is
+    # trusted, at context resolution and before every remote call's intent
+    readiness_ttl_s: float = DEFAULT_READINESS_TTL_S
     limits: Limits = field(default_factory=Limits)
     artifacts: ArtifactSettings = field(default_factory=ArtifactSettings)
     # Proposal and write tools run only when named here; read tools are on by default.
@@ -188,6 +192,7 @@ class Deployment:
             },
             "approvals": {"lifetime_s": self.approval_lifetime_s},
             "contexts": {"lifetime_s": self.context_lifetime_s},
+            "readiness": {"ttl_s": self.readiness_ttl_s},
             "limits": {
                 "run_tool_calls": self.limits.run_tool_calls,
                 "run_elapsed_s": self.limits.run_elapsed_s,
@@ -368,6 +373,7 @@ _TOP = frozenset(
         "chat",  # read by charter.providers.config (providers, grace window, retention)
         "proposals",  # read by charter.proposals.service (kinds, appliers, who may decide)
         "artifacts",
+        "readiness",
     }
 )
 _ARTIFACTS = frozenset(
@@ -422,6 +428,12 @@ def parse_deployment(
         if "lifetime_s" in section:
             context_lifetime = r.positive(section["lifetime_s"], "contexts.lifetime_s")
 
+    readiness_ttl = DEFAULT_READINESS_TTL_S
+    if "readiness" in doc:
+        section = r.mapping(doc["readiness"], "readiness", frozenset({"ttl_s"}))
+        if "ttl_s" in section:
+            readiness_ttl = _ttl(r, section["ttl_s"], "readiness.ttl_s")
+
     limits = _limits(r, doc.get("limits"))
     artifacts = _artifact_settings(r, doc.get("artifacts"))
     principals, key_refs, key_digests = _principals(r, doc.get("principals"), file, env)
@@ -464,6 +476,7 @@ def parse_deployment(
         approval_token=token,
         approval_lifetime_s=approval_lifetime,
         context_lifetime_s=context_lifetime,
+        readiness_ttl_s=readiness_ttl,
         limits=limits,
         artifacts=artifacts,
         enabled_tools=enabled,
@@ -474,6 +487,15 @@ def parse_deployment(
         _key_digests=MappingProxyType(key_digests),
         _token_digest=token_digest,
     )
+
+
+def _ttl(r: _Reader, value: Any, where: str) -> float:
+    """Seconds, zero allowed (zero: check at every call), at most an hour."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise r.fail(where, "must be a number of seconds")
+    if not 0 <= value <= 3600:
+        raise r.fail(where, "must be between 0 and 3600 seconds")
+    return float(value)
 
 
 def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:

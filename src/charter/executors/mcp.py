@@ -293,6 +293,9 @@ class McpExecutor:
         self._servers = dict(servers)  # tool id -> server
         self._redact = redact_message
         self._sessions: dict[tuple[Any, ...], _Session] = {}
+        # Told the tool id of a pinned tool found drifted at call time, so readiness checks
+        # again before the next call's intent.
+        self.on_mismatch: Any = None
 
     @property
     def servers(self) -> Mapping[str, McpServerSpec]:
@@ -394,6 +397,8 @@ class McpExecutor:
                 client = await session.client()
                 drift = compare(contract, await _all_tools(client))
                 if drift is not None:
+                    if self.on_mismatch is not None:
+                        self.on_mismatch(contract.id)
                     return failed(
                         ContractViolation(
                             f"not ready: {drift.describe()}",
