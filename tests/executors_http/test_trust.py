@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shutil
 import time
 import uuid
 from pathlib import Path
@@ -25,9 +26,11 @@ from charter.executors.http_protocol import (
     response_signature_matches,
     signed_headers,
 )
-from charter.runtime import Runtime
+from charter.ledger.verify import verify_run
+from charter.runtime import Runtime, ledger_key_for
 from tests.executors_http import fault_tools
 from tests.executors_http.conftest import (
+    HERE,
     REPO,
     FaultExecutor,
     approved_call,
@@ -289,3 +292,47 @@ async def test_a_contract_mismatch_answer_drops_the_cached_readiness(
         assert second.error is not None
         assert second.error["reason"] == "EXECUTOR_CONTRACT_CHANGED"
         assert executor.executions("shop.order") == before
+
+
+# ---------------------------------------------------------------------------------------
+# approvals across Build changes
+
+
+async def test_an_approved_write_whose_contract_changed_asks_again_and_runs_once(
+    project: Path, executor: FaultExecutor
+) -> None:
+    store = f"sqlite:///{project / 'charter.db'}"
+    async with charter.open(project, store=store) as rt:
+        ctx = await rt.resolve_context("app", "shopper")
+        first = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        assert first.approval is not None
+        old_id = first.approval["id"]
+        await rt.approve(old_id, as_="op")
+    before = executor.executions("shop.order")
+    # a new Build and executor: one optional parameter added, same version
+    executor.mode("v2")
+    shutil.copy(HERE / "fault_tools_v2.py", project / "tools.py")
+    async with charter.open(project, store=store) as rt:
+        new_digest = rt.build.tools["shop.order"].contract.digest
+        again = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        assert again.status.value == "pending_approval", again.error
+        assert again.approval is not None
+        assert again.approval["id"] != old_id
+        assert any(w.startswith("APPROVAL_STALE") for w in again.warnings)
+        approvals = {a["approval_id"]: a for a in await rt.approvals(as_="op", status=None)}
+        assert (approvals[old_id]["status"], approvals[old_id]["reason"]) == (
+            "expired",
+            "APPROVAL_STALE",
+        )
+        assert approvals[again.approval["id"]]["contract_digest"] == new_digest
+        assert executor.executions("shop.order") == before  # nothing ran on the old approval
+        await rt.approve(again.approval["id"], as_="op")
+        done = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        assert done.status.value == "succeeded", done.error
+        repeat = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        assert repeat.metrics.cached
+        assert executor.executions("shop.order") == before + 1
+        row = await rt.get_call(ctx.context_id, "chg", as_="app")
+        assert row["contract_digest"] == new_digest
+        report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project, None))
+        assert report.ok, report.reason

@@ -246,7 +246,15 @@ def _approval_requested(event: EventFacts, get: Getter) -> Writes:
         # A fresh request for the same call, allowed only once its approval has expired;
         # a concurrent duplicate asking at the same time conflicts and reads this one.
         writes = {
-            ckey: {**existing, "approval_id": aid, "updated_seq": event.seq, "updated_at": event.at}
+            ckey: {
+                **existing,
+                "approval_id": aid,
+                # a request replacing a stale approval binds the tool's current contract
+                "tool_version": p.get("tool_version", existing.get("tool_version")),
+                "contract_digest": p.get("contract_digest", existing.get("contract_digest")),
+                "updated_seq": event.seq,
+                "updated_at": event.at,
+            }
         }
     else:
         raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
