@@ -42,7 +42,7 @@ ORDER_RESULT = {
 }
 
 
-@charter.tool("shop.order", effect="write", timeout_s=1.5, result_schema=ORDER_RESULT)
+@charter.tool("shop.order", effect="write", timeout_s=3, result_schema=ORDER_RESULT)
 def order(item: str, ctx: charter.Context) -> dict[str, Any]:
     """Order one item (a business effect, counted in the executor's own table)."""
     with _db() as db:

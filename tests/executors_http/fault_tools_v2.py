@@ -33,7 +33,7 @@ def lookup(item: str) -> dict[str, Any]:
     return {"item": item, "stock": 3}
 
 
-@charter.tool("shop.order", effect="write", timeout_s=1.5, result_schema=ORDER_RESULT)
+@charter.tool("shop.order", effect="write", timeout_s=3, result_schema=ORDER_RESULT)
 def order(item: str, ctx: charter.Context, note: str = "") -> dict[str, Any]:
     """Order one item (a business effect, counted in the executor's own table)."""
     db = sqlite3.connect(os.environ["FAULT_DB"], isolation_level=None, timeout=30)

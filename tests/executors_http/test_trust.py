@@ -13,10 +13,14 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import anyio
+import anyio.to_thread
 import httpx2
 import pytest
+from typer.testing import CliRunner
 
 import charter
+from charter.cli.app import app
 from charter.contracts.decorator import declared_contract
 from charter.errors import TransientExternal
 from charter.executors.http_protocol import (
@@ -336,3 +340,82 @@ async def test_an_approved_write_whose_contract_changed_asks_again_and_runs_once
         assert row["contract_digest"] == new_digest
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project, None))
         assert report.ok, report.reason
+
+
+# ---------------------------------------------------------------------------------------
+# late results
+
+
+async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
+    project: Path, executor: FaultExecutor
+) -> None:
+    """The dispatching process looks dead to a restarted one (its owner token belongs to an
+    earlier incarnation), which reconciles the call to unknown while the executor still holds
+    the answer; the answer then arrives: recorded as evidence, the state stays unknown."""
+    store = f"sqlite:///{project / 'charter.db'}"
+    audit = project / "audit.jsonl"
+    async with (
+        charter.open(project, store=store, audit_file=audit) as rt,
+        charter.open(project, store=store, reconcile=False) as restarted,
+    ):
+        ctx = await rt.resolve_context("app", "shopper")
+        first = await rt.call(ctx.context_id, "shop.order", "late-1", {"item": "ink"}, as_="app")
+        assert first.approval is not None
+        await rt.approve(first.approval["id"], as_="op")
+        rt.kernel._owner = {**rt.kernel._owner, "start": "an-earlier-incarnation"}
+        before = executor.executions("shop.order")
+        executor.mode("late")
+        async with anyio.create_task_group() as tg:
+            answers: list[Any] = []
+
+            async def submit() -> None:
+                answers.append(
+                    await rt.call(
+                        ctx.context_id, "shop.order", "late-1", {"item": "ink"}, as_="app"
+                    )
+                )
+
+            tg.start_soon(submit)
+            with anyio.fail_after(10):
+                while await anyio.to_thread.run_sync(executor.held) == 0:
+                    await anyio.sleep(0.02)
+            reconciled = await restarted.kernel.reconcile()
+            assert [r["call_id"] for r in reconciled] == ["late-1"]
+            executor.release()
+        (env,) = answers
+        assert env.status.value == "unknown"
+        assert env.error is not None
+        assert env.error["reason"] == "DISPATCH_INTERRUPTED"
+        assert any(w.startswith("LATE_RESULT") for w in env.warnings)
+        assert executor.executions("shop.order") == before + 1
+        row = await rt.get_call(ctx.context_id, "late-1", as_="op")
+        assert row["state"] == "unknown"
+        late = row["late_result"]
+        assert late["receipt"]["status"] == "succeeded"
+        assert late["receipt"]["data"]["ordered"] == "ink"
+        report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project, None))
+        assert report.ok, report.reason
+    lines = audit_lines(project, "late-1")
+    assert lines[-1]["outcome"] == "late_result"
+    shown = await anyio.to_thread.run_sync(
+        CliRunner().invoke,
+        app,
+        [
+            "calls",
+            "show",
+            "late-1",
+            "--context",
+            ctx.context_id,
+            "--as",
+            "op",
+            "--project",
+            str(project),
+            "--store",
+            store,
+        ],
+        None,
+        {"COLUMNS": "200"},
+    )
+    assert shown.exit_code == 0, shown.output
+    assert "late result" in shown.stdout
+    assert '"ordered": "ink"' in shown.stdout

@@ -52,6 +52,16 @@ from charter.errors import (
     TimeoutFailure,
     TransientExternal,
 )
+from charter.executors.http_protocol import (
+    NONCE_HEADER,
+    PROTOCOL,
+    RESPONSE_SIGNATURE_HEADER,
+    StrictJSONError,
+    dumps,
+    loads_strict,
+    response_signature_matches,
+    signed_headers,
+)
 from charter.kernel.executor_port import (
     RESULT_TOO_LARGE,
     TIMEOUT,
@@ -65,16 +75,6 @@ from charter.kernel.executor_port import (
     scrub_details,
     succeeded,
     unknown,
-)
-from charter.executors.http_protocol import (
-    NONCE_HEADER,
-    PROTOCOL,
-    RESPONSE_SIGNATURE_HEADER,
-    StrictJSONError,
-    dumps,
-    loads_strict,
-    response_signature_matches,
-    signed_headers,
 )
 
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"

@@ -383,6 +383,22 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
         return {}
     if stage == "retrying":
         return {ckey: {**call, "attempts": int(call["attempts"]) + 1, "updated_seq": event.seq}}
+    if stage == "late_result":
+        # An answer that arrived after the call was made unknown (by restart reconciliation):
+        # kept on the row as evidence for an operator; the state does not change.
+        late = p.get("receipt")
+        return {
+            ckey: {
+                **call,
+                "late_result": {
+                    "at": event.at,
+                    "seq": event.seq,
+                    "receipt": late if isinstance(late, Mapping) else None,
+                },
+                "updated_seq": event.seq,
+                "updated_at": event.at,
+            }
+        }
     if stage not in STAGE_STATE:
         return {}  # result_accepted, cache_hit: observational
     resolving = p.get("resolved_by") is not None
