@@ -20,8 +20,8 @@ import httpx2
 import pytest
 
 import charter
-from charter.remote import Journal
 from charter.kernel.envelope import Envelope
+from charter.remote import Journal
 from charter.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent

@@ -8,7 +8,7 @@ happened.
 Every answer must carry a valid response signature (``http_protocol.response_signature``)
 over this call's id, idempotency key, contract digest and request nonce; an answer that does
 not, or that is otherwise unreadable after the request was sent, leaves a write's effect in
-doubt. :func:`charter.executors.base.in_doubt` decides per effect: ``failed`` for a read
+doubt. :func:`charter.kernel.executor_port.in_doubt` decides per effect: ``failed`` for a read
 tool, ``unknown`` for any other effect.
 
 - nothing sent (refused, DNS, pool): ``failed``, not dispatched, ``EXECUTOR_UNREACHABLE``;
