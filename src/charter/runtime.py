@@ -336,7 +336,11 @@ def _executors(
     }
     http: HttpExecutor | None = None
     if endpoints:
-        http = HttpExecutor(endpoints=endpoints, redact_message=redactor.message_redactor())
+        http = HttpExecutor(
+            endpoints=endpoints,
+            redact_message=redactor.message_redactor(),
+            egress=deployment.egress,
+        )
         executors["http"] = http
     mcp = None
     if any(b.executor == "mcp" for b in bindings.values()):

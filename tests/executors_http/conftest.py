@@ -167,6 +167,7 @@ def write_project(
     extra_binding: str = "",
     extra_top: str = "",
     tools: str = "fault_tools.py",
+    egress: str = "egress: {allow: [127.0.0.1/32]}\n",
 ) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
     shutil.copy(HERE / tools, directory / "tools.py")
@@ -200,7 +201,7 @@ principals:
     permissions: [approvals:approve]
     api_key: {{file: secrets/op}}
 enable: [shop.order]
-bindings:
+{egress}bindings:
   shop.lookup: {binding}, required: {str(lookup_required).lower()}{extra_binding}}}
   shop.order: {binding}}}
 {extra_top}"""

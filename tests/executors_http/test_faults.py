@@ -139,7 +139,13 @@ async def test_connection_refused_is_failed_and_not_dispatched() -> None:
     endpoint = HttpEndpoint(
         url=f"http://127.0.0.1:{free_port()}", credential=b"c" * 32, signing_key=b"s" * 32
     )
-    executor = HttpExecutor(endpoints={"shop.order": endpoint}, redact_message=lambda m, r: m)
+    from charter.executors.egress import EgressPolicy
+
+    executor = HttpExecutor(
+        endpoints={"shop.order": endpoint},
+        redact_message=lambda m, r: m,
+        egress=EgressPolicy.parse(["127.0.0.1"]),
+    )
     try:
         outcome = await executor.execute(
             ExecutionRequest(

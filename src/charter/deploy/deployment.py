@@ -34,8 +34,10 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.deploy.remote_settings import DEFAULT_READINESS_TTL_S, remote_settings
 from charter.deploy.secret_ref import _ENV_NAME, SecretRef
 from charter.errors import ConfigError
+from charter.executors.egress import EgressPolicy
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.kernel.settings import Mode
 from charter.project.yamlio import strict_load, yaml_problem
@@ -64,7 +66,6 @@ _BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
 _DEFAULT_EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
 DEFAULT_APPROVAL_LIFETIME_S = 300.0
 DEFAULT_CONTEXT_LIFETIME_S = 900.0
-DEFAULT_READINESS_TTL_S = 5.0
 
 _PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
 _HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
@@ -129,6 +130,8 @@ class Deployment:
     # how long a readiness report (each remote executor's describe / tool listing) is
     # trusted, at context resolution and before every remote call's intent
     readiness_ttl_s: float = DEFAULT_READINESS_TTL_S
+    # where remote executors may be reached (``egress.allow``); see docs/deploy.md
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
     limits: Limits = field(default_factory=Limits)
     artifacts: ArtifactSettings = field(default_factory=ArtifactSettings)
     # Proposal and write tools run only when named here; read tools are on by default.
@@ -193,6 +196,7 @@ class Deployment:
             "approvals": {"lifetime_s": self.approval_lifetime_s},
             "contexts": {"lifetime_s": self.context_lifetime_s},
             "readiness": {"ttl_s": self.readiness_ttl_s},
+            "egress": {"allow": self.egress.describe()},
             "limits": {
                 "run_tool_calls": self.limits.run_tool_calls,
                 "run_elapsed_s": self.limits.run_elapsed_s,
@@ -374,6 +378,7 @@ _TOP = frozenset(
         "proposals",  # read by charter.proposals.service (kinds, appliers, who may decide)
         "artifacts",
         "readiness",
+        "egress",
     }
 )
 _ARTIFACTS = frozenset(
@@ -428,11 +433,7 @@ def parse_deployment(
         if "lifetime_s" in section:
             context_lifetime = r.positive(section["lifetime_s"], "contexts.lifetime_s")
 
-    readiness_ttl = DEFAULT_READINESS_TTL_S
-    if "readiness" in doc:
-        section = r.mapping(doc["readiness"], "readiness", frozenset({"ttl_s"}))
-        if "ttl_s" in section:
-            readiness_ttl = _ttl(r, section["ttl_s"], "readiness.ttl_s")
+    readiness_ttl, egress = remote_settings(doc, r.mapping, r.fail)
 
     limits = _limits(r, doc.get("limits"))
     artifacts = _artifact_settings(r, doc.get("artifacts"))
@@ -477,6 +478,7 @@ def parse_deployment(
         approval_lifetime_s=approval_lifetime,
         context_lifetime_s=context_lifetime,
         readiness_ttl_s=readiness_ttl,
+        egress=egress,
         limits=limits,
         artifacts=artifacts,
         enabled_tools=enabled,
@@ -487,15 +489,6 @@ def parse_deployment(
         _key_digests=MappingProxyType(key_digests),
         _token_digest=token_digest,
     )
-
-
-def _ttl(r: _Reader, value: Any, where: str) -> float:
-    """Seconds, zero allowed (zero: check at every call), at most an hour."""
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise r.fail(where, "must be a number of seconds")
-    if not 0 <= value <= 3600:
-        raise r.fail(where, "must be between 0 and 3600 seconds")
-    return float(value)
 
 
 def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:

@@ -217,7 +217,11 @@ class Readiness:
                 reason=TOOL_NOT_DESCRIBED,
                 message=f"executor {found.name} {found.version} does not describe {tool_id}",
             )
-        reported = {"reported_version": tool.version, "reported_digest": tool.contract_digest}
+        reported: dict[str, Any] = {
+            "reported_version": tool.version,
+            "reported_digest": tool.contract_digest,
+            "address": found.address,
+        }
         if tool.version != contract.version:
             return self._base(
                 tool_id,
@@ -237,7 +241,13 @@ class Readiness:
                 message="the executor's contract digest differs from the Build's",
                 **reported,
             )
-        return self._base(tool_id, binding, ready=True, **reported)
+        moved = None
+        if found.previous_address is not None:
+            moved = (
+                f"the executor's address changed from {found.previous_address} to "
+                f"{found.address}; pinned after a signed describe"
+            )
+        return self._base(tool_id, binding, ready=True, message=moved, **reported)
 
     async def _upstream(self) -> dict[str, Drift | Failure]:
         """Downstream MCP servers: each pinned tool that drifted, or why its server failed."""

@@ -25,6 +25,15 @@ tool, ``unknown`` for any other effect.
 - signed ``{status: succeeded, result}``: ``succeeded`` (the kernel then checks the result
   schema — a mismatch is again ``failed`` for a read tool, ``unknown`` otherwise).
 
+Addresses are pinned: each endpoint's host name is resolved when readiness describes it (once
+per readiness period) and every request goes to that address — never resolved again per
+connection — with the name kept in the ``Host`` header and, for ``https``, as the TLS server
+name (the certificate is still checked against the name). Every resolved address passes the
+deployment's egress policy first (:mod:`charter.executors.egress`); a refused one is never
+connected to (``EGRESS_REFUSED``). A resolution that changed is taken only after a describe
+over the new address verified (it is signed with the binding's key), and the report says
+where it moved from. Redirects are never followed.
+
 The protocol makes 3xx and 4xx safe to read as "not executed": a conforming executor answers
 them only before running anything (``docs/executors.md``). Nothing here retries; the kernel
 retries read-only idempotent tools itself.
@@ -33,9 +42,12 @@ retries read-only idempotent tools itself.
 from __future__ import annotations
 
 import contextlib
+import ipaddress
+import logging
+import socket
 import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -52,6 +64,7 @@ from charter.errors import (
     TimeoutFailure,
     TransientExternal,
 )
+from charter.executors.egress import EGRESS_REFUSED, EgressPolicy
 from charter.executors.http_protocol import (
     NONCE_HEADER,
     PROTOCOL,
@@ -93,8 +106,20 @@ EXECUTOR_CONTENT_ENCODING = "EXECUTOR_CONTENT_ENCODING"
 CONTRACT_MISMATCH = "CONTRACT_MISMATCH"  # the executor's 409: it serves another contract
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 DESCRIBE_TIMEOUT_S = 5.0
+LOG = logging.getLogger("charter.executors.http")
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+"""Resolves ``(host, port)`` to addresses, best first (the seam tests replace)."""
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The system's resolver (``getaddrinfo``), addresses in its order, duplicates dropped."""
+    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
 
 __all__ = [
+    "EGRESS_REFUSED",
     "RESULT_TOO_LARGE",
     "Described",
     "DescribedTool",
@@ -131,6 +156,8 @@ class Described:
     name: str
     version: str
     tools: Mapping[str, DescribedTool]
+    address: str | None = None  # the address it was reached at, now pinned
+    previous_address: str | None = None  # the address pinned before, if it changed
 
 
 class _Sent:
@@ -172,10 +199,15 @@ class HttpExecutor:
         redact_message: MessageRedactor,
         transport: httpx2.AsyncBaseTransport | None = None,
         clock: Any = time.time,
+        egress: EgressPolicy | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self._endpoints = dict(endpoints)
         self._redact = redact_message
         self._clock = clock
+        self.egress = egress if egress is not None else EgressPolicy()
+        self.resolver: Resolver = resolver or system_resolver
+        self._pins: dict[str, str] = {}  # base URL -> the address requests go to
         # Told the base URL of an executor that answered for another contract (a signed 409
         # CONTRACT_MISMATCH), so readiness re-describes it before the next call.
         self.on_mismatch: Any = None
@@ -194,6 +226,45 @@ class HttpExecutor:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    def pinned(self, url: str) -> str | None:
+        """The address requests to the executor at ``url`` go to (``None``: not yet)."""
+        return self._pins.get(url)
+
+    async def _address(self, endpoint: HttpEndpoint, *, repin: bool) -> str:
+        """The pinned address, or (``repin``, or none yet) a fresh resolution that the egress
+        policy allows; raises a :class:`Failure` when it cannot be resolved or is refused."""
+        pinned = self._pins.get(endpoint.url)
+        if pinned is not None and not repin:
+            return pinned
+        url = httpx2.URL(endpoint.url)
+        host = url.host
+        port = url.port or (443 if url.scheme == "https" else 80)
+        try:
+            ipaddress.ip_address(host)
+            addresses = [host]
+        except ValueError:
+            try:
+                addresses = await self.resolver(host, port)
+            except OSError as exc:
+                raise TransientExternal(
+                    f"the executor's host {host} cannot be resolved ({type(exc).__name__})",
+                    reason=EXECUTOR_UNREACHABLE,
+                ) from None
+        refusals = []
+        for address in addresses:
+            why = self.egress.refusal(host, address)
+            if why is None:
+                if pinned is None and not repin:
+                    self._pins[endpoint.url] = address
+                return address
+            refusals.append(why)
+        raise PermissionDenied(
+            f"the executor at {endpoint.url} may not be reached: "
+            + ("; ".join(refusals) if refusals else f"{host} resolved to no address"),
+            reason=EGRESS_REFUSED,
+            details={"host": host, "addresses": addresses[:8]},
+        )
+
     # -----------------------------------------------------------------------------------
     # describe
 
@@ -203,9 +274,10 @@ class HttpExecutor:
         """``GET /describe``; raises a :class:`Failure` whose reason says what went wrong."""
         url = endpoint.endpoint("describe")
         headers = self._headers(endpoint, "GET", url, b"")
+        address = await self._address(endpoint, repin=True)
         try:
             with anyio.fail_after(timeout_s):
-                answer = await self._send("GET", url, headers, b"", endpoint, _Sent())
+                answer = await self._send("GET", url, headers, b"", endpoint, _Sent(), address)
         except TimeoutError:
             raise TransientExternal(
                 f"the executor at {endpoint.url} did not describe itself within {timeout_s:g} s",
@@ -253,7 +325,18 @@ class HttpExecutor:
                 f"{answer.encoding[:40]!r}",
                 reason=DESCRIBE_INVALID,
             )
-        return _parse_describe(answer.body, endpoint.url)
+        described = _parse_describe(answer.body, endpoint.url)
+        previous = self._pins.get(endpoint.url)
+        self._pins[endpoint.url] = address
+        if previous is not None and previous != address:
+            LOG.warning(
+                "the executor at %s moved from %s to %s (pinned after a signed describe)",
+                endpoint.url,
+                previous,
+                address,
+            )
+        moved = previous if previous is not None and previous != address else None
+        return replace(described, address=address, previous_address=moved)
 
     # -----------------------------------------------------------------------------------
     # execute
@@ -298,12 +381,17 @@ class HttpExecutor:
             }
         )
         url = endpoint.endpoint("execute")
+        try:
+            address = await self._address(endpoint, repin=False)
+        except Failure as exc:
+            exc.call_id, exc.run_id = ctx.call_id, ctx.run_id
+            return failed(exc, dispatched=False)
         headers = self._headers(endpoint, "POST", url, body)
         headers["Idempotency-Key"] = ctx.idempotency_key
         sent = _Sent()
         try:
             with anyio.fail_after(deadline):
-                answer = await self._send("POST", url, headers, body, endpoint, sent)
+                answer = await self._send("POST", url, headers, body, endpoint, sent, address)
         except TimeoutError:
             if not sent.sent:
                 return self._not_sent(request, endpoint, "the deadline passed while connecting")
@@ -577,9 +665,11 @@ class HttpExecutor:
         body: bytes,
         endpoint: HttpEndpoint,
         sent: _Sent,
+        address: str,
     ) -> _Answer:
-        """Send one request; read at most ``max_response_bytes`` of the answer (raw bytes:
-        nothing is decompressed, so a Content-Encoding is seen, not trusted).
+        """Send one request to ``address`` (the pinned one; the name stays in ``Host`` and,
+        for https, the TLS server name); read at most ``max_response_bytes`` of the answer
+        (raw bytes: nothing is decompressed, so a Content-Encoding is seen, not trusted).
 
         The request is a CLIENT span of the current trace, whose context travels to the
         executor in the W3C ``traceparent`` header."""
@@ -591,7 +681,7 @@ class HttpExecutor:
         ) as span:
             traced = dict(headers)
             telemetry.inject(traced)
-            answer = await self._exchange(method, url, traced, body, endpoint, sent)
+            answer = await self._exchange(method, url, traced, body, endpoint, sent, address)
             span.set_attribute("http.response.status_code", answer.status)
             return answer
 
@@ -603,13 +693,18 @@ class HttpExecutor:
         body: bytes,
         endpoint: HttpEndpoint,
         sent: _Sent,
+        address: str,
     ) -> _Answer:
+        named = httpx2.URL(url)
+        extensions: dict[str, Any] = {"trace": sent}
+        if named.scheme == "https":
+            extensions["sni_hostname"] = named.host
         request = self._client.build_request(
             method,
-            url,
-            headers=headers,
+            named.copy_with(host=address),
+            headers={**headers, "Host": named.netloc.decode("ascii")},
             content=body if body else None,
-            extensions={"trace": sent},
+            extensions=extensions,
             timeout=httpx2.Timeout(None),  # the caller's deadline bounds the whole exchange
         )
         response = await self._client.send(request, stream=True)

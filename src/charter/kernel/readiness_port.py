@@ -32,6 +32,7 @@ class ToolReadiness:
     reported_digest: str | None = None
     reason: str | None = None
     message: str | None = None
+    address: str | None = None  # http: the address requests go to (pinned at this check)
 
     @property
     def status(self) -> str:
@@ -42,6 +43,7 @@ class ToolReadiness:
             "tool": self.tool_id,
             "executor": self.executor,
             "endpoint": self.endpoint,
+            "address": self.address,
             "required": self.required,
             "status": self.status,
             "expected": {"version": self.expected_version, "digest": self.expected_digest},
