@@ -346,7 +346,12 @@ def _executors(
     if any(b.executor == "mcp" for b in bindings.values()):
         from charter.executors.mcp import mcp_executor  # needs the mcp extra: only when bound
 
-        mcp = mcp_executor(bindings, root=project_dir, redact_message=redactor.message_redactor())
+        mcp = mcp_executor(
+            bindings,
+            root=project_dir,
+            redact_message=redactor.message_redactor(),
+            egress=deployment.egress,
+        )
         if mcp is not None:
             executors["mcp"] = mcp
     readiness = Readiness(

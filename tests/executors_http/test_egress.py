@@ -5,6 +5,11 @@ keeps running on loopback."""
 from __future__ import annotations
 
 import json
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +22,13 @@ from charter.deploy.deployment import parse_deployment
 from charter.errors import ConfigError
 from charter.executors.egress import EgressPolicy
 from charter.runtime import check_readiness
-from tests.executors_http.conftest import FaultExecutor, audit_lines, write_project
+from tests.executors_http.conftest import (
+    HERE,
+    FaultExecutor,
+    audit_lines,
+    free_port,
+    write_project,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -173,3 +184,121 @@ async def test_undeclared_loopback_is_never_connected_to(
     )
     report = await check_readiness(project)
     assert {t.reason for t in report.tools} == {"EGRESS_REFUSED"}
+
+
+# ---------------------------------------------------------------------------------------
+# downstream MCP servers reached by url
+
+
+async def test_an_mcp_url_server_on_a_refused_address_is_never_connected_to() -> None:
+    from charter.contracts.model import ToolContract
+    from charter.contracts.tool_context import Context
+    from charter.executors.mcp import McpExecutor, McpServerSpec
+    from charter.kernel.executor_port import ExecutionRequest
+
+    contract = ToolContract.model_validate(
+        {
+            "id": "up.lookup",
+            "description": "Look a key up.",
+            "upstream": {"server": "up", "name": "lookup", "digest": "sha256:" + "0" * 64},
+        }
+    )
+    for address, why in (("169.254.169.254", "metadata"), ("127.0.0.1", "loopback")):
+        resolver = Resolver(address)
+        executor = McpExecutor(
+            servers={"up.lookup": McpServerSpec(url="http://executor.test:9/mcp")},
+            redact_message=lambda m, r: m,
+            resolver=resolver,
+        )
+        try:
+            problems = await executor.readiness([contract])
+            failure = problems["up.lookup"]
+            assert getattr(failure, "reason", None) == "EGRESS_REFUSED"
+            assert why in str(failure)
+            outcome = await executor.execute(
+                ExecutionRequest(
+                    contract=contract,
+                    arguments={"key": "k"},
+                    context=Context(
+                        call_id="c1", idempotency_key="k1", context_id="x", run_id="r", tool_id="t"
+                    ),
+                    deadline_s=5,
+                )
+            )
+            assert (outcome.status, outcome.dispatched, outcome.reason) == (
+                "failed",
+                False,
+                "EGRESS_REFUSED",
+            )
+        finally:
+            await executor.aclose()
+
+
+@pytest.fixture
+def mcp_http(tmp_path: Path) -> Iterator[tuple[int, Path]]:
+    port = free_port()
+    count = tmp_path / "lookup.count"
+    process = subprocess.Popen(
+        [sys.executable, str(HERE / "mcp_http_server.py"), str(port), str(count)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=1):
+                    break
+            except OSError:
+                if process.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError("the MCP server did not start") from None
+                time.sleep(0.05)
+        yield port, count
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def test_an_mcp_url_server_is_reached_at_its_pinned_address_by_name(
+    mcp_http: tuple[int, Path],
+) -> None:
+    from charter.contracts.model import ToolContract
+    from charter.contracts.tool_context import Context
+    from charter.executors.mcp import McpExecutor, McpServerSpec, list_upstream, upstream_digest
+    from charter.kernel.executor_port import ExecutionRequest
+
+    port, count = mcp_http
+    (tool,) = await list_upstream(McpServerSpec(url=f"http://127.0.0.1:{port}/mcp"))
+    contract = ToolContract.model_validate(
+        {
+            "id": "up.lookup",
+            "description": tool.description,
+            "args_schema": tool.input_schema,
+            "upstream": {"server": "up", "name": "lookup", "digest": upstream_digest(tool)},
+        }
+    )
+    resolver = Resolver("127.0.0.1")
+    executor = McpExecutor(
+        servers={"up.lookup": McpServerSpec(url=f"http://executor.test:{port}/mcp")},
+        redact_message=lambda m, r: m,
+        egress=EgressPolicy.parse(["127.0.0.1/32"]),
+        resolver=resolver,
+    )
+    try:
+        assert await executor.readiness([contract]) == {}
+        outcome = await executor.execute(
+            ExecutionRequest(
+                contract=contract,
+                arguments={"key": "abc"},
+                context=Context(
+                    call_id="c1", idempotency_key="k1", context_id="x", run_id="r", tool_id="t"
+                ),
+                deadline_s=10,
+            )
+        )
+        assert outcome.status == "succeeded", outcome.error
+        assert outcome.result == {"value": "ABC"}
+        assert count.read_text() == "1"
+        assert resolver.asked == 1  # once, when the session opened
+    finally:
+        await executor.aclose()

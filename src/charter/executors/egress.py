@@ -13,19 +13,29 @@ was resolved and before a byte is sent:
   declared host name resolved to; without one, any other address.
 
 IPv4-mapped IPv6 addresses (``::ffff:169.254.169.254``) are judged as the IPv4 address.
+:func:`allowed_address` resolves a URL's host (through a :data:`Resolver`, the seam tests
+replace) and picks the first allowed address; :func:`pinned_client` sends requests to that
+address while the name stays in ``Host`` and the TLS server name.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import re
-from collections.abc import Iterable
+import socket
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
+
+import anyio
+import httpx2
+
+from charter.errors import PermissionDenied, TransientExternal
 
 Address = ipaddress.IPv4Address | ipaddress.IPv6Address
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 EGRESS_REFUSED = "EGRESS_REFUSED"
+EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
 ALWAYS_REFUSED: tuple[Network, ...] = tuple(
     ipaddress.ip_network(n)
     for n in (
@@ -95,3 +105,82 @@ class EgressPolicy:
         if not self.declared:
             return None
         return [str(n) for n in self.networks] + sorted(self.hosts)
+
+
+Resolver = Callable[[str, int], Awaitable[list[str]]]
+"""Resolves ``(host, port)`` to addresses, best first (the seam tests replace)."""
+
+
+async def system_resolver(host: str, port: int) -> list[str]:
+    """The system's resolver (``getaddrinfo``), addresses in its order, duplicates dropped."""
+    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+async def allowed_address(url: str, policy: EgressPolicy, resolver: Resolver) -> str:
+    """The first address ``url``'s host resolves to that ``policy`` allows.
+
+    Raises ``transient_external`` / ``EXECUTOR_UNREACHABLE`` when the name does not resolve,
+    ``permission_denied`` / ``EGRESS_REFUSED`` (naming each address and why) when no address
+    is allowed — nothing has been sent to any of them.
+    """
+    parsed = httpx2.URL(url)
+    host = parsed.host
+    port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    try:
+        ipaddress.ip_address(host)
+        addresses = [host]
+    except ValueError:
+        try:
+            addresses = await resolver(host, port)
+        except OSError as exc:
+            raise TransientExternal(
+                f"the host {host} cannot be resolved ({type(exc).__name__})",
+                reason=EXECUTOR_UNREACHABLE,
+            ) from None
+    refusals = []
+    for address in addresses:
+        why = policy.refusal(host, address)
+        if why is None:
+            return address
+        refusals.append(why)
+    raise PermissionDenied(
+        f"{url} may not be reached: "
+        + ("; ".join(refusals) if refusals else f"{host} resolved to no address"),
+        reason=EGRESS_REFUSED,
+        details={"host": host, "addresses": addresses[:8]},
+    )
+
+
+class _ServerName(httpx2.AsyncBaseTransport):
+    """Sends every request on to ``inner`` with the TLS server name set to ``name``."""
+
+    def __init__(self, inner: httpx2.AsyncBaseTransport, name: str) -> None:
+        self._inner = inner
+        self._name = name
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        request.extensions = {**request.extensions, "sni_hostname": self._name}
+        return await self._inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self._inner.aclose()
+
+
+def pinned_client(
+    url: str, address: str, *, headers: dict[str, str] | None = None
+) -> tuple[httpx2.AsyncClient, str]:
+    """An HTTP client and the URL to give it so requests for ``url`` go to ``address``: the
+    host name stays in ``Host`` and, for https, is the TLS server name (the certificate is
+    checked against it). No proxy from the environment, redirects not followed."""
+    parsed = httpx2.URL(url)
+    transport: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    if parsed.scheme == "https":
+        transport = _ServerName(transport, parsed.host)
+    client = httpx2.AsyncClient(
+        headers={**(headers or {}), "Host": parsed.netloc.decode("ascii")},
+        transport=transport,
+        trust_env=False,
+        follow_redirects=False,
+    )
+    return client, str(parsed.copy_with(host=address))

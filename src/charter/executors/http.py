@@ -42,11 +42,9 @@ retries read-only idempotent tools itself.
 from __future__ import annotations
 
 import contextlib
-import ipaddress
 import logging
-import socket
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -64,7 +62,13 @@ from charter.errors import (
     TimeoutFailure,
     TransientExternal,
 )
-from charter.executors.egress import EGRESS_REFUSED, EgressPolicy
+from charter.executors.egress import (
+    EGRESS_REFUSED,
+    EgressPolicy,
+    Resolver,
+    allowed_address,
+    system_resolver,
+)
 from charter.executors.http_protocol import (
     NONCE_HEADER,
     PROTOCOL,
@@ -108,15 +112,6 @@ DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 DESCRIBE_TIMEOUT_S = 5.0
 LOG = logging.getLogger("charter.executors.http")
 
-Resolver = Callable[[str, int], Awaitable[list[str]]]
-"""Resolves ``(host, port)`` to addresses, best first (the seam tests replace)."""
-
-
-async def system_resolver(host: str, port: int) -> list[str]:
-    """The system's resolver (``getaddrinfo``), addresses in its order, duplicates dropped."""
-    infos = await anyio.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return list(dict.fromkeys(str(info[4][0]) for info in infos))
-
 
 __all__ = [
     "EGRESS_REFUSED",
@@ -125,6 +120,8 @@ __all__ = [
     "DescribedTool",
     "HttpEndpoint",
     "HttpExecutor",
+    "Resolver",
+    "system_resolver",
 ]
 
 
@@ -236,34 +233,14 @@ class HttpExecutor:
         pinned = self._pins.get(endpoint.url)
         if pinned is not None and not repin:
             return pinned
-        url = httpx2.URL(endpoint.url)
-        host = url.host
-        port = url.port or (443 if url.scheme == "https" else 80)
         try:
-            ipaddress.ip_address(host)
-            addresses = [host]
-        except ValueError:
-            try:
-                addresses = await self.resolver(host, port)
-            except OSError as exc:
-                raise TransientExternal(
-                    f"the executor's host {host} cannot be resolved ({type(exc).__name__})",
-                    reason=EXECUTOR_UNREACHABLE,
-                ) from None
-        refusals = []
-        for address in addresses:
-            why = self.egress.refusal(host, address)
-            if why is None:
-                if pinned is None and not repin:
-                    self._pins[endpoint.url] = address
-                return address
-            refusals.append(why)
-        raise PermissionDenied(
-            f"the executor at {endpoint.url} may not be reached: "
-            + ("; ".join(refusals) if refusals else f"{host} resolved to no address"),
-            reason=EGRESS_REFUSED,
-            details={"host": host, "addresses": addresses[:8]},
-        )
+            address = await allowed_address(endpoint.url, self.egress, self.resolver)
+        except Failure as exc:
+            exc.message = f"the executor at {endpoint.url}: {exc.message}"
+            raise
+        if pinned is None and not repin:
+            self._pins[endpoint.url] = address
+        return address
 
     # -----------------------------------------------------------------------------------
     # describe
