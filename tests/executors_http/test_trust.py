@@ -362,7 +362,7 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
         first = await rt.call(ctx.context_id, "shop.order", "late-1", {"item": "ink"}, as_="app")
         assert first.approval is not None
         await rt.approve(first.approval["id"], as_="op")
-        rt.kernel._owner = {**rt.kernel._owner, "start": "an-earlier-incarnation"}
+        rt.kernel.state.owner = {**rt.kernel.state.owner, "start": "an-earlier-incarnation"}
         before = executor.executions("shop.order")
         executor.mode("late")
         async with anyio.create_task_group() as tg:
