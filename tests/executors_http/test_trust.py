@@ -419,3 +419,29 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
     assert shown.exit_code == 0, shown.output
     assert "late result" in shown.stdout
     assert '"ordered": "ink"' in shown.stdout
+
+
+async def test_an_unverified_answer_drops_the_cached_readiness(
+    tmp_path: Path, executor: FaultExecutor
+) -> None:
+    """Readiness cached for ten minutes; an answer fails its signature check: the next call
+    re-describes the executor first (and is refused when it now serves another contract)."""
+    project = write_project(
+        tmp_path / "lazy2",
+        executor.url,
+        executor.credential,
+        executor.signing_key,
+        extra_top="readiness: {ttl_s: 600}\n",
+    )
+    async with await _open(project) as rt:
+        ctx = await rt.resolve_context("app", "shopper")
+        executor.mode("bad_signature")
+        first = await approved_call(rt, ctx.context_id, "shop.order", "u1", {"item": "ink"})
+        assert first.status.value == "unknown"
+        before = executor.executions("shop.order")
+        executor.mode("order_digest")
+        second = await approved_call(rt, ctx.context_id, "shop.order", "u2", {"item": "ink"})
+        assert second.status.value == "failed"
+        assert second.error is not None
+        assert second.error["reason"] == "EXECUTOR_CONTRACT_CHANGED"
+        assert executor.executions("shop.order") == before

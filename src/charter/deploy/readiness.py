@@ -25,7 +25,8 @@ executor that has since changed: a remote tool whose executor now reports anothe
 contract digest (or a downstream MCP tool that drifted) is refused before anything is
 recorded or sent, ``transient_external`` / ``EXECUTOR_CONTRACT_CHANGED``; one that is not
 ready for another reason, ``TOOL_NOT_READY``. An executor that answers a call with a signed
-``409 CONTRACT_MISMATCH`` (or an MCP listing that drifted at call time) drops the cache
+``409 CONTRACT_MISMATCH`` or an answer whose signature does not verify (or an MCP listing
+that drifted at call time) drops the cache
 (:meth:`Readiness.invalidate`), so the next call re-checks at once.
 """
 

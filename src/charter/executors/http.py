@@ -433,7 +433,7 @@ class HttpExecutor:
             nonce=nonce,
             body=payload,
         ):
-            return self._unverified(request, answer)
+            return self._unverified(request, endpoint, answer)
         if answer.encoding is not None:
             return self._doubt(
                 request,
@@ -489,8 +489,13 @@ class HttpExecutor:
             return failed(self._reported(request, doc["error"]))
         return self._malformed(request, "the executor's answer has no valid status")
 
-    def _unverified(self, request: ExecutionRequest, answer: _Answer) -> ExecutionOutcome:
-        """An answer whose signature does not verify: nothing in it is believed."""
+    def _unverified(
+        self, request: ExecutionRequest, endpoint: HttpEndpoint, answer: _Answer
+    ) -> ExecutionOutcome:
+        """An answer whose signature does not verify: nothing in it is believed, and readiness
+        checks this executor again before the next call (another key, or an impostor)."""
+        if self.on_mismatch is not None:
+            self.on_mismatch(endpoint.url)
         if not answer.signature:
             return self._doubt(
                 request,
