@@ -10,6 +10,7 @@ import re
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,6 +42,7 @@ from tests.executors_http.conftest import (
     audit_lines,
     write_project,
 )
+from tests.stores.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.anyio
 
@@ -302,10 +304,23 @@ async def test_a_contract_mismatch_answer_drops_the_cached_readiness(
 # approvals across Build changes
 
 
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def store_url(request: pytest.FixtureRequest, project: Path) -> Iterator[str]:
+    """A store two runtimes share: a SQLite file, or a fresh PostgreSQL database."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{project / 'charter.db'}"
+        return
+    name = create_database()
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        drop_database(name)
+
+
 async def test_an_approved_write_whose_contract_changed_asks_again_and_runs_once(
-    project: Path, executor: FaultExecutor
+    project: Path, executor: FaultExecutor, store_url: str
 ) -> None:
-    store = f"sqlite:///{project / 'charter.db'}"
+    store = store_url
     async with charter.open(project, store=store) as rt:
         ctx = await rt.resolve_context("app", "shopper")
         first = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
@@ -347,12 +362,12 @@ async def test_an_approved_write_whose_contract_changed_asks_again_and_runs_once
 
 
 async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
-    project: Path, executor: FaultExecutor
+    project: Path, executor: FaultExecutor, store_url: str
 ) -> None:
     """The dispatching process looks dead to a restarted one (its owner token belongs to an
     earlier incarnation), which reconciles the call to unknown while the executor still holds
     the answer; the answer then arrives: recorded as evidence, the state stays unknown."""
-    store = f"sqlite:///{project / 'charter.db'}"
+    store = store_url
     audit = project / "audit.jsonl"
     async with (
         charter.open(project, store=store, audit_file=audit) as rt,
