@@ -64,6 +64,7 @@ from charter.kernel.executor_port import (
     ensure_json,
     failed,
     failure_from,
+    in_doubt,
     succeeded,
     unknown,
 )
@@ -529,8 +530,8 @@ class McpExecutor:
             }
         try:
             return succeeded(ensure_json(value))
-        except Failure as exc:
-            return failed(exc)
+        except Failure as exc:  # it ran: a write's effect is in doubt, never "failed"
+            return in_doubt(exc, read_only=request.contract.read_only)
 
 
 def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpServerSpec:
