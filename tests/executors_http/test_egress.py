@@ -4,6 +4,7 @@ keeps running on loopback."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import socket
 import subprocess
@@ -302,3 +303,72 @@ async def test_an_mcp_url_server_is_reached_at_its_pinned_address_by_name(
         assert resolver.asked == 1  # once, when the session opened
     finally:
         await executor.aclose()
+
+
+class Forwarder:
+    """A TCP relay on another loopback address (127.0.0.2, same port) to the executor, so the
+    executor's name can really move to a second address; counts the connections it relays."""
+
+    def __init__(self, port: int) -> None:
+        self.port = port
+        self.connections = 0
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> Forwarder:
+        self._server = await asyncio.start_server(self._relay, "127.0.0.2", self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        assert self._server is not None
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _relay(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.port)
+
+        async def pipe(src: asyncio.StreamReader, dst: asyncio.StreamWriter) -> None:
+            try:
+                while chunk := await src.read(65536):
+                    dst.write(chunk)
+                    await dst.drain()
+            except (ConnectionError, OSError):
+                pass
+            finally:
+                dst.close()
+
+        await asyncio.gather(pipe(reader, up_writer), pipe(up_reader, writer))
+
+
+async def test_a_name_that_moves_is_followed_only_at_readiness_after_a_signed_describe(
+    tmp_path: Path, executor: FaultExecutor
+) -> None:
+    port = int(executor.url.rsplit(":", 1)[1])
+    project = write_project(
+        tmp_path / "moving",
+        f"http://executor.test:{port}",
+        executor.credential,
+        executor.signing_key,
+        extra_top="readiness: {ttl_s: 600}\n",
+        egress="egress: {allow: [127.0.0.0/8]}\n",
+    )
+    resolver = Resolver("127.0.0.1")
+    async with (
+        charter.open(project, store="memory:") as rt,
+        Forwarder(port) as relay,
+    ):
+        rt.kernel.executors["http"].resolver = resolver  # type: ignore[attr-defined]
+        ctx = await rt.resolve_context("app", "shopper")
+        resolver.address = "127.0.0.2"  # the name moves: calls stay on the pinned address
+        env = await rt.call(ctx.context_id, "shop.lookup", "m1", {"item": "a"}, as_="app")
+        assert env.status.value == "succeeded"
+        assert relay.connections == 0
+        state = (await rt.readiness(fresh=True)).get("shop.lookup")
+        assert state is not None
+        assert (state.ready, state.address) == (True, "127.0.0.2")
+        assert "changed from 127.0.0.1 to 127.0.0.2" in (state.message or "")
+        before = executor.executions("shop.lookup")
+        env = await rt.call(ctx.context_id, "shop.lookup", "m2", {"item": "b"}, as_="app")
+        assert env.status.value == "succeeded", env.error
+        assert relay.connections >= 1  # the describe and this call went to the new address
+        assert executor.executions("shop.lookup") == before + 1
