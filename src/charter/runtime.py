@@ -500,13 +500,22 @@ def _executors(
     }
     http: HttpExecutor | None = None
     if endpoints:
-        http = HttpExecutor(endpoints=endpoints, redact_message=redactor.message_redactor())
+        http = HttpExecutor(
+            endpoints=endpoints,
+            redact_message=redactor.message_redactor(),
+            egress=deployment.egress,
+        )
         executors["http"] = http
     mcp = None
     if any(b.executor == "mcp" for b in bindings.values()):
         from charter.executors.mcp import mcp_executor  # needs the mcp extra: only when bound
 
-        mcp = mcp_executor(bindings, root=project_dir, redact_message=redactor.message_redactor())
+        mcp = mcp_executor(
+            bindings,
+            root=project_dir,
+            redact_message=redactor.message_redactor(),
+            egress=deployment.egress,
+        )
         if mcp is not None:
             executors["mcp"] = mcp
     readiness = Readiness(
@@ -516,7 +525,11 @@ def _executors(
         mcp=mcp,
         root=project_dir,
         functions=frozenset(functions or ()),
+        ttl_s=deployment.readiness_ttl_s,
     )
+    for remote in (http, mcp):
+        if remote is not None:
+            remote.on_mismatch = readiness.invalidate
     return executors, readiness
 
 

@@ -86,3 +86,30 @@ def seed_unknown(root: Path, context_id: str, call_id: str) -> None:
             await kernel.reconcile()
 
     asyncio.run(go())
+
+
+def seed_late_result(root: Path, context_id: str, call_id: str) -> None:
+    """An executor's answer that arrived after ``call_id`` was reconciled to unknown."""
+
+    async def go() -> None:
+        async with open_runtime(root, store=STORE) as rt:
+            ctx = await rt.kernel.get_context(context_id)
+            assert ctx is not None
+            receipt = {"status": "succeeded", "data": {"echo": "late hello"}, "error": None}
+            await rt.store.append(
+                ctx.run_id,
+                [
+                    NewEvent(
+                        type="tool_progress",
+                        payload={
+                            "stage": "late_result",
+                            "context_id": context_id,
+                            "call_id": call_id,
+                            "call_state": "unknown",
+                            "receipt": receipt,
+                        },
+                    )
+                ],
+            )
+
+    asyncio.run(go())

@@ -12,7 +12,14 @@ import jwt
 from fastapi import FastAPI
 
 from charter.client import Client
-from tests.console._console import browser, csrf_of, seed_unknown, sign_in, signed_in
+from tests.console._console import (
+    browser,
+    csrf_of,
+    seed_late_result,
+    seed_unknown,
+    sign_in,
+    signed_in,
+)
 from tests.server._harness import JWT_AUDIENCE, Project, ThreadServer
 
 
@@ -313,3 +320,17 @@ def test_sign_out(server: ThreadServer, project: Project) -> None:
     answer = client.post("/console/logout", data={"csrf_token": token})
     assert answer.status_code == 303
     assert client.get("/console/runs").status_code == 303
+
+
+def test_an_unknown_call_shows_its_late_result(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    client = signed_in(server.url, project.keys["alice"])
+    ctx = clients["app"].resolve_context("all")
+    seed_unknown(project.root, ctx["context_id"], "late-1")
+    seed_late_result(project.root, ctx["context_id"], "late-1")
+    page = client.get("/console/attention").text
+    card = page.split('data-call-id="late-1"', 1)[1].split("</article>", 1)[0]
+    assert 'data-testid="late-result"' in card
+    assert "late hello" in card
+    assert "succeeded" in card

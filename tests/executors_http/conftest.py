@@ -21,6 +21,7 @@ import pytest
 
 import charter
 from charter.kernel.envelope import Envelope
+from charter.remote import Journal
 from charter.runtime import Runtime
 
 HERE = Path(__file__).resolve().parent
@@ -52,6 +53,22 @@ class FaultExecutor:
 
     def effects(self) -> int:
         return int(httpx2.get(f"{self.url}/_control", timeout=5).json()["effects"])
+
+    def held(self) -> int:
+        """How many answers the ``late`` mode is holding back."""
+        return int(httpx2.get(f"{self.url}/_control", timeout=5).json()["held"])
+
+    def release(self) -> None:
+        """Let the answers the ``late`` mode holds go out."""
+        httpx2.post(f"{self.url}/_control", json={"release": True}, timeout=5).raise_for_status()
+
+    def executions(self, tool_id: str = "shop.order") -> int:
+        """How many calls of ``tool_id`` the executor's own journal records."""
+        journal = Journal(self.journal)
+        try:
+            return journal.count(tool_id=tool_id)
+        finally:
+            journal.close()
 
 
 def wait_until_up(url: str, process: subprocess.Popen[bytes], path: str = "/_control") -> None:
@@ -148,9 +165,12 @@ def write_project(
     *,
     lookup_required: bool = True,
     extra_binding: str = "",
+    extra_top: str = "",
+    tools: str = "fault_tools.py",
+    egress: str = "egress: {allow: [127.0.0.1/32]}\n",
 ) -> Path:
     directory.mkdir(parents=True, exist_ok=True)
-    shutil.copy(HERE / "fault_tools.py", directory / "tools.py")
+    shutil.copy(HERE / tools, directory / "tools.py")
     (directory / "charter.yaml").write_text(CHARTER_YAML)
     secrets_dir = directory / "secrets"
     secrets_dir.mkdir(exist_ok=True)
@@ -181,10 +201,10 @@ principals:
     permissions: [approvals:approve]
     api_key: {{file: secrets/op}}
 enable: [shop.order]
-bindings:
+{egress}bindings:
   shop.lookup: {binding}, required: {str(lookup_required).lower()}{extra_binding}}}
   shop.order: {binding}}}
-"""
+{extra_top}"""
     )
     return directory
 
@@ -196,8 +216,19 @@ def project(tmp_path: Path, executor: FaultExecutor) -> Path:
 
 @pytest.fixture
 async def rt(project: Path) -> AsyncIterator[Runtime]:
-    async with charter.open(project, store="memory:") as runtime:
+    async with charter.open(
+        project, store="memory:", audit_file=project / "audit.jsonl"
+    ) as runtime:
         yield runtime
+
+
+def audit_lines(project: Path, call_id: str) -> list[dict[str, Any]]:
+    """The audit file's records about ``call_id``."""
+    path = project / "audit.jsonl"
+    if not path.exists():
+        return []
+    lines = [json.loads(line) for line in path.read_text().splitlines()]
+    return [line for line in lines if line.get("call_id") == call_id]
 
 
 async def approved_call(

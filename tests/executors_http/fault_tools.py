@@ -35,7 +35,14 @@ def lookup(item: str) -> dict[str, Any]:
     return {"item": item, "stock": 3}
 
 
-@charter.tool("shop.order", effect="write", timeout_s=1.5)
+ORDER_RESULT = {
+    "type": "object",
+    "properties": {"ordered": {"type": "string"}, "effects": {"type": "integer"}},
+    "required": ["ordered", "effects"],
+}
+
+
+@charter.tool("shop.order", effect="write", timeout_s=3, result_schema=ORDER_RESULT)
 def order(item: str, ctx: charter.Context) -> dict[str, Any]:
     """Order one item (a business effect, counted in the executor's own table)."""
     with _db() as db:

@@ -81,13 +81,13 @@ async def test_400_is_failed_with_the_executors_reason(
     ("mode", "reason"),
     [("malformed", "EXECUTOR_MALFORMED_RESPONSE"), ("wrong_call_id", "CALL_ID_MISMATCH")],
 )
-async def test_bad_answers_are_contract_violations(
+async def test_bad_answers_to_a_write_are_unknown(
     rt: Runtime, executor: FaultExecutor, mode: str, reason: str
 ) -> None:
     executor.mode(mode)
     ctx = await rt.resolve_context("app", "shopper")
     env = await approved_call(rt, ctx.context_id, "shop.order", f"bad-{mode}", {"item": "ink"})
-    assert env.status.value == "failed"
+    assert env.status.value == "unknown"
     assert env.error is not None
     assert (env.error["code"], env.error["reason"]) == ("contract_violation", reason)
 
@@ -108,8 +108,12 @@ async def test_a_result_breaking_the_result_schema_is_a_contract_violation(
 async def test_an_oversized_answer_is_refused(rt: Runtime, executor: FaultExecutor) -> None:
     executor.mode("oversized")
     ctx = await rt.resolve_context("app", "shopper")
+    read = await rt.call(ctx.context_id, "shop.lookup", "big-r", {"item": "ink"}, as_="app")
+    assert read.status.value == "failed"
+    assert read.error is not None
+    assert read.error["reason"] == "RESPONSE_TOO_LARGE"
     env = await approved_call(rt, ctx.context_id, "shop.order", "big", {"item": "ink"})
-    assert env.status.value == "failed"
+    assert env.status.value == "unknown"
     assert env.error is not None
     assert (env.error["code"], env.error["reason"]) == ("contract_violation", "RESPONSE_TOO_LARGE")
 
@@ -135,7 +139,13 @@ async def test_connection_refused_is_failed_and_not_dispatched() -> None:
     endpoint = HttpEndpoint(
         url=f"http://127.0.0.1:{free_port()}", credential=b"c" * 32, signing_key=b"s" * 32
     )
-    executor = HttpExecutor(endpoints={"shop.order": endpoint}, redact_message=lambda m, r: m)
+    from charter.executors.egress import EgressPolicy
+
+    executor = HttpExecutor(
+        endpoints={"shop.order": endpoint},
+        redact_message=lambda m, r: m,
+        egress=EgressPolicy.parse(["127.0.0.1"]),
+    )
     try:
         outcome = await executor.execute(
             ExecutionRequest(

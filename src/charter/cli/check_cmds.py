@@ -29,12 +29,14 @@ def _print(report: ReadinessReport) -> None:
     for t in report.tools:
         table.add_row(
             t.tool_id,
-            t.executor + (f" {t.endpoint}" if t.endpoint else ""),
+            t.executor
+            + (f" {t.endpoint}" if t.endpoint else "")
+            + (f" → {t.address}" if t.address else ""),
             "yes" if t.required else "no",
             f"{t.expected_version} {_short(t.expected_digest)}",
             f"{t.reported_version or '-'} {_short(t.reported_digest)}",
             "[green]ready[/]" if t.ready else "[red]not ready[/]",
-            f"{t.reason}: {t.message}" if t.reason else "",
+            f"{t.reason}: {t.message}" if t.reason else (t.message or ""),
         )
     console.print(table)
     if report.ready:

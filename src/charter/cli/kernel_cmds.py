@@ -283,6 +283,14 @@ def calls_show(
     receipt = row.get("receipt")
     if receipt:
         sys.stdout.write(json.dumps(receipt, indent=2, ensure_ascii=False) + "\n")
+    late = row.get("late_result")
+    if late:
+        got = (late.get("receipt") or {}).get("status")
+        console.print(
+            f"[yellow]late result[/] at {late.get('at')}: the executor answered {got} after "
+            f"the call was made {row['state']} (evidence for `charter calls resolve`)"
+        )
+        sys.stdout.write(json.dumps(late.get("receipt"), indent=2, ensure_ascii=False) + "\n")
 
 
 @calls_app.command("resolve")

@@ -34,8 +34,10 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.deploy.remote_settings import DEFAULT_READINESS_TTL_S, remote_settings
 from charter.deploy.secret_ref import _ENV_NAME, SecretRef
 from charter.errors import ConfigError
+from charter.executors.egress import EgressPolicy
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.kernel.settings import Mode
 from charter.project.yamlio import strict_load, yaml_problem
@@ -125,6 +127,11 @@ class Deployment:
     approval_token: SecretRef | None = None
     approval_lifetime_s: float = DEFAULT_APPROVAL_LIFETIME_S
     context_lifetime_s: float = DEFAULT_CONTEXT_LIFETIME_S
+    # how long a readiness report (each remote executor's describe / tool listing) is
+    # trusted, at context resolution and before every remote call's intent
+    readiness_ttl_s: float = DEFAULT_READINESS_TTL_S
+    # where remote executors may be reached (``egress.allow``); see docs/deploy.md
+    egress: EgressPolicy = field(default_factory=EgressPolicy)
     limits: Limits = field(default_factory=Limits)
     artifacts: ArtifactSettings = field(default_factory=ArtifactSettings)
     # Proposal and write tools run only when named here; read tools are on by default.
@@ -188,6 +195,8 @@ class Deployment:
             },
             "approvals": {"lifetime_s": self.approval_lifetime_s},
             "contexts": {"lifetime_s": self.context_lifetime_s},
+            "readiness": {"ttl_s": self.readiness_ttl_s},
+            "egress": {"allow": self.egress.describe()},
             "limits": {
                 "run_tool_calls": self.limits.run_tool_calls,
                 "run_elapsed_s": self.limits.run_elapsed_s,
@@ -368,6 +377,8 @@ _TOP = frozenset(
         "chat",  # read by charter.providers.config (providers, grace window, retention)
         "proposals",  # read by charter.proposals.service (kinds, appliers, who may decide)
         "artifacts",
+        "readiness",
+        "egress",
     }
 )
 _ARTIFACTS = frozenset(
@@ -422,6 +433,8 @@ def parse_deployment(
         if "lifetime_s" in section:
             context_lifetime = r.positive(section["lifetime_s"], "contexts.lifetime_s")
 
+    readiness_ttl, egress = remote_settings(doc, r.mapping, r.fail)
+
     limits = _limits(r, doc.get("limits"))
     artifacts = _artifact_settings(r, doc.get("artifacts"))
     principals, key_refs, key_digests = _principals(r, doc.get("principals"), file, env)
@@ -464,6 +477,8 @@ def parse_deployment(
         approval_token=token,
         approval_lifetime_s=approval_lifetime,
         context_lifetime_s=context_lifetime,
+        readiness_ttl_s=readiness_ttl,
+        egress=egress,
         limits=limits,
         artifacts=artifacts,
         enabled_tools=enabled,

@@ -14,9 +14,20 @@ For every tool the deployment binds:
   Build already imported it once). A function handed to the runtime directly is ready.
   Not ready: ``ENTRYPOINT_MISSING`` / ``ENTRYPOINT_INVALID``.
 
-A report is cached for ``ttl_s`` seconds (default 5) so resolving a context is not one
-network round trip per call; concurrent callers share one refresh. Required tools that are
-not ready block context resolution (``TOOL_NOT_READY``); optional ones are omitted.
+A report is cached for ``ttl_s`` seconds (default 5, the deployment's ``readiness.ttl_s``)
+so resolving a context is not one network round trip per call; concurrent callers share one
+refresh. Required tools that are not ready block context resolution (``TOOL_NOT_READY``);
+optional ones are omitted.
+
+Readiness is checked again before the intent of every remote call (:meth:`Readiness.
+check_call`, from the same cache), so a context resolved earlier does not keep trusting an
+executor that has since changed: a remote tool whose executor now reports another version or
+contract digest (or a downstream MCP tool that drifted) is refused before anything is
+recorded or sent, ``transient_external`` / ``EXECUTOR_CONTRACT_CHANGED``; one that is not
+ready for another reason, ``TOOL_NOT_READY``. An executor that answers a call with a signed
+``409 CONTRACT_MISMATCH`` or an answer whose signature does not verify (or an MCP listing
+that drifted at call time) drops the cache
+(:meth:`Readiness.invalidate`), so the next call re-checks at once.
 """
 
 from __future__ import annotations
@@ -29,8 +40,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from charter.contracts.model import ToolContract
 from charter.deploy.deployment import Binding
-from charter.errors import Failure
+from charter.errors import Failure, TransientExternal
 from charter.executors.http import Described, HttpEndpoint, HttpExecutor
 from charter.kernel.readiness_port import ReadinessReport, ToolReadiness
 from charter.project.build import Build
@@ -47,7 +59,11 @@ ENTRYPOINT_INVALID = "ENTRYPOINT_INVALID"
 EXECUTOR_MISSING = "EXECUTOR_MISSING"
 UPSTREAM_DRIFT = "UPSTREAM_DRIFT"  # a downstream MCP tool's name, description or schema changed
 UPSTREAM_NOT_PINNED = "UPSTREAM_NOT_PINNED"
+EXECUTOR_CONTRACT_CHANGED = "EXECUTOR_CONTRACT_CHANGED"
+TOOL_NOT_READY = "TOOL_NOT_READY"
 DEFAULT_TTL_S = 5.0
+_REMOTE = frozenset({"http", "mcp"})
+_CHANGED = frozenset({VERSION_MISMATCH, DIGEST_MISMATCH, TOOL_NOT_DESCRIBED, UPSTREAM_DRIFT})
 
 
 class Readiness:
@@ -92,6 +108,38 @@ class Readiness:
             report = await self._check()
             self._cached = (self._monotonic(), report)
             return report
+
+    def invalidate(self, *_: object) -> None:
+        """Forget the cached report: the next check asks every executor again."""
+        self._cached = None
+
+    async def check_call(self, contract: ToolContract) -> Failure | None:
+        """Before a call's intent: ``None`` if ``contract``'s remote executor still serves it
+        as the Build says, else the refusal (nothing has been recorded or sent yet)."""
+        binding = self._bindings.get(contract.id)
+        if binding is None or binding.executor not in _REMOTE:
+            return None
+        state = (await self.report()).get(contract.id)
+        if state is None or state.ready:
+            return None
+        changed = state.reason in _CHANGED
+        what = (
+            "its executor no longer serves the contract this Build has"
+            if changed
+            else "its executor is not ready"
+        )
+        return TransientExternal(
+            f"tool {contract.id} was refused before dispatch: {what} ({state.reason}: "
+            f"{state.message})",
+            reason=EXECUTOR_CONTRACT_CHANGED if changed else TOOL_NOT_READY,
+            details={
+                "tool": contract.id,
+                "readiness_reason": state.reason,
+                "expected": {"version": state.expected_version, "digest": state.expected_digest},
+                "reported": {"version": state.reported_version, "digest": state.reported_digest},
+            },
+            retryable=bool(contract.annotations.idempotent),
+        )
 
     async def _check(self) -> ReadinessReport:
         endpoints: dict[str, HttpEndpoint] = {}
@@ -170,7 +218,11 @@ class Readiness:
                 reason=TOOL_NOT_DESCRIBED,
                 message=f"executor {found.name} {found.version} does not describe {tool_id}",
             )
-        reported = {"reported_version": tool.version, "reported_digest": tool.contract_digest}
+        reported: dict[str, Any] = {
+            "reported_version": tool.version,
+            "reported_digest": tool.contract_digest,
+            "address": found.address,
+        }
         if tool.version != contract.version:
             return self._base(
                 tool_id,
@@ -190,7 +242,13 @@ class Readiness:
                 message="the executor's contract digest differs from the Build's",
                 **reported,
             )
-        return self._base(tool_id, binding, ready=True, **reported)
+        moved = None
+        if found.previous_address is not None:
+            moved = (
+                f"the executor's address changed from {found.previous_address} to "
+                f"{found.address}; pinned after a signed describe"
+            )
+        return self._base(tool_id, binding, ready=True, message=moved, **reported)
 
     async def _upstream(self) -> dict[str, Drift | Failure]:
         """Downstream MCP servers: each pinned tool that drifted, or why its server failed."""

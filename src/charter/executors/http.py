@@ -3,31 +3,36 @@
 Each bound tool names an endpoint (base URL, bearer credential, signing key, timeout). A call
 is one signed ``POST {url}/execute``; readiness is one signed ``GET {url}/describe``. The
 answer is translated into the kernel's terms — honestly about whether an effect may have
-happened:
+happened.
 
-====================================================  ==========  ===========================
-what happened                                          status      reason (code)
-====================================================  ==========  ===========================
-no byte of the request was sent (refused, DNS, pool)   failed      ``EXECUTOR_UNREACHABLE``
-                                                       (not dispatched)  (transient_external)
-3xx — never followed                                   failed      ``EXECUTOR_REDIRECT``
-                                                       (not dispatched)  (transient_external)
-4xx — the executor refused before any effect           failed      the executor's reason, else
-                                                       (not dispatched)  ``EXECUTOR_REFUSED``
-5xx on a read tool                                     failed      ``EXECUTOR_ERROR``
-                                                                         (transient_external)
-5xx on a write/proposal tool                           unknown     ``EXECUTOR_ERROR``
-deadline passed, or the connection broke after sending unknown     ``TIMEOUT`` / ``EXECUTOR_
-                                                                   CONNECTION_LOST``
-response bigger than the endpoint's cap                failed      ``RESPONSE_TOO_LARGE``
-                                                                   (contract_violation)
-malformed JSON, wrong shape, another call id           failed      ``EXECUTOR_MALFORMED_
-                                                                   RESPONSE`` / ``CALL_ID_
-                                                                   MISMATCH`` (contract_violation)
-``{status: failed, error}``                            failed      the executor's code + reason
-``{status: succeeded, result}``                        succeeded   (the kernel then checks the
-                                                                   contract's result schema)
-====================================================  ==========  ===========================
+Every answer must carry a valid response signature (``http_protocol.response_signature``)
+over this call's id, idempotency key, contract digest and request nonce; an answer that does
+not, or that is otherwise unreadable after the request was sent, leaves a write's effect in
+doubt. :func:`charter.kernel.executor_port.in_doubt` decides per effect: ``failed`` for a read
+tool, ``unknown`` for any other effect.
+
+- nothing sent (refused, DNS, pool): ``failed``, not dispatched, ``EXECUTOR_UNREACHABLE``;
+- a signed 3xx (never followed) or 4xx: ``failed``, not dispatched (``EXECUTOR_REDIRECT``,
+  the executor's reason, else ``EXECUTOR_REFUSED``);
+- in doubt — a 5xx, no or a wrong signature (``RESPONSE_UNSIGNED`` /
+  ``RESPONSE_SIGNATURE_INVALID``), another call id (``CALL_ID_MISMATCH``), a
+  Content-Encoding (``EXECUTOR_CONTENT_ENCODING``), over the size cap
+  (``RESPONSE_TOO_LARGE``), malformed (``EXECUTOR_MALFORMED_RESPONSE``), a non-JSON result:
+  ``failed`` for a read tool, ``unknown`` for any other effect;
+- the deadline passed or the connection broke after sending: ``unknown``
+  (``TIMEOUT`` / ``EXECUTOR_CONNECTION_LOST``);
+- signed ``{status: failed, error}``: ``failed`` with the executor's code and reason;
+- signed ``{status: succeeded, result}``: ``succeeded`` (the kernel then checks the result
+  schema — a mismatch is again ``failed`` for a read tool, ``unknown`` otherwise).
+
+Addresses are pinned: each endpoint's host name is resolved when readiness describes it (once
+per readiness period) and every request goes to that address — never resolved again per
+connection — with the name kept in the ``Host`` header and, for ``https``, as the TLS server
+name (the certificate is still checked against the name). Every resolved address passes the
+deployment's egress policy first (:mod:`charter.executors.egress`); a refused one is never
+connected to (``EGRESS_REFUSED``). A resolution that changed is taken only after a describe
+over the new address verified (it is signed with the binding's key), and the report says
+where it moved from. Redirects are never followed.
 
 The protocol makes 3xx and 4xx safe to read as "not executed": a conforming executor answers
 them only before running anything (``docs/executors.md``). Nothing here retries; the kernel
@@ -36,9 +41,11 @@ retries read-only idempotent tools itself.
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import time
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
@@ -55,11 +62,21 @@ from charter.errors import (
     TimeoutFailure,
     TransientExternal,
 )
+from charter.executors.egress import (
+    EGRESS_REFUSED,
+    EgressPolicy,
+    Resolver,
+    allowed_address,
+    system_resolver,
+)
 from charter.executors.http_protocol import (
+    NONCE_HEADER,
     PROTOCOL,
+    RESPONSE_SIGNATURE_HEADER,
     StrictJSONError,
     dumps,
     loads_strict,
+    response_signature_matches,
     signed_headers,
 )
 from charter.kernel.executor_port import (
@@ -71,6 +88,7 @@ from charter.kernel.executor_port import (
     ensure_json,
     failed,
     failure_from,
+    in_doubt,
     scrub_details,
     succeeded,
     unknown,
@@ -86,15 +104,24 @@ EXECUTOR_NOT_BOUND = "EXECUTOR_NOT_BOUND"
 CALL_ID_MISMATCH = "CALL_ID_MISMATCH"
 DESCRIBE_INVALID = "DESCRIBE_INVALID"
 RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
+RESPONSE_UNSIGNED = "RESPONSE_UNSIGNED"
+RESPONSE_SIGNATURE_INVALID = "RESPONSE_SIGNATURE_INVALID"
+EXECUTOR_CONTENT_ENCODING = "EXECUTOR_CONTENT_ENCODING"
+CONTRACT_MISMATCH = "CONTRACT_MISMATCH"  # the executor's 409: it serves another contract
 DEFAULT_MAX_RESPONSE_BYTES = 4 * 1024 * 1024
 DESCRIBE_TIMEOUT_S = 5.0
+LOG = logging.getLogger("charter.executors.http")
+
 
 __all__ = [
+    "EGRESS_REFUSED",
     "RESULT_TOO_LARGE",
     "Described",
     "DescribedTool",
     "HttpEndpoint",
     "HttpExecutor",
+    "Resolver",
+    "system_resolver",
 ]
 
 
@@ -126,6 +153,8 @@ class Described:
     name: str
     version: str
     tools: Mapping[str, DescribedTool]
+    address: str | None = None  # the address it was reached at, now pinned
+    previous_address: str | None = None  # the address pinned before, if it changed
 
 
 class _Sent:
@@ -145,6 +174,16 @@ class _TooLarge(Exception):
     pass
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Answer:
+    """One HTTP answer as read off the wire (at most ``max_response_bytes`` of body)."""
+
+    status: int
+    body: bytes
+    signature: str | None
+    encoding: str | None  # the Content-Encoding header, if any
+
+
 class HttpExecutor:
     """Runs calls on remote executors; one instance serves every ``http`` binding."""
 
@@ -157,10 +196,18 @@ class HttpExecutor:
         redact_message: MessageRedactor,
         transport: httpx2.AsyncBaseTransport | None = None,
         clock: Any = time.time,
+        egress: EgressPolicy | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self._endpoints = dict(endpoints)
         self._redact = redact_message
         self._clock = clock
+        self.egress = egress if egress is not None else EgressPolicy()
+        self.resolver: Resolver = resolver or system_resolver
+        self._pins: dict[str, str] = {}  # base URL -> the address requests go to
+        # Told the base URL of an executor that answered for another contract (a signed 409
+        # CONTRACT_MISMATCH), so readiness re-describes it before the next call.
+        self.on_mismatch: Any = None
         self._client = httpx2.AsyncClient(
             follow_redirects=False,
             transport=transport,
@@ -176,6 +223,25 @@ class HttpExecutor:
     async def aclose(self) -> None:
         await self._client.aclose()
 
+    def pinned(self, url: str) -> str | None:
+        """The address requests to the executor at ``url`` go to (``None``: not yet)."""
+        return self._pins.get(url)
+
+    async def _address(self, endpoint: HttpEndpoint, *, repin: bool) -> str:
+        """The pinned address, or (``repin``, or none yet) a fresh resolution that the egress
+        policy allows; raises a :class:`Failure` when it cannot be resolved or is refused."""
+        pinned = self._pins.get(endpoint.url)
+        if pinned is not None and not repin:
+            return pinned
+        try:
+            address = await allowed_address(endpoint.url, self.egress, self.resolver)
+        except Failure as exc:
+            exc.message = f"the executor at {endpoint.url}: {exc.message}"
+            raise
+        if pinned is None and not repin:
+            self._pins[endpoint.url] = address
+        return address
+
     # -----------------------------------------------------------------------------------
     # describe
 
@@ -185,9 +251,10 @@ class HttpExecutor:
         """``GET /describe``; raises a :class:`Failure` whose reason says what went wrong."""
         url = endpoint.endpoint("describe")
         headers = self._headers(endpoint, "GET", url, b"")
+        address = await self._address(endpoint, repin=True)
         try:
             with anyio.fail_after(timeout_s):
-                status, body = await self._send("GET", url, headers, b"", endpoint, _Sent())
+                answer = await self._send("GET", url, headers, b"", endpoint, _Sent(), address)
         except TimeoutError:
             raise TransientExternal(
                 f"the executor at {endpoint.url} did not describe itself within {timeout_s:g} s",
@@ -203,6 +270,7 @@ class HttpExecutor:
                 f"the executor at {endpoint.url} is unreachable: {type(exc).__name__}",
                 reason=EXECUTOR_UNREACHABLE,
             ) from None
+        status = answer.status
         if status in (401, 403):
             raise PermissionDenied(
                 f"the executor at {endpoint.url} refused our credentials (HTTP {status})",
@@ -213,7 +281,39 @@ class HttpExecutor:
                 f"the executor at {endpoint.url} answered describe with HTTP {status}",
                 reason=EXECUTOR_UNREACHABLE,
             )
-        return _parse_describe(body, endpoint.url)
+        if not response_signature_matches(
+            endpoint.signing_key,
+            answer.signature,
+            status=status,
+            call_id="",
+            idempotency_key="",
+            contract_digest="",
+            nonce=headers[NONCE_HEADER],
+            body=answer.body,
+        ):
+            raise ContractViolation(
+                f"the executor at {endpoint.url} sent a describe document without a valid "
+                "response signature (is something else answering on its address?)",
+                reason=RESPONSE_UNSIGNED if not answer.signature else RESPONSE_SIGNATURE_INVALID,
+            )
+        if answer.encoding is not None:
+            raise ContractViolation(
+                f"the executor at {endpoint.url} sent describe with Content-Encoding "
+                f"{answer.encoding[:40]!r}",
+                reason=DESCRIBE_INVALID,
+            )
+        described = _parse_describe(answer.body, endpoint.url)
+        previous = self._pins.get(endpoint.url)
+        self._pins[endpoint.url] = address
+        if previous is not None and previous != address:
+            LOG.warning(
+                "the executor at %s moved from %s to %s (pinned after a signed describe)",
+                endpoint.url,
+                previous,
+                address,
+            )
+        moved = previous if previous is not None and previous != address else None
+        return replace(described, address=address, previous_address=moved)
 
     # -----------------------------------------------------------------------------------
     # execute
@@ -258,12 +358,17 @@ class HttpExecutor:
             }
         )
         url = endpoint.endpoint("execute")
+        try:
+            address = await self._address(endpoint, repin=False)
+        except Failure as exc:
+            exc.call_id, exc.run_id = ctx.call_id, ctx.run_id
+            return failed(exc, dispatched=False)
         headers = self._headers(endpoint, "POST", url, body)
         headers["Idempotency-Key"] = ctx.idempotency_key
         sent = _Sent()
         try:
             with anyio.fail_after(deadline):
-                status, payload = await self._send("POST", url, headers, body, endpoint, sent)
+                answer = await self._send("POST", url, headers, body, endpoint, sent, address)
         except TimeoutError:
             if not sent.sent:
                 return self._not_sent(request, endpoint, "the deadline passed while connecting")
@@ -278,13 +383,10 @@ class HttpExecutor:
                 )
             )
         except _TooLarge:
-            return failed(
-                self._err(
-                    ContractViolation,
-                    request,
-                    f"the executor's answer exceeded {endpoint.max_response_bytes} bytes",
-                    RESPONSE_TOO_LARGE,
-                )
+            return self._doubt(
+                request,
+                f"the executor's answer exceeded {endpoint.max_response_bytes} bytes",
+                RESPONSE_TOO_LARGE,
             )
         except httpx2.HTTPError as exc:
             if not sent.sent:
@@ -299,7 +401,7 @@ class HttpExecutor:
                     EXECUTOR_CONNECTION_LOST,
                 )
             )
-        return self._answer(request, status, payload)
+        return self._answer(request, endpoint, headers[NONCE_HEADER], answer)
 
     def _not_sent(
         self, request: ExecutionRequest, endpoint: HttpEndpoint, why: str
@@ -315,8 +417,30 @@ class HttpExecutor:
             dispatched=False,
         )
 
-    def _answer(self, request: ExecutionRequest, status: int, payload: bytes) -> ExecutionOutcome:
+    def _answer(
+        self, request: ExecutionRequest, endpoint: HttpEndpoint, nonce: str, answer: _Answer
+    ) -> ExecutionOutcome:
         contract = request.contract
+        ctx = request.context
+        status, payload = answer.status, answer.body
+        if not response_signature_matches(
+            endpoint.signing_key,
+            answer.signature,
+            status=status,
+            call_id=ctx.call_id,
+            idempotency_key=ctx.idempotency_key,
+            contract_digest=contract.digest,
+            nonce=nonce,
+            body=payload,
+        ):
+            return self._unverified(request, endpoint, answer)
+        if answer.encoding is not None:
+            return self._doubt(
+                request,
+                f"the executor's answer has Content-Encoding {answer.encoding[:40]!r}; "
+                "only identity is accepted",
+                EXECUTOR_CONTENT_ENCODING,
+            )
         if 300 <= status < 400:
             return failed(
                 self._err(
@@ -330,7 +454,10 @@ class HttpExecutor:
                 dispatched=False,
             )
         if 400 <= status < 500:
-            return failed(self._refusal(request, status, payload), dispatched=False)
+            refusal = self._refusal(request, status, payload)
+            if refusal.reason == CONTRACT_MISMATCH and self.on_mismatch is not None:
+                self.on_mismatch(endpoint.url)
+            return failed(refusal, dispatched=False)
         if status >= 500 or status < 200:
             error = self._err(
                 TransientExternal,
@@ -340,35 +467,81 @@ class HttpExecutor:
                 details={"http_status": status},
                 retryable=contract.read_only,
             )
-            return failed(error) if contract.read_only else unknown(error)
+            return in_doubt(error, read_only=contract.read_only)
         try:
             doc = loads_strict(payload)
         except StrictJSONError:
             return self._malformed(request, "the executor's answer is not valid JSON")
         if not isinstance(doc, dict):
             return self._malformed(request, "the executor's answer is not a JSON object")
-        if doc.get("call_id") != request.context.call_id:
-            return failed(
-                self._err(
-                    ContractViolation,
-                    request,
-                    "the executor answered for another call id",
-                    CALL_ID_MISMATCH,
-                )
+        if doc.get("call_id") != ctx.call_id:
+            return self._doubt(
+                request, "the executor answered for another call id", CALL_ID_MISMATCH
             )
         outcome = doc.get("status")
         if outcome == "succeeded" and "result" in doc:
             try:
                 return succeeded(ensure_json(doc["result"]))
             except Failure as exc:
-                exc.call_id, exc.run_id = request.context.call_id, request.context.run_id
-                return failed(exc)
+                exc.call_id, exc.run_id = ctx.call_id, ctx.run_id
+                return in_doubt(exc, read_only=contract.read_only)
         if outcome == "failed" and isinstance(doc.get("error"), dict):
             return failed(self._reported(request, doc["error"]))
         return self._malformed(request, "the executor's answer has no valid status")
 
+    def _unverified(
+        self, request: ExecutionRequest, endpoint: HttpEndpoint, answer: _Answer
+    ) -> ExecutionOutcome:
+        """An answer whose signature does not verify: nothing in it is believed, and readiness
+        checks this executor again before the next call (another key, or an impostor)."""
+        if self.on_mismatch is not None:
+            self.on_mismatch(endpoint.url)
+        if not answer.signature:
+            return self._doubt(
+                request,
+                f"the answer (HTTP {answer.status}) carries no response signature; something "
+                "other than the executor may have answered",
+                RESPONSE_UNSIGNED,
+                details={"http_status": answer.status},
+            )
+        other = None
+        with_id = None
+        with contextlib.suppress(StrictJSONError):
+            with_id = loads_strict(answer.body)
+        if isinstance(with_id, dict) and isinstance(with_id.get("call_id"), str):
+            other = with_id["call_id"] != request.context.call_id
+        if other:
+            return self._doubt(
+                request,
+                "the executor answered for another call id",
+                CALL_ID_MISMATCH,
+                details={"http_status": answer.status},
+            )
+        return self._doubt(
+            request,
+            f"the answer's response signature (HTTP {answer.status}) does not verify for this "
+            "call, key and contract digest",
+            RESPONSE_SIGNATURE_INVALID,
+            details={"http_status": answer.status},
+        )
+
+    def _doubt(
+        self,
+        request: ExecutionRequest,
+        message: str,
+        reason: str,
+        *,
+        details: Mapping[str, Any] | None = None,
+    ) -> ExecutionOutcome:
+        """After sending: an answer that cannot be believed or read (see :func:`in_doubt`)."""
+        read_only = request.contract.read_only
+        if not read_only:
+            message += f"; the effect of tool {request.contract.id} may or may not have happened"
+        error = self._err(ContractViolation, request, message, reason, details=details)
+        return in_doubt(error, read_only=read_only)
+
     def _malformed(self, request: ExecutionRequest, message: str) -> ExecutionOutcome:
-        return failed(self._err(ContractViolation, request, message, EXECUTOR_MALFORMED_RESPONSE))
+        return self._doubt(request, message, EXECUTOR_MALFORMED_RESPONSE)
 
     def _refusal(self, request: ExecutionRequest, status: int, payload: bytes) -> Failure:
         """A 4xx: use the executor's ``{error: {code, reason, message}}`` when it sent one."""
@@ -461,6 +634,7 @@ class HttpExecutor:
             now=self._clock(),
         )
         headers["Accept"] = "application/json"
+        headers["Accept-Encoding"] = "identity"
         if body:
             headers["Content-Type"] = "application/json"
         return headers
@@ -473,8 +647,11 @@ class HttpExecutor:
         body: bytes,
         endpoint: HttpEndpoint,
         sent: _Sent,
-    ) -> tuple[int, bytes]:
-        """Send one request; read at most ``max_response_bytes`` of the answer.
+        address: str,
+    ) -> _Answer:
+        """Send one request to ``address`` (the pinned one; the name stays in ``Host`` and,
+        for https, the TLS server name); read at most ``max_response_bytes`` of the answer
+        (raw bytes: nothing is decompressed, so a Content-Encoding is seen, not trusted).
 
         The request is a CLIENT span of the current trace, whose context travels to the
         executor in the W3C ``traceparent`` header."""
@@ -486,9 +663,9 @@ class HttpExecutor:
         ) as span:
             traced = dict(headers)
             telemetry.inject(traced)
-            status, payload = await self._exchange(method, url, traced, body, endpoint, sent)
-            span.set_attribute("http.response.status_code", status)
-            return status, payload
+            answer = await self._exchange(method, url, traced, body, endpoint, sent, address)
+            span.set_attribute("http.response.status_code", answer.status)
+            return answer
 
     async def _exchange(
         self,
@@ -498,13 +675,18 @@ class HttpExecutor:
         body: bytes,
         endpoint: HttpEndpoint,
         sent: _Sent,
-    ) -> tuple[int, bytes]:
+        address: str,
+    ) -> _Answer:
+        named = httpx2.URL(url)
+        extensions: dict[str, Any] = {"trace": sent}
+        if named.scheme == "https":
+            extensions["sni_hostname"] = named.host
         request = self._client.build_request(
             method,
-            url,
-            headers=headers,
+            named.copy_with(host=address),
+            headers={**headers, "Host": named.netloc.decode("ascii")},
             content=body if body else None,
-            extensions={"trace": sent},
+            extensions=extensions,
             timeout=httpx2.Timeout(None),  # the caller's deadline bounds the whole exchange
         )
         response = await self._client.send(request, stream=True)
@@ -523,7 +705,15 @@ class HttpExecutor:
                 if size > endpoint.max_response_bytes:
                     raise _TooLarge
                 chunks.append(chunk)
-            return response.status_code, b"".join(chunks)
+            encoding = response.headers.get("content-encoding")
+            if encoding is not None and encoding.strip().lower() in ("", "identity"):
+                encoding = None
+            return _Answer(
+                status=response.status_code,
+                body=b"".join(chunks),
+                signature=response.headers.get(RESPONSE_SIGNATURE_HEADER),
+                encoding=encoding,
+            )
         finally:
             await response.aclose()
 

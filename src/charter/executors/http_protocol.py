@@ -18,6 +18,16 @@ where ``string_to_sign`` is the UTF-8 of::
 ``PATH`` is the request path as sent (the base URL's path plus ``/describe`` or
 ``/execute``, no query). The executor refuses a timestamp outside its tolerance window and a
 nonce it has already seen inside that window (a replay).
+
+Every response carries ``X-Charter-Response-Signature: v1=<hex HMAC-SHA256(signing_key,
+response_to_sign)>`` where ``response_to_sign`` is the UTF-8 of::
+
+    "charter.executor.v1.response" "\n" HTTP_STATUS "\n" CALL_ID "\n" IDEMPOTENCY_KEY "\n"
+    CONTRACT_DIGEST "\n" NONCE "\n" sha256hex(body)
+
+``CALL_ID``, ``IDEMPOTENCY_KEY`` and ``CONTRACT_DIGEST`` are those of the request
+(``tool.contract_digest``), empty for ``/describe``; ``NONCE`` is the request's nonce. The
+client verifies it before reading anything in the answer.
 """
 
 from __future__ import annotations
@@ -34,6 +44,8 @@ TIMESTAMP_HEADER = "X-Charter-Timestamp"
 NONCE_HEADER = "X-Charter-Nonce"
 SIGNATURE_HEADER = "X-Charter-Signature"
 SIGNATURE_VERSION = "v1"
+RESPONSE_SIGNATURE_HEADER = "X-Charter-Response-Signature"
+RESPONSE_PURPOSE = "charter.executor.v1.response"
 DEFAULT_TOLERANCE_S = 300
 NONCE_HEX_CHARS = 32
 
@@ -80,6 +92,76 @@ def signature_matches(
 ) -> bool:
     """Constant-time comparison of an offered ``v1=<hex>`` with the expected one."""
     expected = signature(key, method, path, timestamp, nonce, body)
+    return hmac.compare_digest(offered.encode("utf-8", "replace"), expected.encode("ascii"))
+
+
+def response_to_sign(
+    *,
+    status: int,
+    call_id: str,
+    idempotency_key: str,
+    contract_digest: str,
+    nonce: str,
+    body: bytes,
+) -> bytes:
+    """The bytes a response signature covers (see the module docstring)."""
+    fields = (
+        RESPONSE_PURPOSE,
+        str(int(status)),
+        call_id,
+        idempotency_key,
+        contract_digest,
+        nonce,
+        body_digest(body),
+    )
+    return "\n".join(fields).encode("utf-8", "surrogateescape")
+
+
+def response_signature(
+    key: bytes,
+    *,
+    status: int,
+    call_id: str,
+    idempotency_key: str,
+    contract_digest: str,
+    nonce: str,
+    body: bytes,
+) -> str:
+    """``v1=<hex>``: the value of the response signature header."""
+    message = response_to_sign(
+        status=status,
+        call_id=call_id,
+        idempotency_key=idempotency_key,
+        contract_digest=contract_digest,
+        nonce=nonce,
+        body=body,
+    )
+    return f"{SIGNATURE_VERSION}={hmac.new(key, message, hashlib.sha256).hexdigest()}"
+
+
+def response_signature_matches(
+    key: bytes,
+    offered: str | None,
+    *,
+    status: int,
+    call_id: str,
+    idempotency_key: str,
+    contract_digest: str,
+    nonce: str,
+    body: bytes,
+) -> bool:
+    """Constant-time check of a response's ``v1=<hex>`` signature (``None``: missing)."""
+    if not offered:
+        return False
+    expected = response_signature(
+        key,
+        status=status,
+        call_id=call_id,
+        idempotency_key=idempotency_key,
+        contract_digest=contract_digest,
+        nonce=nonce,
+        body=body,
+    )
     return hmac.compare_digest(offered.encode("utf-8", "replace"), expected.encode("ascii"))
 
 

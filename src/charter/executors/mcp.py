@@ -49,6 +49,13 @@ from mcp_types.jsonrpc import CONNECTION_CLOSED
 from charter.contracts.canonical import sha256_digest
 from charter.contracts.model import MODEL_NAME, ToolContract
 from charter.errors import ContractViolation, Failure, TransientExternal, UserError
+from charter.executors.egress import (
+    EgressPolicy,
+    Resolver,
+    allowed_address,
+    pinned_client,
+    system_resolver,
+)
 from charter.kernel.executor_port import (
     TIMEOUT,
     ExecutionOutcome,
@@ -57,6 +64,7 @@ from charter.kernel.executor_port import (
     ensure_json,
     failed,
     failure_from,
+    in_doubt,
     succeeded,
     unknown,
 )
@@ -102,8 +110,9 @@ class McpServerSpec:
 
 
 @asynccontextmanager
-async def connect(spec: McpServerSpec) -> AsyncIterator[Client]:
-    """An initialized SDK client for ``spec`` (no response cache: listings are always fresh)."""
+async def connect(spec: McpServerSpec, *, address: str | None = None) -> AsyncIterator[Client]:
+    """An initialized SDK client for ``spec`` (no response cache: listings are always fresh);
+    a ``url`` server's requests go to ``address`` when given (pinned, the name kept)."""
     if spec.command is not None:
         env = {**os.environ, **spec.env} if spec.env is not None else None
         params = StdioServerParameters(
@@ -118,9 +127,13 @@ async def connect(spec: McpServerSpec) -> AsyncIterator[Client]:
     assert spec.url is not None
     token = spec.bearer()
     headers = {"Authorization": f"Bearer {token.decode()}"} if token is not None else {}
+    if address is not None:
+        pinned, url = pinned_client(spec.url, address, headers=headers)
+    else:
+        pinned, url = httpx2.AsyncClient(headers=headers, trust_env=False), spec.url
     async with (
-        httpx2.AsyncClient(headers=headers, trust_env=False) as http,
-        Client(streamable_http_client(spec.url, http_client=http), cache=None) as client,
+        pinned as http,
+        Client(streamable_http_client(url, http_client=http), cache=None) as client,
     ):
         yield client
 
@@ -133,8 +146,9 @@ class _Session:
     no longer :attr:`alive` (the pool then opens a new one).
     """
 
-    def __init__(self, spec: McpServerSpec) -> None:
+    def __init__(self, spec: McpServerSpec, address: str | None = None) -> None:
         self.spec = spec
+        self.address = address  # a url server's pinned address
         self._client: Client | None = None
         self._failure: Exception | None = None
         self.used = False  # set once a call has run on it
@@ -147,7 +161,7 @@ class _Session:
 
     async def _hold(self) -> None:
         try:
-            async with connect(self.spec) as client:
+            async with connect(self.spec, address=self.address) as client:
                 self._client = client
                 self._ready.set()
                 await self._stop.wait()
@@ -288,11 +302,23 @@ class McpExecutor:
     kind = "mcp"
 
     def __init__(
-        self, *, servers: Mapping[str, McpServerSpec], redact_message: MessageRedactor
+        self,
+        *,
+        servers: Mapping[str, McpServerSpec],
+        redact_message: MessageRedactor,
+        egress: EgressPolicy | None = None,
+        resolver: Resolver | None = None,
     ) -> None:
         self._servers = dict(servers)  # tool id -> server
         self._redact = redact_message
+        # a url server's host is resolved when its session opens and checked against the
+        # deployment's egress policy; the session then keeps that address
+        self.egress = egress if egress is not None else EgressPolicy()
+        self.resolver: Resolver = resolver or system_resolver
         self._sessions: dict[tuple[Any, ...], _Session] = {}
+        # Told the tool id of a pinned tool found drifted at call time, so readiness checks
+        # again before the next call's intent.
+        self.on_mismatch: Any = None
 
     @property
     def servers(self) -> Mapping[str, McpServerSpec]:
@@ -304,11 +330,16 @@ class McpExecutor:
         for session in sessions:
             await session.close()
 
-    def _session(self, spec: McpServerSpec) -> _Session:
+    async def _session(self, spec: McpServerSpec) -> _Session:
+        """The kept session, or a new one (a url server's address resolved and allowed first:
+        raises ``EGRESS_REFUSED`` / ``EXECUTOR_UNREACHABLE`` before connecting)."""
         key = _session_key(spec)
         session = self._sessions.get(key)
         if session is None or not session.alive or session.loop is not asyncio.get_running_loop():
-            session = self._sessions[key] = _Session(spec)
+            address = None
+            if spec.url is not None:
+                address = await allowed_address(spec.url, self.egress, self.resolver)
+            session = self._sessions[key] = _Session(spec, address)
         return session
 
     async def _discard(self, session: _Session) -> None:
@@ -341,7 +372,7 @@ class McpExecutor:
 
     async def _listed(self, spec: McpServerSpec) -> list[types.Tool]:
         """The server's tools, listed on its kept session (so readiness starts no process)."""
-        session = self._session(spec)
+        session = await self._session(spec)
         reused = session.used
         try:
             with anyio.fail_after(LIST_TIMEOUT_S):
@@ -387,13 +418,18 @@ class McpExecutor:
     ) -> ExecutionOutcome | object:
         contract = request.contract
         sent = False
-        session = self._session(spec)
+        try:
+            session = await self._session(spec)
+        except Failure as exc:
+            return failed(exc, dispatched=False)
         reused = session.used
         try:
             with anyio.fail_after(timeout):
                 client = await session.client()
                 drift = compare(contract, await _all_tools(client))
                 if drift is not None:
+                    if self.on_mismatch is not None:
+                        self.on_mismatch(contract.id)
                     return failed(
                         ContractViolation(
                             f"not ready: {drift.describe()}",
@@ -494,8 +530,8 @@ class McpExecutor:
             }
         try:
             return succeeded(ensure_json(value))
-        except Failure as exc:
-            return failed(exc)
+        except Failure as exc:  # it ran: a write's effect is in doubt, never "failed"
+            return in_doubt(exc, read_only=request.contract.read_only)
 
 
 def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpServerSpec:
@@ -517,7 +553,11 @@ def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpSe
 
 
 def mcp_executor(
-    bindings: Mapping[str, Any], *, root: Path | None, redact_message: MessageRedactor
+    bindings: Mapping[str, Any],
+    *,
+    root: Path | None,
+    redact_message: MessageRedactor,
+    egress: EgressPolicy | None = None,
 ) -> McpExecutor | None:
     """The executor for every ``executor: mcp`` binding (``{tool id: Binding}``), or ``None``."""
     servers = {
@@ -527,7 +567,7 @@ def mcp_executor(
     }
     if not servers:
         return None
-    return McpExecutor(servers=servers, redact_message=redact_message)
+    return McpExecutor(servers=servers, redact_message=redact_message, egress=egress)
 
 
 # ---------------------------------------------------------------------------------------

@@ -54,9 +54,28 @@ class ApprovalGate:
             )
             if status == "approved" and not expired and bound:
                 return approval
-            if status == "pending" and not expired:
+            if status in ("pending", "approved") and not expired and not bound:
+                # Bound to another version or digest of this tool (the Build changed since):
+                # what a person approved is not what would run. Retire it, ask again.
+                at.warnings.append(
+                    "APPROVAL_STALE: the tool's contract changed since the approval; a new "
+                    "approval was requested"
+                )
+                entries.append(
+                    NewEvent(
+                        type="approval_expired",
+                        payload={
+                            "approval_id": approval.approval_id,
+                            "context_id": ctx.context_id,
+                            "call_id": at.call_id,
+                            "actor": "kernel",
+                            "reason": "APPROVAL_STALE",
+                        },
+                    )
+                )
+            elif status == "pending" and not expired:
                 return self.pending(at, approval.approval_id, approval.expires_at)
-            if status in ("pending", "approved") and expired:
+            elif status in ("pending", "approved") and expired:
                 at.warnings.append("APPROVAL_EXPIRED: a new approval was requested")
                 entries.append(
                     NewEvent(

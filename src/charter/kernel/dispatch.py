@@ -26,6 +26,7 @@ from charter.kernel.answers import Answers
 from charter.kernel.core import Attempt, KernelState
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope, Metrics, error_dict
 from charter.kernel.executor_port import ExecutionOutcome, ExecutionRequest
+from charter.kernel.late import record_late_result
 from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
 
@@ -216,7 +217,10 @@ class Dispatcher:
             redacted = redactor.redact(outcome.result)
             accepted = clamp(redacted, contract)
         except Failure as exc:
-            return Settled(CallStatus.FAILED, None, exc, 0, outcome.attempts)
+            # The tool ran and answered: an unacceptable result leaves a write's effect done
+            # or in doubt, so only a read tool may say failed (docs/executors.md).
+            status = CallStatus.FAILED if contract.read_only else CallStatus.UNKNOWN
+            return Settled(status, None, exc, 0, outcome.attempts)
         warnings.extend(accepted.warnings)
         return Settled(
             CallStatus.SUCCEEDED, accepted.data, None, accepted.output_bytes, outcome.attempts
@@ -269,6 +273,12 @@ class Dispatcher:
         ]
         try:
             await self.state.store.append(ctx.run_id, entries)
+        except InvalidInput as exc:
+            if exc.reason != "CALL_TRANSITION_INVALID":
+                raise
+            # Another process made the call unknown while we waited (restart reconciliation):
+            # keep the answer as evidence, never as the outcome.
+            return await record_late_result(self.state, answers, at, receipt)
         except StoreError:
             # The effect may have happened; the outcome could not be recorded. Say so: on
             # restart the call is reconciled to unknown, never dispatched again.

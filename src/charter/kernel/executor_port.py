@@ -100,6 +100,17 @@ def unknown(error: Failure, *, log: str = "") -> ExecutionOutcome:
     return ExecutionOutcome(status="unknown", error=error, log=log)
 
 
+def in_doubt(error: Failure, *, read_only: bool) -> ExecutionOutcome:
+    """An answer that arrived after the request was sent but cannot be trusted or read.
+
+    The effect may have happened: a tool that only reads is ``failed`` (nothing to repeat
+    harmfully), any other effect is ``unknown`` — never ``failed``, because a caller retrying
+    a failed write with a new call id would repeat the effect. ``docs/executors.md`` has the
+    table of answers to outcomes per effect.
+    """
+    return failed(error) if read_only else unknown(error)
+
+
 def scrub_details(value: Any, scrub: Callable[[str], str]) -> Any:
     """A copy of ``value`` with every string (keys included) passed through ``scrub``."""
     if isinstance(value, str):

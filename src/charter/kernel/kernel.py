@@ -43,7 +43,7 @@ from charter.kernel import faults
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
-from charter.kernel.audit import AuditSink
+from charter.kernel.audit import AuditRecord, AuditSink
 from charter.kernel.authorize import AuthorizationInput, Hook, authorize
 from charter.kernel.contexts import (
     Attachment,
@@ -269,6 +269,7 @@ class Kernel:
                 if ready_state is None or ready_state.ready:
                     ready.append(c)
                 elif ready_state.required:
+                    await self._audit_not_ready(principal, c, ready_state.reason)
                     raise TransientExternal(
                         f"required tool {c.id} is not ready: "
                         f"{ready_state.reason} ({ready_state.message})",
@@ -355,6 +356,31 @@ class Kernel:
             await state.store.append(run_id, entries)
         state.contexts[context.context_id] = context
         return context
+
+    async def _audit_not_ready(
+        self, principal: Principal, contract: ToolContract, reason: str | None
+    ) -> None:
+        """A context refused because a required tool is not ready: the audit file says so."""
+        audit = self.state.audit
+        if audit is None:
+            return
+        await audit.record(
+            AuditRecord(
+                at=self._now(),
+                actor=principal.name,
+                tenant=principal.tenant,
+                tool=contract.id,
+                tool_version=contract.version,
+                call_id=None,
+                context_id=None,
+                run_id=None,
+                outcome="not_ready",
+                code="transient_external",
+                reason="TOOL_NOT_READY",
+                mode=self.state.settings.mode.value,
+                details={"readiness_reason": reason},
+            )
+        )
 
     def _visible(
         self,
@@ -556,6 +582,12 @@ class Kernel:
                 at.timeline.waited = _requested(gate)
             elif contract.requires_approval:
                 at.would.append({"phase": "approval", "reason": "APPROVAL_REQUIRED"})
+            # a remote executor is trusted only as far as its last readiness check (cached
+            # briefly): one that changed since the context was resolved is refused here.
+            if self.readiness is not None:
+                changed = await self.readiness.check_call(contract)
+                if changed is not None:
+                    return await answers.refuse(at, changed, CallStatus.FAILED)
             faults.point("before_intent", contract.id)
             # 7. intent
             at.timeline.mark("intent")

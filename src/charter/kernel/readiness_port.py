@@ -2,13 +2,17 @@
 
 The runtime hands the kernel a :class:`ReadinessSource` (``charter.deploy.readiness.Readiness``
 checks every bound tool's executor); the kernel omits optional tools that are not ready and
-refuses a context whose required tools are not (``TOOL_NOT_READY``).
+refuses a context whose required tools are not (``TOOL_NOT_READY``), and asks
+:meth:`ReadinessSource.check_call` again before the intent of every call.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Protocol
+
+from charter.contracts.model import ToolContract
+from charter.errors import Failure
 
 __all__ = ["ReadinessReport", "ReadinessSource", "ToolReadiness"]
 
@@ -28,6 +32,7 @@ class ToolReadiness:
     reported_digest: str | None = None
     reason: str | None = None
     message: str | None = None
+    address: str | None = None  # http: the address requests go to (pinned at this check)
 
     @property
     def status(self) -> str:
@@ -38,6 +43,7 @@ class ToolReadiness:
             "tool": self.tool_id,
             "executor": self.executor,
             "endpoint": self.endpoint,
+            "address": self.address,
             "required": self.required,
             "status": self.status,
             "expected": {"version": self.expected_version, "digest": self.expected_digest},
@@ -75,3 +81,9 @@ class ReadinessSource(Protocol):
     """Reports the readiness of every bound tool (cached by the implementation)."""
 
     async def report(self, *, fresh: bool = False) -> ReadinessReport: ...
+
+    async def check_call(self, contract: ToolContract) -> Failure | None:
+        """Before a call's intent: ``None`` if its remote executor still serves ``contract``
+        as the Build says, else the refusal (``EXECUTOR_CONTRACT_CHANGED`` /
+        ``TOOL_NOT_READY``)."""
+        ...

@@ -246,7 +246,15 @@ def _approval_requested(event: EventFacts, get: Getter) -> Writes:
         # A fresh request for the same call, allowed only once its approval has expired;
         # a concurrent duplicate asking at the same time conflicts and reads this one.
         writes = {
-            ckey: {**existing, "approval_id": aid, "updated_seq": event.seq, "updated_at": event.at}
+            ckey: {
+                **existing,
+                "approval_id": aid,
+                # a request replacing a stale approval binds the tool's current contract
+                "tool_version": p.get("tool_version", existing.get("tool_version")),
+                "contract_digest": p.get("contract_digest", existing.get("contract_digest")),
+                "updated_seq": event.seq,
+                "updated_at": event.at,
+            }
         }
     else:
         raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
@@ -375,6 +383,22 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
         return {}
     if stage == "retrying":
         return {ckey: {**call, "attempts": int(call["attempts"]) + 1, "updated_seq": event.seq}}
+    if stage == "late_result":
+        # An answer that arrived after the call was made unknown (by restart reconciliation):
+        # kept on the row as evidence for an operator; the state does not change.
+        late = p.get("receipt")
+        return {
+            ckey: {
+                **call,
+                "late_result": {
+                    "at": event.at,
+                    "seq": event.seq,
+                    "receipt": late if isinstance(late, Mapping) else None,
+                },
+                "updated_seq": event.seq,
+                "updated_at": event.at,
+            }
+        }
     if stage not in STAGE_STATE:
         return {}  # result_accepted, cache_hit: observational
     resolving = p.get("resolved_by") is not None

@@ -44,6 +44,7 @@ TOOL_PROGRESS_STAGES: frozenset[str] = frozenset(
         "cancelled",
         "unknown",
         "abandoned",
+        "late_result",  # an executor's answer that arrived after the call was made unknown
     }
 )
 

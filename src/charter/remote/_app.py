@@ -14,6 +14,11 @@ Every request must carry the bearer credential and a fresh, valid signature (see
    ``IDEMPOTENCY_CONFLICT``);
 3. runs the function (sync functions in a worker thread), records the response, answers 200
    with ``{call_id, status: succeeded, result}`` or ``{call_id, status: failed, error}``.
+
+Every response — refusals included — is signed with the signing key over the request's call
+id, idempotency key, contract digest and nonce, the HTTP status and the body's hash
+(:func:`charter.executors.http_protocol.response_signature`), so the client accepts nothing
+an impostor on the executor's address sends.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from charter.executors.http_protocol import (
     NONCE_HEADER,
     PROTOCOL,
     REPLAYED,
+    RESPONSE_SIGNATURE_HEADER,
     SIGNATURE_HEADER,
     SIGNATURE_INVALID,
     TIMESTAMP_HEADER,
@@ -59,6 +65,7 @@ from charter.executors.http_protocol import (
     dumps,
     loads_strict,
     nonce_valid,
+    response_signature,
     signature_matches,
     timestamp_fresh,
 )
@@ -294,17 +301,36 @@ class _Server:
             body = await self._body(request)
             await self._authenticate(request, body)
         except _Refused as exc:
-            return _refusal(exc)
-        return Response(self.description, media_type="application/json")
+            return self._sign(_refusal(exc), request, b"", echo=False)
+        return self._sign(
+            Response(self.description, media_type="application/json"), request, b"", echo=False
+        )
 
     async def execute(self, request: Request) -> Response:
+        body = b""
         try:
             body = await self._body(request)
             await self._authenticate(request, body)
             call = self._parse(body)
         except _Refused as exc:
-            return _refusal(exc)
-        return await self._run(call)
+            return self._sign(_refusal(exc), request, body)
+        return self._sign(await self._run(call), request, body)
+
+    def _sign(
+        self, response: Response, request: Request, body: bytes, *, echo: bool = True
+    ) -> Response:
+        """Sign ``response`` over the request's call id, key, digest and nonce."""
+        call_id, key, digest = _echoed(body) if echo else ("", "", "")
+        response.headers[RESPONSE_SIGNATURE_HEADER] = response_signature(
+            self.signing_key,
+            status=response.status_code,
+            call_id=call_id,
+            idempotency_key=key,
+            contract_digest=digest,
+            nonce=request.headers.get(NONCE_HEADER, ""),
+            body=bytes(response.body),
+        )
+        return response
 
     def _parse(self, body: bytes) -> _Call:
         try:
@@ -506,6 +532,20 @@ class _Call:
         self.context = context
         self.deadline_s = deadline_s
         self.request_sha256 = request_sha256
+
+
+def _echoed(body: bytes) -> tuple[str, str, str]:
+    """The call id, idempotency key and contract digest a request body names ("" if not)."""
+    try:
+        doc = loads_strict(body)
+    except StrictJSONError:
+        return "", "", ""
+    if not isinstance(doc, dict):
+        return "", "", ""
+    tool = doc.get("tool")
+    digest = tool.get("contract_digest") if isinstance(tool, dict) else None
+    fields = (doc.get("call_id"), doc.get("idempotency_key"), digest)
+    return tuple(f if isinstance(f, str) else "" for f in fields)  # type: ignore[return-value]
 
 
 def _context(call_id: str, key: str, tool_id: str, attribution: Mapping[str, Any]) -> Context:

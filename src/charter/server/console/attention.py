@@ -35,7 +35,7 @@ async def attention_page(
         request,
         "attention.html",
         {
-            "calls": list(rows),
+            "calls": [row.to_dict() for row in rows],  # the stored rows: late results too
             "outcomes": OUTCOMES,
             "notice": f"Call {resolved} resolved." if resolved else None,
             "page": "attention",

@@ -39,6 +39,7 @@ async def readiness_page(
                 if found
                 else (binding.executor if binding else deployment.default_executor or "—"),
                 "endpoint": found.endpoint if found else None,
+                "address": found.address if found else None,
                 "status": found.status if found else "not_checked",
                 "reported_version": found.reported_version if found else None,
                 "reported_digest": found.reported_digest if found else None,
