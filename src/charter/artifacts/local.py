@@ -32,7 +32,13 @@ from pathlib import Path
 from types import TracebackType
 
 from charter.artifacts import _fs, failures
-from charter.artifacts.names import MAX_DEPTH, check_path, split_reference, versions
+from charter.artifacts.names import (
+    MAX_DEPTH,
+    check_path,
+    normal_path,
+    split_reference,
+    versions,
+)
 from charter.artifacts.reading import VerifyingReader
 from charter.artifacts.records import (
     ObjectInfo,
@@ -79,7 +85,8 @@ class LocalArtifactStore:
         bucket, path = split_reference(ref)
         if bucket is not None:
             raise failures.foreign_bucket(run_id=run_id)
-        return path, check_path(path)
+        parts = check_path(path)
+        return "/".join(parts), parts
 
     def _open_run(self, run_id: str, *, create: bool) -> int:
         root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -210,7 +217,8 @@ class LocalArtifactStore:
                 if not rel.startswith(prefix) or st.st_nlink != 1:
                     continue
                 try:
-                    check_path(rel)
+                    if normal_path(rel) != rel:
+                        continue  # not in NFC: not a name a store wrote; never listed
                 except InvalidInput:
                     continue  # not an artifact name (placed by hand); never listed
                 found.append(ObjectInfo(path=rel, size=st.st_size))
@@ -376,29 +384,32 @@ class LocalArtifactStore:
             top, _ = _fs.open_dir(staging, private, create=False, path="", run_id=run_id)
             fds.append(top)
             staged = _scan_area(top, run_id, limits)
-            check_declared(staged, expected, run_id)
+            check_declared([obj for obj, _ in staged], expected, run_id)
             if self.quota_bytes is not None and _usage(run) > self.quota_bytes:
                 raise failures.quota(self.quota_bytes, run_id=run_id)
-            published: list[tuple[StoredObject, tuple[str, ...]]] = []
+            published: list[StoredObject] = []
             try:
-                for obj in staged:
-                    self._publish_staged(run, top, obj, run_id)
-                    published.append((obj, check_path(obj.path)))
+                for obj, raw in staged:
+                    self._publish_staged(run, top, obj, raw, run_id)
+                    published.append(obj)
             except BaseException:
-                self.discard(run_id, [obj for obj, _ in published])
+                self.discard(run_id, published)
                 raise
-            return tuple(staged)
+            return tuple(published)
         finally:
             _fs.close_all(fds)
 
-    def _publish_staged(self, run: int, top: int, obj: StoredObject, run_id: str) -> None:
+    def _publish_staged(
+        self, run: int, top: int, obj: StoredObject, raw: tuple[str, ...], run_id: str
+    ) -> None:
+        """Move the staged file (its names as written, ``raw``) to its NFC path."""
         parts = check_path(obj.path)
         fds: list[int] = []
         try:
-            src, _ = self._walk(top, parts[:-1], fds, create=False, path=obj.path, run_id=run_id)
+            src, _ = self._walk(top, raw[:-1], fds, create=False, path=obj.path, run_id=run_id)
             dst, grew = self._walk(run, parts[:-1], fds, create=True, path=obj.path, run_id=run_id)
             try:
-                _fs.rename_noreplace(src, parts[-1], dst, parts[-1])
+                _fs.rename_noreplace(src, raw[-1], dst, parts[-1])
             except FileExistsError:
                 raise failures.exists(obj.path, run_id=run_id) from None
             except OSError as exc:
@@ -453,9 +464,13 @@ def _usage(run: int) -> int:
     return sum(st.st_size for _, st in _regular_files(run, skip_staging=False))
 
 
-def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObject]:
-    """Hash every staged file; refuse links, non-regular files, bad names and limits."""
-    staged: list[StoredObject] = []
+def _scan_area(
+    top: int, run_id: str, limits: StagingLimits
+) -> list[tuple[StoredObject, tuple[str, ...]]]:
+    """Hash every staged file; refuse links, non-regular files, bad names and limits.
+
+    Each file comes with its path as written (the object's path is its NFC form)."""
+    staged: list[tuple[StoredObject, tuple[str, ...]]] = []
     tally = Tally(limits, run_id)
 
     def visit(fd: int, prefix: str) -> None:
@@ -464,7 +479,7 @@ def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObjec
         for name in names:
             rel = prefix + name
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            check_path(rel)  # also bounds the depth of the walk
+            nfc = normal_path(rel)  # also bounds the depth of the walk
             if stat.S_ISDIR(st.st_mode):
                 sub, _ = _fs.open_dir(fd, name, create=False, path=rel, run_id=run_id)
                 try:
@@ -478,7 +493,9 @@ def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObjec
                 digest = _hash_fd(file_fd)
             finally:
                 os.close(file_fd)
-            staged.append(StoredObject(path=rel, sha256=digest, size=fst.st_size))
+            staged.append(
+                (StoredObject(path=nfc, sha256=digest, size=fst.st_size), tuple(rel.split("/")))
+            )
 
     visit(top, "")
     return staged

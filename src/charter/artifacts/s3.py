@@ -30,7 +30,13 @@ from types import TracebackType
 from typing import IO, Any, Protocol
 
 from charter.artifacts import failures
-from charter.artifacts.names import MAX_PATH_BYTES, check_path, split_reference, versions
+from charter.artifacts.names import (
+    MAX_PATH_BYTES,
+    check_path,
+    normal_path,
+    split_reference,
+    versions,
+)
 from charter.artifacts.reading import CHUNK, VerifyingReader
 from charter.artifacts.records import (
     ObjectInfo,
@@ -190,7 +196,7 @@ class S3ArtifactStore:
             if not path.startswith(run_prefix):
                 raise failures.outside_run(run_id=run_id)
             path = path[len(run_prefix) :]
-        check_path(path)
+        path = normal_path(path)
         key = run_prefix + path
         if len(key.encode("utf-8")) > MAX_PATH_BYTES:
             raise InvalidInput(
@@ -328,7 +334,8 @@ class S3ArtifactStore:
         for key, size in self._keys(run_id, run_prefix + prefix):
             rel = key[len(run_prefix) :]
             try:
-                check_path(rel)
+                if normal_path(rel) != rel:
+                    continue  # not in NFC: a key not written through Charter
             except InvalidInput:
                 continue  # staging, the run's own files, or a key not written through Charter
             found.append(ObjectInfo(path=rel, size=size))
@@ -435,7 +442,7 @@ class S3ArtifactStore:
                 self._resolve(run_id, rel)
                 tally.add(rel, size)
             for key, size in listed:
-                spools.append(self._download(run_id, key[len(prefix) :], key, size))
+                spools.append(self._download(run_id, normal_path(key[len(prefix) :]), key, size))
             staged = [obj for obj, _, _ in spools]
             check_declared(staged, expected, run_id)
             if self.quota_bytes is not None and self.usage(run_id) > self.quota_bytes:

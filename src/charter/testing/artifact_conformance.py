@@ -85,9 +85,25 @@ HOSTILE = [
     ("x" * 256, "ARTIFACT_NAME_TOO_LONG"),
     ("s3://someone-else/charter/artifacts/run-conf/x.txt", "ARTIFACT_BUCKET_FOREIGN"),
     ("file:///etc/passwd", "ARTIFACT_PATH_SCHEME"),
+    # not portable: Windows device names, NTFS streams, blank parts, trailing dots and spaces
+    ("CON", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("nul.txt", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("COM1", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("aux.json", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("LPT1.log", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("sub/Con.tar.gz", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("report.txt:hidden", "ARTIFACT_PATH_COLON"),
+    ("report.txt::$DATA", "ARTIFACT_PATH_COLON"),
+    (" ", "ARTIFACT_PATH_BLANK_COMPONENT"),
+    ("a/ /b", "ARTIFACT_PATH_BLANK_COMPONENT"),
+    ("report.txt.", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("report.txt ", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("dir./x.txt", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
 ]
+NFC = "caf\u00e9.txt"
+NFD = "cafe\u0301.txt"
 
-DOTTED_NAMES = [("[...slug].ts",), ("a..b.txt",), ("...",), ("v1.2/x..y",), ("ü/日本.txt",)]
+DOTTED_NAMES = [("[...slug].ts",), ("a..b.txt",), ("..a",), ("v1.2/x..y",), ("ü/日本.txt",)]
 BAD_RUN_IDS = [("../run",), ("",), ("a/b",), (".hidden",), ("run\x00",)]
 REFUSED_STAGING: list[tuple[dict[str, str] | None, StagingLimits | None, str]] = [
     ({"x.txt": sha(b"other"), "y.txt": sha(b"y")}, None, "ARTIFACT_INTEGRITY_MISMATCH"),
@@ -264,6 +280,29 @@ class ArtifactStoreConformance:
         store.put(RUN, path, b"ok")
         assert store.read_bytes(RUN, path) == b"ok"
         assert [i.path for i in store.list(RUN)] == [path]
+
+    def test_nfc_and_nfd_spellings_are_one_name(
+        self, store: ArtifactStore, backend: Backend
+    ) -> None:
+        assert store.put(RUN, NFD, b"first").path == NFC
+        with raises(Failure) as info:
+            store.put(RUN, NFC, b"second")
+        assert reason_of(info) == "ARTIFACT_EXISTS"
+        assert store.put(RUN, NFD, b"third", versioned=True).path == "caf\u00e9-v2.txt"
+        assert store.read_bytes(RUN, NFD) == b"first"
+        assert store.first_free_path(RUN, NFD) == "caf\u00e9-v3.txt"
+        assert [i.path for i in store.list(RUN)] == ["caf\u00e9-v2.txt", NFC]
+        assert backend.names(store, RUN) == {NFC, "caf\u00e9-v2.txt"}
+
+    def test_staged_names_are_published_in_nfc(
+        self, store: ArtifactStore, backend: Backend
+    ) -> None:
+        area = store.open_staging(RUN, "call-nfc", 1)
+        with store.stage(area, NFD) as writer:
+            writer.write(b"staged")
+        published = store.accept_staging(area, attempt=1)
+        assert [obj.path for obj in published] == [NFC]
+        assert store.read_bytes(RUN, NFC) == b"staged"
 
     def test_run_ids_are_identifiers(self, store: ArtifactStore, run_id: str) -> None:
         with raises(Failure) as info:
