@@ -13,8 +13,11 @@ published with a rename that never replaces anything, then the target directory 
 ``fsync``-ed. A writer that fails (an exception in its block, a limit, a refused path) removes
 its temporary file; nothing was ever visible under the artifact's name.
 
-The run's quota counts every regular file under the run directory (staging included), walked
-once when a writer opens; concurrent writers may together pass it by their in-flight bytes.
+The run's quotas (bytes and files) are checked against running totals
+(:class:`~charter.artifacts.usage.RunUsage`): the run directory is walked once, the first time
+the store touches the run, and the totals are then updated by every publication, accepted
+staging area and rollback — a write costs the same in a run of 10 files or 10,000.
+Concurrent writers may together pass the byte quota by their in-flight bytes.
 """
 
 from __future__ import annotations
@@ -48,6 +51,7 @@ from charter.artifacts.records import (
     check_sha256,
 )
 from charter.artifacts.staging import Tally, check_declared
+from charter.artifacts.usage import DEFAULT_QUOTA_FILES, RunUsage, Totals
 from charter.errors import Failure, InvalidInput
 from charter.ledger.ids import check_identifier
 
@@ -71,12 +75,17 @@ class LocalArtifactStore:
         root: str | os.PathLike[str] = DEFAULT_ROOT,
         *,
         quota_bytes: int | None = DEFAULT_QUOTA_BYTES,
+        quota_files: int | None = DEFAULT_QUOTA_FILES,
         max_file_bytes: int | None = None,
     ) -> None:
         self.root = Path(root).absolute()
         self.quota_bytes = quota_bytes
+        self.quota_files = quota_files
         self.max_file_bytes = max_file_bytes
         self.root.mkdir(parents=True, exist_ok=True)
+        self.usage_totals = RunUsage(
+            quota_bytes=quota_bytes, quota_files=quota_files, measure=self._measure
+        )
 
     # -- resolution -----------------------------------------------------------------------
 
@@ -130,7 +139,7 @@ class LocalArtifactStore:
         return writer.result
 
     def usage(self, run_id: str) -> int:
-        """Bytes held by the run's regular files (staging included)."""
+        """Bytes held by the run's regular files (staging included), walked now."""
         try:
             run = self._open_run(run_id, create=False)
         except Failure:
@@ -139,6 +148,21 @@ class LocalArtifactStore:
             return _usage(run)
         finally:
             os.close(run)
+
+    def _measure(self, run_id: str) -> Totals:
+        """The run's published files and bytes (one walk; staging not counted)."""
+        try:
+            run = self._open_run(run_id, create=False)
+        except Failure:
+            return Totals(files=0, bytes=0)
+        files = size = 0
+        try:
+            for _, st in _regular_files(run, skip_staging=True):
+                files += 1
+                size += st.st_size
+        finally:
+            os.close(run)
+        return Totals(files=files, bytes=size)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -275,6 +299,7 @@ class LocalArtifactStore:
                 return False
             os.unlink(parts[-1], dir_fd=parent)
             os.fsync(parent)
+            self.usage_totals.add(run_id, -1, -st.st_size)
             return True
         except Failure:
             return False  # missing, or not something this call wrote: leave it alone
@@ -385,13 +410,13 @@ class LocalArtifactStore:
             fds.append(top)
             staged = _scan_area(top, run_id, limits)
             check_declared([obj for obj, _ in staged], expected, run_id)
-            if self.quota_bytes is not None and _usage(run) > self.quota_bytes:
-                raise failures.quota(self.quota_bytes, run_id=run_id)
+            self.usage_totals.check_add(run_id, len(staged), sum(obj.size for obj, _ in staged))
             published: list[StoredObject] = []
             try:
                 for obj, raw in staged:
                     self._publish_staged(run, top, obj, raw, run_id)
                     published.append(obj)
+                    self.usage_totals.add(run_id, 1, obj.size)
             except BaseException:
                 self.discard(run_id, published)
                 raise
@@ -535,7 +560,8 @@ class _LocalWriter:
             )
             self._fd = os.open(self._tmp, _fs.CREATE_FLAGS, _fs.FILE_MODE, dir_fd=self._staging)
             self._fds.append(self._fd)
-            self._used = _usage(self._run) if store.quota_bytes is not None else 0
+            usage = store.usage_totals
+            self._used = usage.totals(run_id).bytes if usage.enabled and not base else 0
         except BaseException:
             self._cleanup()
             raise
@@ -570,8 +596,7 @@ class _LocalWriter:
                 raise failures.too_large(
                     "file size", store.max_file_bytes, path=self._path, run_id=self._run_id
                 )
-            if store.quota_bytes is not None and self._used + self._size + n > store.quota_bytes:
-                raise failures.quota(store.quota_bytes, run_id=self._run_id)
+            store.usage_totals.check_bytes(self._run_id, self._used, self._size + n)
             self._hash.update(data)
             self._size += n
             if n >= _BUFFER:
@@ -614,6 +639,9 @@ class _LocalWriter:
         parent, grew = self._store._walk(
             self._run, dirs, self._fds, create=True, path=path, run_id=run_id
         )
+        usage = self._store.usage_totals
+        if not self._base:  # a staging area's files count when the area is accepted
+            usage.check_add(run_id, 1, self._size)
         candidates = versions(path) if self._versioned else iter((path,))
         for candidate in candidates:
             name = candidate.rsplit("/", 1)[-1]
@@ -623,6 +651,8 @@ class _LocalWriter:
                 continue
             except OSError as exc:
                 raise _fs.translate(exc, parent, name, path, run_id) from None
+            if not self._base:
+                usage.add(run_id, 1, self._size)
             for fd in (parent, *grew):
                 os.fsync(fd)
             self._tmp = ""

@@ -46,6 +46,7 @@ from charter.artifacts.records import (
     check_sha256,
 )
 from charter.artifacts.staging import Tally, check_declared
+from charter.artifacts.usage import DEFAULT_QUOTA_FILES, RunUsage, Totals
 from charter.errors import ConfigError, Failure, InvalidInput
 from charter.ledger.ids import check_identifier
 
@@ -166,6 +167,7 @@ class S3ArtifactStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         quota_bytes: int | None = DEFAULT_QUOTA_BYTES,
+        quota_files: int | None = DEFAULT_QUOTA_FILES,
         max_file_bytes: int | None = None,
         spool_bytes: int = 8 << 20,
     ) -> None:
@@ -177,9 +179,13 @@ class S3ArtifactStore:
         self.bucket = bucket
         self.prefix = prefix
         self.quota_bytes = quota_bytes
+        self.quota_files = quota_files
         self.max_file_bytes = min(max_file_bytes or MAX_OBJECT_BYTES, MAX_OBJECT_BYTES)
         self.spool_bytes = spool_bytes
         self._errors = _botocore_exceptions()
+        self.usage_totals = RunUsage(
+            quota_bytes=quota_bytes, quota_files=quota_files, measure=self._measure
+        )
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -228,8 +234,19 @@ class S3ArtifactStore:
             token = page.get("NextContinuationToken")
 
     def usage(self, run_id: str) -> int:
-        """Bytes held under the run's prefix (staging included)."""
+        """Bytes held under the run's prefix (staging included), listed now."""
         return sum(size for _, size in self._keys(run_id, self.run_prefix(run_id)))
+
+    def _measure(self, run_id: str) -> Totals:
+        """The run's published objects and bytes (one listing; staging not counted)."""
+        run_prefix = self.run_prefix(run_id)
+        staging = run_prefix + STAGING + "/"
+        files = size = 0
+        for key, n in self._keys(run_id, run_prefix):
+            if not key.startswith(staging):
+                files += 1
+                size += n
+        return Totals(files=files, bytes=size)
 
     def _head(self, run_id: str, path: str, key: str) -> Any | None:
         try:
@@ -364,6 +381,7 @@ class S3ArtifactStore:
             if (found.sha256, found.size) != (obj.sha256, obj.size):
                 continue
             self._call("delete_object", run_id=run_id, path=rel, Key=key)
+            self.usage_totals.add(run_id, -1, -found.size)
             removed.append(rel)
         return tuple(removed)
 
@@ -445,14 +463,14 @@ class S3ArtifactStore:
                 spools.append(self._download(run_id, normal_path(key[len(prefix) :]), key, size))
             staged = [obj for obj, _, _ in spools]
             check_declared(staged, expected, run_id)
-            if self.quota_bytes is not None and self.usage(run_id) > self.quota_bytes:
-                raise failures.quota(self.quota_bytes, run_id=run_id)
+            self.usage_totals.check_add(run_id, len(staged), sum(obj.size for obj in staged))
             published: list[StoredObject] = []
             try:
                 for obj, body, digest in spools:
                     _, key = self._resolve(run_id, obj.path)
                     self._create(run_id, obj.path, key, body, digest)
                     published.append(obj)
+                    self.usage_totals.add(run_id, 1, obj.size)
             except BaseException:
                 self.discard(run_id, published)
                 raise
@@ -511,7 +529,9 @@ class _S3Writer:
         self._size = 0
         self._result: StoredObject | None = None
         self._done = False
-        self._used = store.usage(run_id) if store.quota_bytes is not None else 0
+        self._staged = key_prefix != store.run_prefix(run_id)  # counted when accepted
+        usage = store.usage_totals
+        self._used = usage.totals(run_id).bytes if usage.enabled and not self._staged else 0
         self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115
             max_size=store.spool_bytes
         )
@@ -546,8 +566,7 @@ class _S3Writer:
                 raise failures.too_large(
                     "file size", store.max_file_bytes, path=self._path, run_id=self._run_id
                 )
-            if store.quota_bytes is not None and self._used + self._size + n > store.quota_bytes:
-                raise failures.quota(store.quota_bytes, run_id=self._run_id)
+            store.usage_totals.check_bytes(self._run_id, self._used, self._size + n)
             self._hash.update(data)
             self._spool.write(data)
             self._size += n
@@ -571,6 +590,9 @@ class _S3Writer:
 
     def _publish(self) -> StoredObject:
         digest = self._hash.digest()
+        usage = self._store.usage_totals
+        if not self._staged:
+            usage.check_add(self._run_id, 1, self._size)
         candidates = versions(self._path) if self._versioned else iter((self._path,))
         for candidate in candidates:
             key = self._key_prefix + candidate
@@ -582,6 +604,8 @@ class _S3Writer:
                 if exc.reason == "ARTIFACT_EXISTS" and self._versioned:
                     continue
                 raise
+            if not self._staged:
+                usage.add(self._run_id, 1, self._size)
             return StoredObject(path=candidate, sha256="sha256:" + digest.hex(), size=self._size)
         raise failures.versions_exhausted(self._path, run_id=self._run_id)
 

@@ -30,6 +30,7 @@ from charter.artifacts.ports import ArtifactRegistry, ArtifactStore, ArtifactWri
 from charter.artifacts.records import ArtifactRecord, Producer, StagingLimits, Trust
 from charter.artifacts.registry import MemoryRegistry
 from charter.artifacts.service import ArtifactService
+from charter.artifacts.usage import Totals
 from charter.errors import Failure
 from charter.testing.clock import FakeClock
 from charter.testing.raises import Raised, raises
@@ -39,7 +40,11 @@ class Backend(Protocol):
     """How the suite makes a store and looks behind its back."""
 
     def make(
-        self, *, quota_bytes: int | None = None, max_file_bytes: int | None = None
+        self,
+        *,
+        quota_bytes: int | None = None,
+        max_file_bytes: int | None = None,
+        quota_files: int | None = None,
     ) -> ArtifactStore:
         """A fresh, empty store."""
         ...
@@ -321,6 +326,46 @@ class ArtifactStoreConformance:
         assert reason_of(info) == "ARTIFACT_TOO_LARGE"
         assert backend.names(store, RUN) == before
         assert store.put(RUN, "d.bin", b"d" * 40).size == 40
+
+    def test_file_count_quota(self, backend: Backend) -> None:
+        store = backend.make(quota_files=3)
+        for name in ("a", "b", "c"):
+            store.put(RUN, f"{name}.txt", b"x")
+        before = backend.names(store, RUN)
+        with raises(Failure) as info:
+            store.put(RUN, "d.txt", b"x")
+        assert reason_of(info) == "ARTIFACT_QUOTA_FILES_EXCEEDED"
+        assert info.value.code == "resource_limit"
+        area = store.open_staging(RUN, "call-q", 1)
+        with store.stage(area, "e.txt") as writer:  # staged files count once accepted
+            writer.write(b"x")
+        with raises(Failure) as info:
+            store.accept_staging(area, attempt=1)
+        assert reason_of(info) == "ARTIFACT_QUOTA_FILES_EXCEEDED"
+        assert backend.names(store, RUN) == before
+        assert store.put("run-other", "d.txt", b"x").size == 1  # per run
+
+    def test_usage_is_kept_as_running_totals(self, backend: Backend) -> None:
+        store = backend.make(quota_bytes=100, quota_files=50)
+        usage = store.usage_totals  # type: ignore[attr-defined]
+        measured: list[str] = []
+        measure = usage._measure
+
+        def counting(run_id: str) -> object:
+            measured.append(run_id)
+            return measure(run_id)
+
+        usage._measure = counting
+        written = [store.put(RUN, f"f{i}.bin", b"x" * 2) for i in range(40)]
+        assert measured == [RUN]  # one walk or listing for the run, not one per write
+        assert usage.totals(RUN) == Totals(files=40, bytes=80)
+        with raises(Failure) as info:
+            store.put(RUN, "big.bin", b"x" * 21)
+        assert reason_of(info) == "ARTIFACT_QUOTA_EXCEEDED"
+        store.discard(RUN, written[:10])  # a rollback gives the room back
+        assert usage.totals(RUN) == Totals(files=30, bytes=60)
+        assert store.put(RUN, "big.bin", b"x" * 21).size == 21
+        assert measured == [RUN]
 
     # -- rollback ---------------------------------------------------------------------------
 
