@@ -140,24 +140,28 @@ def render_many(r: dict[str, float]) -> str:
     today = datetime.date.today().isoformat()
     n, w = int(r["count"]), int(r["window"])
     ratio = r["last_us"] / r["first_us"]
-    return "\n".join(
-        [
-            MANY_HEADING,
-            "",
-            f"`python bench/artifacts.py --many {n} --write-results` — {today}; {n} artifacts of "
-            "100 bytes written and registered into one run of a local store with the default "
-            "quotas on (1 GiB, 10,000 files); medians of the first and last "
-            f"{w} writes. Shared, noisy machine.",
-            "",
-            "| measurement | µs |",
-            "|---|---|",
-            f"| write+register, first {w} | {r['first_us']:.0f} |",
-            f"| write+register, last {w} (run holds ~{n} files) | {r['last_us']:.0f} |",
-            f"| last / first | {ratio:.2f}x |",
-            f"| one walk of the run's {n} files (what each write paid before) "
-            f"| {r['walk_us']:.0f} |",
-        ]
-    ) + "\n"
+    return (
+        "\n".join(
+            [
+                MANY_HEADING,
+                "",
+                f"`python bench/artifacts.py --many {n} --write-results` — {today}; "
+                f"{n} artifacts of 100 bytes written and registered into one run of a local "
+                "store with the default quotas on (1 GiB, 10,000 files); medians of the first "
+                "and last "
+                f"{w} writes. Shared, noisy machine.",
+                "",
+                "| measurement | µs |",
+                "|---|---|",
+                f"| write+register, first {w} | {r['first_us']:.0f} |",
+                f"| write+register, last {w} (run holds ~{n} files) | {r['last_us']:.0f} |",
+                f"| last / first | {ratio:.2f}x |",
+                f"| one walk of the run's {n} files (what each write paid before) "
+                f"| {r['walk_us']:.0f} |",
+            ]
+        )
+        + "\n"
+    )
 
 
 def goals(results: dict[str, dict[str, float]]) -> list[tuple[str, bool, str]]:

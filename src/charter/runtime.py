@@ -431,7 +431,11 @@ def _settings(deployment: Deployment) -> KernelSettings:
 def artifact_store(deployment: Deployment, base: Path) -> ArtifactStore:
     """The deployment's artifact store: local under ``.charter/artifacts`` by default, or S3."""
     conf = deployment.artifacts
-    quota = {"quota_bytes": conf.quota_bytes} if conf.quota_bytes is not None else {}
+    quota: dict[str, int] = {}
+    if conf.quota_bytes is not None:
+        quota["quota_bytes"] = conf.quota_bytes
+    if conf.quota_files is not None:
+        quota["quota_files"] = conf.quota_files
     if conf.store == "s3":
         from charter.artifacts.s3 import S3ArtifactStore, client  # needs the s3 extra
 

@@ -109,6 +109,7 @@ class ArtifactSettings:
     endpoint_url: str | None = None
     region: str | None = None
     quota_bytes: int | None = None  # per run; None: the store's default (1 GiB)
+    quota_files: int | None = None  # per run; None: the store's default (10,000)
     max_upload_bytes: int = _MAX_UPLOAD  # one HTTP upload
 
 
@@ -379,6 +380,7 @@ _ARTIFACTS = frozenset(
         "endpoint_url",
         "region",
         "quota_bytes",
+        "quota_files",
         "max_upload_bytes",
     }
 )
@@ -491,6 +493,7 @@ def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:
     if kind == "s3" and "bucket" not in text:
         raise r.fail("artifacts.bucket", "is required when artifacts.store is s3")
     quota = section.get("quota_bytes")
+    quota_files = section.get("quota_files")
     upload = section.get("max_upload_bytes", _MAX_UPLOAD)
     return ArtifactSettings(
         store=kind,
@@ -502,6 +505,9 @@ def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:
         quota_bytes=None
         if quota is None
         else int(r.positive(quota, "artifacts.quota_bytes", integer=True)),
+        quota_files=None
+        if quota_files is None
+        else int(r.positive(quota_files, "artifacts.quota_files", integer=True)),
         max_upload_bytes=int(r.positive(upload, "artifacts.max_upload_bytes", integer=True)),
     )
 
