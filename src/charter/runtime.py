@@ -441,7 +441,16 @@ def artifact_store(deployment: Deployment, base: Path) -> ArtifactStore:
 
         assert conf.bucket is not None
         s3 = client(endpoint_url=conf.endpoint_url, region_name=conf.region)
-        return S3ArtifactStore(s3, conf.bucket, prefix=conf.prefix, **quota)
+        store = S3ArtifactStore(
+            s3,
+            conf.bucket,
+            prefix=conf.prefix,
+            expected_bucket_owner=conf.expected_bucket_owner,
+            **quota,
+        )
+        if conf.expected_bucket_owner is not None:
+            store.check_bucket()  # refuse to start on a bucket another account owns
+        return store
     root = Path(conf.root) if conf.root else Path(".charter") / "artifacts"
     return LocalArtifactStore(root if root.is_absolute() else base / root, **quota)
 

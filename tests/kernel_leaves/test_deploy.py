@@ -236,6 +236,17 @@ def test_kill_switch_disables_every_tool() -> None:
         ("limits: {tokens: 5}\n", "limits.tokens", "unknown field"),
         ("enable: notes.add\n", "enable", "list"),
         ("kill_switch: 'yes'\n", "kill_switch", "true or false"),
+        ("artifacts: {quota_files: 0}\n", "artifacts.quota_files", "positive"),
+        (
+            "artifacts: {store: s3, bucket: b-1, expected_bucket_owner: '12345'}\n",
+            "artifacts.expected_bucket_owner",
+            "12-digit",
+        ),
+        (
+            "artifacts: {expected_bucket_owner: '123456789012'}\n",
+            "artifacts.expected_bucket_owner",
+            "S3 store only",
+        ),
         ("secrets: {ledger_key: {env: X, file: y}}\n", "secrets.ledger_key", "exactly one"),
         ("secrets: {ledger_key: {sha256: abc}}\n", "secrets.ledger_key.sha256", "unknown field"),
         (

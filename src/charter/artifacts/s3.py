@@ -14,6 +14,13 @@ The upload carries ``x-amz-checksum-sha256`` (the server checks the body) and th
 ``x-amz-meta-sha256``, which reads verify against when no checksum is given. Single-request
 uploads limit one artifact to 5 GiB.
 
+With ``expected_bucket_owner`` (the 12-digit AWS account id that must own the bucket) every
+request carries ``ExpectedBucketOwner`` (the ``x-amz-expected-bucket-owner`` header): S3 refuses
+a request whose bucket another account owns (403), so a deleted-and-recreated bucket name, or a
+misconfigured one, never receives an artifact. :meth:`S3ArtifactStore.check_bucket` makes one
+such request (``HeadBucket``) when the runtime starts, and refuses to start when the bucket is
+missing or owned by someone else (a ``ConfigError`` naming the setting).
+
 boto3 is optional (``pip install 'charter[s3]'``); it is imported when a client is built, and
 every botocore error is translated here into a Charter failure (:func:`translate`).
 """
@@ -55,6 +62,7 @@ DEFAULT_QUOTA_BYTES = 1 << 30
 MAX_OBJECT_BYTES = 5 << 30
 STAGING = ".staging"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
 _AREA = re.compile(r"^a-[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.[0-9]{1,9}$")
 
 
@@ -67,6 +75,7 @@ class S3Client(Protocol):
     def delete_object(self, **kwargs: Any) -> Any: ...
     def delete_objects(self, **kwargs: Any) -> Any: ...
     def list_objects_v2(self, **kwargs: Any) -> Any: ...
+    def head_bucket(self, **kwargs: Any) -> Any: ...
 
 
 def _botocore_exceptions() -> Any:
@@ -170,9 +179,19 @@ class S3ArtifactStore:
         quota_files: int | None = DEFAULT_QUOTA_FILES,
         max_file_bytes: int | None = None,
         spool_bytes: int = 8 << 20,
+        expected_bucket_owner: str | None = None,
     ) -> None:
         if _BUCKET.fullmatch(bucket) is None:
             raise ConfigError(f"{bucket!r} is not a valid S3 bucket name")
+        if expected_bucket_owner is not None and (
+            not isinstance(expected_bucket_owner, str)
+            or _ACCOUNT.fullmatch(expected_bucket_owner) is None
+        ):
+            raise ConfigError("expected_bucket_owner must be a 12-digit AWS account id")
+        self.expected_bucket_owner = expected_bucket_owner
+        self._owner: dict[str, str] = (
+            {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}
+        )
         if prefix and (not prefix.endswith("/") or _bad_prefix(prefix[:-1])):
             raise ConfigError("the S3 artifact prefix must be empty or a valid path ending in /")
         self.s3 = s3
@@ -212,9 +231,37 @@ class S3ArtifactStore:
             )
         return path, key
 
+    def check_bucket(self) -> None:
+        """Refuse to start unless the bucket exists and, if set, has the expected owner.
+
+        One ``HeadBucket`` request (with ``ExpectedBucketOwner`` when configured): S3 answers
+        403 when another account owns the bucket: ``ConfigError`` naming
+        ``artifacts.expected_bucket_owner`` (or the credentials may not read it: the message
+        says both); a missing bucket is a ``ConfigError`` too.
+        """
+        try:
+            self.s3.head_bucket(Bucket=self.bucket, **self._owner)
+        except (self._errors.ClientError, self._errors.BotoCoreError) as exc:
+            response = getattr(exc, "response", None) or {}
+            status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            code = str(response.get("Error", {}).get("Code", ""))
+            if self._owner and (status == 403 or code == "AccessDenied"):
+                raise ConfigError(
+                    f"the artifact bucket {self.bucket!r} is not owned by the configured "
+                    "artifacts.expected_bucket_owner account (or these credentials may not read "
+                    "it); refusing to start"
+                ) from None
+            if status == 404 or code in {"NoSuchBucket", "404", "NotFound"}:
+                raise ConfigError(
+                    f"the artifact bucket {self.bucket!r} does not exist; refusing to start"
+                ) from None
+            failure = translate(exc, run_id=None, path=None)
+            assert failure is not None
+            raise failure from None
+
     def _call(self, method: str, *, run_id: str, path: str | None, **kwargs: Any) -> Any:
         try:
-            return getattr(self.s3, method)(Bucket=self.bucket, **kwargs)
+            return getattr(self.s3, method)(Bucket=self.bucket, **self._owner, **kwargs)
         except (self._errors.ClientError, self._errors.BotoCoreError) as exc:
             failure = translate(exc, run_id=run_id, path=path)
             assert failure is not None

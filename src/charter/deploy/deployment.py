@@ -110,6 +110,7 @@ class ArtifactSettings:
     region: str | None = None
     quota_bytes: int | None = None  # per run; None: the store's default (1 GiB)
     quota_files: int | None = None  # per run; None: the store's default (10,000)
+    expected_bucket_owner: str | None = None  # S3: the 12-digit account id that owns the bucket
     max_upload_bytes: int = _MAX_UPLOAD  # one HTTP upload
 
 
@@ -382,6 +383,7 @@ _ARTIFACTS = frozenset(
         "quota_bytes",
         "quota_files",
         "max_upload_bytes",
+        "expected_bucket_owner",
     }
 )
 _SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})
@@ -487,11 +489,18 @@ def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:
         raise r.fail("artifacts.store", "must be local or s3")
     text = {
         k: r.string(section[k], f"artifacts.{k}")
-        for k in ("root", "bucket", "prefix", "endpoint_url", "region")
+        for k in ("root", "bucket", "prefix", "endpoint_url", "region", "expected_bucket_owner")
         if section.get(k) is not None
     }
     if kind == "s3" and "bucket" not in text:
         raise r.fail("artifacts.bucket", "is required when artifacts.store is s3")
+    owner = text.get("expected_bucket_owner")
+    if owner is not None and (
+        kind != "s3" or not (len(owner) == 12 and owner.isascii() and owner.isdigit())
+    ):
+        raise r.fail(
+            "artifacts.expected_bucket_owner", "must be a 12-digit AWS account id (S3 store only)"
+        )
     quota = section.get("quota_bytes")
     quota_files = section.get("quota_files")
     upload = section.get("max_upload_bytes", _MAX_UPLOAD)
@@ -502,6 +511,7 @@ def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:
         prefix=text.get("prefix", _S3_PREFIX),
         endpoint_url=text.get("endpoint_url"),
         region=text.get("region"),
+        expected_bucket_owner=owner,
         quota_bytes=None
         if quota is None
         else int(r.positive(quota, "artifacts.quota_bytes", integer=True)),
