@@ -34,8 +34,10 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
 from charter.deploy.secret_ref import _ENV_NAME, SecretRef
 from charter.errors import ConfigError
+from charter.kernel.limits import LimitSettings, PendingCaps
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.kernel.settings import Mode
 from charter.project.yamlio import strict_load, yaml_problem
@@ -87,6 +89,9 @@ class Limits:
     run_elapsed_s: float | None = 3600.0  # wall time from a run's creation to its last call
     context_tokens: int = 32000  # estimated tokens of a resolved context (schemas + attachments)
     max_args_bytes: int = 1024 * 1024  # raw argument document size
+    calls: LimitSettings = field(default_factory=LimitSettings)  # rate, concurrency (limits.py)
+    pending: PendingCaps = field(default_factory=PendingCaps)  # pending approvals at once
+    policy_hook_deadline_s: float = 0.25  # each ownership hook
 
 
 _S3_PREFIX = "charter/artifacts/"
@@ -388,7 +393,7 @@ _ARTIFACTS = frozenset(
 )
 _SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})
 _PRINCIPAL = frozenset({"kind", "tenant", "permissions", "roles", "api_key", "description"})
-_LIMITS = frozenset({"run_tool_calls", "run_elapsed_s", "context_tokens", "max_args_bytes"})
+_LIMITS = frozenset({"run_tool_calls", "run_elapsed_s", "context_tokens", "max_args_bytes"}) | KEYS
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
@@ -550,6 +555,9 @@ def _limits(r: _Reader, value: Any) -> Limits:
         run_elapsed_s=run_elapsed,
         context_tokens=tokens,
         max_args_bytes=args_bytes,
+        calls=call_limits(r, section),
+        pending=pending_caps(r, section),
+        policy_hook_deadline_s=hook_deadline_s(r, section),
     )
 
 
