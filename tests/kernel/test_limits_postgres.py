@@ -141,3 +141,27 @@ async def test_the_cost_of_the_shared_state(pg_url: str) -> None:
     medians = {k: statistics.median(v) * 1e6 for k, v in samples.items()}
     print(f"\nlimit decision (admit + release), median µs: {medians}")
     assert medians["postgres"] > 0
+
+
+async def test_two_runtimes_on_postgresql_share_the_deployment_limits(
+    tmp_path: Path, pg_url: str
+) -> None:
+    from charter.runtime import open_runtime
+    from tests.kernel._project import write_runtime_project
+
+    root = write_runtime_project(tmp_path / "proj")
+    deploy = root / "charter.deploy.yaml"
+    deploy.write_text(
+        deploy.read_text() + "limits:\n  rate:\n    tenant: {per_s: 0.01, burst: 4}\n"
+    )
+    async with (
+        open_runtime(root, store=pg_url) as one,
+        open_runtime(root, store=pg_url) as two,
+    ):
+        assert isinstance(one.kernel.limiter.state, PostgresLimitState)  # type: ignore[union-attr]
+        answers = []
+        for i in range(4):
+            for rt in (one, two):
+                ctx = (await rt.resolve_context("app", "all")).context_id
+                answers.append(await rt.call(ctx, "kv.get", f"r{i}", {"key": "a"}, as_="app"))
+    assert reasons(answers) == {None: 4, "RATE_LIMITED": 4}
