@@ -254,3 +254,13 @@ async def test_hooks_that_answer_in_time_decide(env: Env) -> None:
     out, _ = await _hooked(env, deny)
     assert out.error is not None
     assert out.error["reason"] == "NOT_OWNER"
+
+
+async def test_a_cancelled_call_frees_its_slot(env: Env) -> None:
+    limiter = limited(env, LimitSettings(concurrency_principal=1))
+    ctx = (await env.kernel.resolve_context(APP, "all")).context_id
+    with anyio.move_on_after(0.2):
+        await env.kernel.call(ctx, "kv.slow", "gone", {"seconds": 1.0}, principal=APP)
+    assert limiter.state._inflight == {}  # type: ignore[attr-defined]
+    out = await env.kernel.call(ctx, "kv.get", "next", {"key": "a"}, principal=APP)
+    assert out.status is CallStatus.SUCCEEDED

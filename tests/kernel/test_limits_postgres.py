@@ -165,3 +165,19 @@ async def test_two_runtimes_on_postgresql_share_the_deployment_limits(
                 ctx = (await rt.resolve_context("app", "all")).context_id
                 answers.append(await rt.call(ctx, "kv.get", f"r{i}", {"key": "a"}, as_="app"))
     assert reasons(answers) == {None: 4, "RATE_LIMITED": 4}
+
+
+@pytest.mark.parametrize("replicas", [LimitSettings(concurrency_principal=1)], indirect=True)
+async def test_a_cancelled_call_frees_its_slot_in_postgresql(
+    replicas: list[Kernel], pg_url: str
+) -> None:
+    import psycopg
+
+    kernel = replicas[0]
+    ctx = (await kernel.resolve_context(APP, "all")).context_id
+    with anyio.move_on_after(0.3):
+        await kernel.call(ctx, "kv.slow", "gone", {"seconds": 1.0}, principal=APP)
+    async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+        cur = await conn.execute("SELECT count(*) FROM charter_inflight")
+        assert await cur.fetchone() == (0,)
+    assert reasons(await flood(replicas[1:], APP, "kv.get", {"key": "a"}, 1)) == {None: 1}
