@@ -7,16 +7,17 @@ or one listing), and from then on updated by every publication, accepted staging
 rollback — so the cost of a write does not grow with the number of artifacts in the run.
 
 What the totals count: published files (staging areas and writes in progress are not counted
-until they are published). They are kept per store object (per process): a second process
-writing into the same run is seen when this one next computes the run's totals (after the run
-was evicted from the bounded table, or after a restart). Concurrent writers in one process each
-check the totals as they stand, so together they can pass the byte quota by at most what they
-have in flight, as before.
+until they are published). They are kept per store object (per process), and a run's totals are
+measured again when they are older than :data:`REFRESH_S` (one walk or listing a minute per run
+being written, whatever the number of writes): what another process or replica published into
+the same run is seen within that time. Concurrent writers in one process each check the totals
+as they stand, so together they can pass the byte quota by at most what they have in flight.
 """
 
 from __future__ import annotations
 
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,9 @@ from charter.artifacts import failures
 
 DEFAULT_QUOTA_FILES = 10_000
 """Files per run, by default."""
+
+REFRESH_S = 60.0
+"""A run's totals are measured again when they are older than this (seconds)."""
 
 MAX_TRACKED_RUNS = 4096
 """Runs whose totals are kept; the least recently used run is forgotten (and recomputed)."""
@@ -46,13 +50,18 @@ class RunUsage:
         quota_files: int | None,
         measure: Callable[[str], Totals],
         max_runs: int = MAX_TRACKED_RUNS,
+        refresh_s: float = REFRESH_S,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.quota_bytes = quota_bytes
         self.quota_files = quota_files
         self._measure = measure
         self._max_runs = max_runs
+        self._refresh_s = refresh_s
+        self._clock = clock
         self._lock = threading.Lock()
         self._runs: OrderedDict[str, Totals] = OrderedDict()
+        self._measured: dict[str, float] = {}
 
     @property
     def enabled(self) -> bool:
@@ -62,16 +71,19 @@ class RunUsage:
         """The run's totals: measured once (a walk or a listing), then kept up to date."""
         with self._lock:
             found = self._runs.get(run_id)
-            if found is not None:
+            fresh = self._clock() - self._measured.get(run_id, 0.0) < self._refresh_s
+            if found is not None and fresh:
                 self._runs.move_to_end(run_id)
                 return found
         measured = self._measure(run_id)  # outside the lock: it does I/O
         with self._lock:
-            found = self._runs.setdefault(run_id, measured)
+            self._runs[run_id] = measured
+            self._measured[run_id] = self._clock()
             self._runs.move_to_end(run_id)
             while len(self._runs) > self._max_runs:
-                self._runs.popitem(last=False)
-            return found
+                old, _ = self._runs.popitem(last=False)
+                self._measured.pop(old, None)
+            return measured
 
     def check_bytes(self, run_id: str, used: int, pending: int) -> None:
         """Refuse when ``used`` (the totals when the write began) + ``pending`` is over quota."""
