@@ -14,9 +14,10 @@ published with a rename that never replaces anything, then the target directory 
 its temporary file; nothing was ever visible under the artifact's name.
 
 The run's quotas (bytes and files) are checked against running totals
-(:class:`~charter.artifacts.usage.RunUsage`): the run directory is walked once, the first time
-the store touches the run, and the totals are then updated by every publication, accepted
-staging area and rollback — a write costs the same in a run of 10 files or 10,000.
+(:class:`~charter.artifacts.usage.RunUsage`): the run directory is walked the first time the
+store touches the run (and again once the totals are a minute old), and the totals are updated
+by every publication, accepted staging area and rollback — a write costs the same in a run of
+10 files or 10,000.
 Concurrent writers may together pass the byte quota by their in-flight bytes.
 """
 
