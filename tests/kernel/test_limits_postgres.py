@@ -185,3 +185,29 @@ async def test_a_cancelled_call_frees_its_slot_in_postgresql(
         cur = await conn.execute("SELECT count(*) FROM charter_inflight")
         assert await cur.fetchone() == (0,)
     assert reasons(await flood(replicas[1:], APP, "kv.get", {"key": "a"}, 1)) == {None: 1}
+
+
+@pytest.mark.parametrize("replicas", [LimitSettings(concurrency_principal=4)], indirect=True)
+async def test_a_slot_is_leased_for_the_tools_timeout_and_grace(
+    replicas: list[Kernel], pg_url: str
+) -> None:
+    import psycopg
+
+    kernel = replicas[0]
+    ctx = (await kernel.resolve_context(APP, "all")).context_id
+    left: list[float] = []
+
+    async def look() -> None:
+        await anyio.sleep(0.2)
+        async with await psycopg.AsyncConnection.connect(pg_url) as conn:
+            cur = await conn.execute(
+                "SELECT expires_at - extract(epoch FROM clock_timestamp()) FROM charter_inflight"
+            )
+            left.extend(float(row[0]) for row in await cur.fetchall())
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(look)
+        await kernel.call(ctx, "kv.slow", "leased", {"seconds": 0.6}, principal=APP)
+    # kv.slow: timeout_s 30, + the 30 s coalescing grace + 60 s
+    assert len(left) == 1
+    assert 100 < left[0] <= 120

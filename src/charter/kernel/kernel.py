@@ -452,7 +452,13 @@ class Kernel:
             return ADMITTED  # the call path answers CONTEXT_NOT_FOUND
         offered = ctx.offered(arrival.tool) if isinstance(arrival.tool, str) else None
         tool_id = offered.id if offered is not None else None
-        verdict = await limiter.admit(arrival.principal, tool_id, state.trace_id("slot"))
+        lease = None
+        if offered is not None:  # the longest the call can hold its slots: timeout + grace
+            timeout = state.build.tools[offered.id].contract.timeout_s
+            lease = timeout + state.settings.coalesce_grace_s + 60.0
+        verdict = await limiter.admit(
+            arrival.principal, tool_id, state.trace_id("slot"), lease_s=lease
+        )
         if isinstance(verdict, Admission):
             return verdict
         at = arrival.attempt(ctx)

@@ -61,7 +61,7 @@ class LimitSettings:
     concurrency_principal: int | None = None
     concurrency_tenant: int | None = None
     concurrency_tools: Mapping[str, int] = field(default_factory=dict)
-    lease_s: float = 900.0  # a slot a lost process held is freed after this (PostgreSQL)
+    lease_s: float = 900.0  # a slot held for a call of unknown length is freed after this
     audit_interval_s: float = 1.0  # at most one audited refusal per key in this interval
 
     @property
@@ -210,13 +210,23 @@ class Limiter:
         return rates, caps
 
     async def admit(
-        self, principal: Principal, tool_id: str | None, slot: str
+        self,
+        principal: Principal,
+        tool_id: str | None,
+        slot: str,
+        *,
+        lease_s: float | None = None,
     ) -> Admission | ResourceLimit:
-        """An :class:`Admission` to release when the call is answered, or the refusal."""
+        """An :class:`Admission` to release when the call is answered, or the refusal.
+
+        ``lease_s``: how long the call can take at most (its slots are freed after that if
+        the process holding them is lost); the settings' ``lease_s`` when not given.
+        """
         rates, caps = self._keys(principal, tool_id)
         if not rates and not caps:
             return ADMITTED
-        key, kind, retry = await self.state.admit(rates, caps, slot, self.settings.lease_s)
+        lease = lease_s if lease_s is not None else self.settings.lease_s
+        key, kind, retry = await self.state.admit(rates, caps, slot, lease)
         if key is None:
             return Admission(self.state, caps, slot)
         scope = key.split(":", 1)[0]
