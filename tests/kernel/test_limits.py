@@ -264,3 +264,29 @@ async def test_a_cancelled_call_frees_its_slot(env: Env) -> None:
     assert limiter.state._inflight == {}  # type: ignore[attr-defined]
     out = await env.kernel.call(ctx, "kv.get", "next", {"key": "a"}, principal=APP)
     assert out.status is CallStatus.SUCCEEDED
+
+
+async def test_the_cost_of_a_refused_call(env: Env) -> None:
+    """Not a timed test: prints what a call refused by a limit costs beside an admitted one
+    (docs/deploy.md quotes it). Both are read calls of the same tool in one context."""
+    import statistics
+
+    limited(env, LimitSettings(rate_principal=Rate(per_s=1e6, burst=1_000_000)))
+    ctx = (await env.kernel.resolve_context(APP, "all")).context_id
+    admitted, refused = [], []
+    for i in range(200):
+        started = time.perf_counter()
+        out = await env.kernel.call(ctx, "kv.echo", f"a{i}", {"payload": {}}, principal=APP)
+        admitted.append(time.perf_counter() - started)
+        assert out.error is None
+    limited(env, LimitSettings(rate_principal=Rate(per_s=1e-6, burst=1)))
+    await env.kernel.call(ctx, "kv.echo", "first", {"payload": {}}, principal=APP)
+    for i in range(200):
+        started = time.perf_counter()
+        out = await env.kernel.call(ctx, "kv.echo", f"r{i}", {"payload": {}}, principal=APP)
+        refused.append(time.perf_counter() - started)
+        assert out.error is not None
+    print(
+        f"\nadmitted call: median {statistics.median(admitted) * 1e6:.0f} µs; refused by a "
+        f"limit: median {statistics.median(refused) * 1e6:.0f} µs"
+    )
