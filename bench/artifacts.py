@@ -2,6 +2,7 @@
 
     python bench/artifacts.py [--repeats-small 200] [--repeats-large 15] [--check] [--json]
                               [--write-results] [--dir DIR]
+    python bench/artifacts.py --many 5000 [--write-results] [--dir DIR]
 
 Contenders, interleaved sample by sample so machine drift hits each alike:
 
@@ -16,6 +17,11 @@ Contenders, interleaved sample by sample so machine drift hits each alike:
 
 for 1 KiB and 10 MiB files. Reports medians and ratios. Goal (issue 7): at most 1.5x the plain
 path for 10 MiB, for both write and read.
+
+``--many N`` (issue 20) writes and registers N small artifacts into one run with the default
+quotas on (1 GiB, 10,000 files) and reports the median write+register cost of the first and the
+last 500 — flat when the quotas are checked against running totals — beside one walk of the
+run's files at the end, which is what every write paid before (the quota walk).
 """
 
 from __future__ import annotations
@@ -43,6 +49,7 @@ from charter.artifacts.service import ArtifactService
 
 GOAL = 1.5
 HEADING = "## artifacts"
+MANY_HEADING = "## artifact quotas at scale"
 SIZES = {"1 KiB": 1024, "10 MiB": 10 * 1024 * 1024}
 
 
@@ -96,6 +103,67 @@ async def measure(base: Path, repeats: dict[str, int]) -> dict[str, dict[str, fl
     return results
 
 
+async def measure_many(base: Path, count: int) -> dict[str, float]:
+    store = LocalArtifactStore(base / "store")  # default quotas: bytes and files
+    service = ArtifactService(store=store, registry=MemoryRegistry())
+    producer = Producer(task_id="bench", tool_id="bench.write", call_id="call-1")
+    data = b"x" * 100
+    times: list[float] = []
+    for i in range(count):
+        t0 = time.perf_counter()
+        stored = await service.write_bytes("run-many", f"out/{i:05d}.txt", data)
+        await service.register(
+            "run-many",
+            stored,
+            type="blob",
+            media_type="text/plain",
+            producer=producer,
+            trust=Trust.INTERNAL,
+        )
+        times.append(time.perf_counter() - t0)
+    walks = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        store.usage("run-many")
+        walks.append(time.perf_counter() - t0)
+    window = min(500, max(1, count // 10))
+    return {
+        "count": float(count),
+        "window": float(window),
+        "first_us": statistics.median(times[:window]) * 1e6,
+        "last_us": statistics.median(times[-window:]) * 1e6,
+        "walk_us": statistics.median(walks) * 1e6,
+    }
+
+
+def render_many(r: dict[str, float]) -> str:
+    today = datetime.date.today().isoformat()
+    n, w = int(r["count"]), int(r["window"])
+    ratio = r["last_us"] / r["first_us"]
+    return (
+        "\n".join(
+            [
+                MANY_HEADING,
+                "",
+                f"`python bench/artifacts.py --many {n} --write-results` — {today}; "
+                f"{n} artifacts of 100 bytes written and registered into one run of a local "
+                "store with the default quotas on (1 GiB, 10,000 files); medians of the first "
+                "and last "
+                f"{w} writes. Shared, noisy machine.",
+                "",
+                "| measurement | µs |",
+                "|---|---|",
+                f"| write+register, first {w} | {r['first_us']:.0f} |",
+                f"| write+register, last {w} (run holds ~{n} files) | {r['last_us']:.0f} |",
+                f"| last / first | {ratio:.2f}x |",
+                f"| one walk of the run's {n} files (what each write paid before) "
+                f"| {r['walk_us']:.0f} |",
+            ]
+        )
+        + "\n"
+    )
+
+
 def goals(results: dict[str, dict[str, float]]) -> list[tuple[str, bool, str]]:
     large = results["10 MiB"]
     out = []
@@ -145,7 +213,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="exit 1 when a goal is missed")
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--write-results", action="store_true")
+    parser.add_argument("--many", type=int, default=0, help="N artifacts in one run instead")
     args = parser.parse_args(argv)
+    if args.many:
+        with tempfile.TemporaryDirectory(dir=args.dir, prefix="charter-bench-") as tmp:
+            many = anyio.run(measure_many, Path(tmp), args.many)
+        text = render_many(many)
+        print(json.dumps(many, indent=2) if args.json else text)
+        if args.write_results:
+            write_section(MANY_HEADING, text)
+        return 0
     repeats = {"1 KiB": args.repeats_small, "10 MiB": args.repeats_large}
     with tempfile.TemporaryDirectory(dir=args.dir, prefix="charter-bench-") as tmp:
         results = anyio.run(measure, Path(tmp), repeats)

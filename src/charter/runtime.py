@@ -52,6 +52,7 @@ from charter.kernel.envelope import Envelope
 from charter.kernel.executor_port import Executor
 from charter.kernel.inflight import CallsInFlight
 from charter.kernel.kernel import ADHOC_SLUG, Kernel
+from charter.kernel.limits import Limiter, LimitState, ProcessLimitState
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessReport
 from charter.kernel.redaction import Redactor
@@ -418,6 +419,9 @@ def _settings(deployment: Deployment) -> KernelSettings:
         token_budget=deployment.limits.context_tokens,
         run_call_budget=deployment.limits.run_tool_calls,
         run_elapsed_budget_s=deployment.limits.run_elapsed_s,
+        policy_hook_deadline_s=deployment.limits.policy_hook_deadline_s,
+        pending_approvals_tenant=deployment.limits.pending.tenant,
+        pending_approvals_principal=deployment.limits.pending.principal,
         enablement=Enablement(
             enabled=deployment.enabled_tools
             if deployment.enabled_tools is not None
@@ -431,13 +435,26 @@ def _settings(deployment: Deployment) -> KernelSettings:
 def artifact_store(deployment: Deployment, base: Path) -> ArtifactStore:
     """The deployment's artifact store: local under ``.charter/artifacts`` by default, or S3."""
     conf = deployment.artifacts
-    quota = {"quota_bytes": conf.quota_bytes} if conf.quota_bytes is not None else {}
+    quota: dict[str, int] = {}
+    if conf.quota_bytes is not None:
+        quota["quota_bytes"] = conf.quota_bytes
+    if conf.quota_files is not None:
+        quota["quota_files"] = conf.quota_files
     if conf.store == "s3":
         from charter.artifacts.s3 import S3ArtifactStore, client  # needs the s3 extra
 
         assert conf.bucket is not None
         s3 = client(endpoint_url=conf.endpoint_url, region_name=conf.region)
-        return S3ArtifactStore(s3, conf.bucket, prefix=conf.prefix, **quota)
+        store = S3ArtifactStore(
+            s3,
+            conf.bucket,
+            prefix=conf.prefix,
+            expected_bucket_owner=conf.expected_bucket_owner,
+            **quota,
+        )
+        if conf.expected_bucket_owner is not None:
+            store.check_bucket()  # refuse to start on a bucket another account owns
+        return store
     root = Path(conf.root) if conf.root else Path(".charter") / "artifacts"
     return LocalArtifactStore(root if root.is_absolute() else base / root, **quota)
 
@@ -551,6 +568,22 @@ async def check_readiness(
             await executor.aclose()
 
 
+async def _limiter(deployment: Deployment, url: str, stack: AsyncExitStack) -> Limiter | None:
+    """The deployment's rate and concurrency limits: in PostgreSQL when the store is (shared
+    by the replicas), else in this process (SQLite and memory stores)."""
+    conf = deployment.limits.calls
+    if not conf.enabled:
+        return None
+    state: LimitState
+    if url.startswith(("postgresql://", "postgres://")):
+        from charter.stores.postgres_limits import PostgresLimitState
+
+        state = await stack.enter_async_context(PostgresLimitState.open(url))
+    else:
+        state = ProcessLimitState()
+    return Limiter(conf, state)
+
+
 @asynccontextmanager
 async def open_runtime(
     source: str | os.PathLike[str] = ".",
@@ -606,6 +639,7 @@ async def open_runtime(
             clock=clock,
         )
         kernel.readiness = readiness
+        kernel.limiter = await _limiter(deployment, url, stack)
         kernel.artifacts = ArtifactService(
             store=artifact_store(deployment, base),
             registry=LedgerRegistry(the_store),

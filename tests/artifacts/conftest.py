@@ -28,10 +28,17 @@ class LocalBackend:
         self.base = base
 
     def make(
-        self, *, quota_bytes: int | None = None, max_file_bytes: int | None = None
+        self,
+        *,
+        quota_bytes: int | None = None,
+        max_file_bytes: int | None = None,
+        quota_files: int | None = None,
     ) -> LocalArtifactStore:
         return LocalArtifactStore(
-            self.base / uuid.uuid4().hex, quota_bytes=quota_bytes, max_file_bytes=max_file_bytes
+            self.base / uuid.uuid4().hex,
+            quota_bytes=quota_bytes,
+            quota_files=quota_files,
+            max_file_bytes=max_file_bytes,
         )
 
     def names(self, store: ArtifactStore, run_id: str) -> set[str]:
@@ -57,7 +64,13 @@ class S3Backend:
         self.s3 = s3
         self.bucket = bucket
 
-    def make(self, *, quota_bytes: int | None = None, max_file_bytes: int | None = None) -> Any:
+    def make(
+        self,
+        *,
+        quota_bytes: int | None = None,
+        max_file_bytes: int | None = None,
+        quota_files: int | None = None,
+    ) -> Any:
         from charter.artifacts.s3 import S3ArtifactStore
 
         return S3ArtifactStore(
@@ -65,6 +78,7 @@ class S3Backend:
             self.bucket,
             prefix=f"t-{uuid.uuid4().hex}/",
             quota_bytes=quota_bytes,
+            quota_files=quota_files,
             max_file_bytes=max_file_bytes,
         )
 

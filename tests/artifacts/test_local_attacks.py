@@ -230,6 +230,19 @@ def _umask() -> int:
             "ARTIFACT_PATH_CONTROL_CHAR",
         ),
         (lambda area, outside: (area / "a\\b").write_bytes(b"x"), "ARTIFACT_PATH_BACKSLASH"),
+        (lambda area, outside: (area / "nul.txt").write_bytes(b"x"), "ARTIFACT_PATH_DEVICE_NAME"),
+        (lambda area, outside: (area / "r.txt:s").write_bytes(b"x"), "ARTIFACT_PATH_COLON"),
+        (
+            lambda area, outside: (area / "r.txt.").write_bytes(b"x"),
+            "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE",
+        ),
+        (
+            lambda area, outside: (
+                (area / "cafe\u0301.txt").write_bytes(b"x"),
+                (area / "caf\u00e9.txt").write_bytes(b"y"),
+            ),
+            "ARTIFACT_EXISTS",
+        ),
     ],
 )
 def test_hostile_staging_is_refused_and_discarded(
@@ -256,6 +269,17 @@ def test_worker_written_staging_is_accepted(scene: Scene) -> None:
     assert [o.path for o in accepted] == ["out/r.csv"]
     assert scene.store.read_bytes(RUN, "out/r.csv", expected_sha256=accepted[0].sha256) == b"a\n"
     assert not staged.exists()
+
+
+def test_worker_written_nfd_names_are_published_in_nfc(scene: Scene) -> None:
+    area = scene.store.open_staging(RUN, "call-w", 1)
+    staged = Path(area.location)
+    (staged / "cafe\u0301").mkdir()
+    (staged / "cafe\u0301" / "re\u0301sume\u0301.txt").write_bytes(b"r")
+    accepted = scene.store.accept_staging(area, attempt=1)
+    assert [o.path for o in accepted] == ["caf\u00e9/r\u00e9sum\u00e9.txt"]
+    assert (scene.run / "caf\u00e9" / "r\u00e9sum\u00e9.txt").read_bytes() == b"r"
+    assert not (scene.run / "cafe\u0301").exists()
 
 
 _libc = ctypes.CDLL(None, use_errno=True)

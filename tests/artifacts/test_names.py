@@ -13,7 +13,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from charter.artifacts.local import LocalArtifactStore
-from charter.artifacts.names import check_path, split_extension, split_reference, versions
+from charter.artifacts.names import (
+    check_path,
+    normal_path,
+    split_extension,
+    split_reference,
+    versions,
+)
 from charter.errors import Failure, InvalidInput
 
 HOSTILE: list[tuple[str, str]] = [
@@ -94,14 +100,41 @@ HOSTILE: list[tuple[str, str]] = [
     (".staging", "ARTIFACT_PATH_RESERVED"),
     (".staging/w-0123", "ARTIFACT_PATH_RESERVED"),
     (".STAGING/a-call.1/x", "ARTIFACT_PATH_RESERVED"),
+    # not portable: Windows device names with or without extensions, in any case
+    ("CON", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("nul.txt", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("COM1", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("aux.json", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("LPT1.log", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("prn", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("com9.tar.gz", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("lpt0", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("COM\u00b9.txt", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("CONIN$", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("conout$.log", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("NUL .txt", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("reports/aux/x.txt", "ARTIFACT_PATH_DEVICE_NAME"),
+    # not portable: ':' anywhere (NTFS alternate data streams)
+    ("report.txt:hidden", "ARTIFACT_PATH_COLON"),
+    ("report.txt::$DATA", "ARTIFACT_PATH_COLON"),
+    ("ab:c.txt", "ARTIFACT_PATH_COLON"),
+    ("a/b:", "ARTIFACT_PATH_COLON"),
+    # not portable: blank components, trailing dots and spaces
+    (" ", "ARTIFACT_PATH_BLANK_COMPONENT"),
+    ("a/ /b", "ARTIFACT_PATH_BLANK_COMPONENT"),
+    ("\u3000/x.txt", "ARTIFACT_PATH_BLANK_COMPONENT"),
+    ("...", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("a..", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("report.txt.", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("report.txt ", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("dir /x.txt", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("x.txt\u00a0", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
 ]
 
 ACCEPTED = [
     "[...slug].ts",
     "a..b.txt",
-    "...",
     "..a",
-    "a..",
     ".env",
     "x" * 255,
     "é" * 127,
@@ -116,8 +149,13 @@ ACCEPTED = [
     "a b.txt",
     "日本語/ファイル.txt",
     "naïve café.md",
-    "ab:c.txt",
     "~/x",
+    " leading.txt",
+    "console.txt",
+    "com10.txt",
+    "lpt.txt",
+    "icon.png",
+    "nul_.txt",
     "l\u00b7l.txt",
 ]
 
@@ -133,6 +171,23 @@ def test_hostile_names_are_refused_with_their_reason(path: str, reason: str) -> 
 @pytest.mark.parametrize("path", ACCEPTED, ids=[repr(p)[:40] for p in ACCEPTED])
 def test_legitimate_names_are_accepted(path: str) -> None:
     assert check_path(path) == tuple(path.split("/"))
+
+
+def test_names_are_normalised_to_nfc_before_the_checks() -> None:
+    nfd = "cafe\u0301/re\u0301sume\u0301.txt"
+    assert check_path(nfd) == ("caf\u00e9", "r\u00e9sum\u00e9.txt")
+    assert normal_path(nfd) == "caf\u00e9/r\u00e9sum\u00e9.txt"
+    assert list(versions(nfd))[:2] == [
+        "caf\u00e9/r\u00e9sum\u00e9.txt",
+        "caf\u00e9/r\u00e9sum\u00e9-v2.txt",
+    ]
+
+
+def test_registrations_recorded_before_the_portability_rules_stay_readable() -> None:
+    for old in ("...", "ab:c.txt", "nul.txt", "cafe\u0301.txt"):
+        assert check_path(old, portable=False) == tuple(old.split("/"))
+    with pytest.raises(InvalidInput):
+        check_path("../x", portable=False)
 
 
 def test_non_strings_are_refused() -> None:

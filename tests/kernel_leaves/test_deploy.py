@@ -181,6 +181,34 @@ def test_full_file_with_limits_enablement_hashes_and_files(tmp_path: Path) -> No
     assert deployment.is_enabled("notes.search", Effect.READ)
 
 
+def test_call_limits_are_read_with_their_defaults() -> None:
+    from charter.kernel.limits import LimitSettings, PendingCaps, Rate
+
+    plain = parse("environment: x\n")
+    assert plain.limits.calls == LimitSettings()
+    assert not plain.limits.calls.enabled
+    assert plain.limits.pending == PendingCaps(tenant=1000, principal=100)
+    assert plain.limits.policy_hook_deadline_s == 0.25
+    full = parse(
+        "limits:\n"
+        "  rate: {principal: {per_s: 10, burst: 20}, tenant: {per_s: 2.5},\n"
+        "         tools: {kv.put: {per_s: 1, burst: 5}}}\n"
+        "  concurrency: {principal: 8, tenant: 32, tools: {kv.put: 2}}\n"
+        "  pending_approvals: {tenant: null, principal: 7}\n"
+        "  policy_hook_deadline_ms: 500\n"
+        "  refusal_audit_interval_s: 5\n"
+    )
+    calls = full.limits.calls
+    assert calls.rate_principal == Rate(per_s=10, burst=20)
+    assert calls.rate_tenant == Rate(per_s=2.5, burst=2)
+    assert calls.rate_tools == {"kv.put": Rate(per_s=1, burst=5)}
+    assert (calls.concurrency_principal, calls.concurrency_tenant) == (8, 32)
+    assert calls.concurrency_tools == {"kv.put": 2}
+    assert calls.audit_interval_s == 5
+    assert full.limits.pending == PendingCaps(tenant=None, principal=7)
+    assert full.limits.policy_hook_deadline_s == 0.5
+
+
 def test_kill_switch_disables_every_tool() -> None:
     deployment = parse("kill_switch: true\nenable: [notes.add]\n")
     assert not deployment.is_enabled("notes.search", Effect.READ)
@@ -236,6 +264,33 @@ def test_kill_switch_disables_every_tool() -> None:
         ("limits: {tokens: 5}\n", "limits.tokens", "unknown field"),
         ("enable: notes.add\n", "enable", "list"),
         ("kill_switch: 'yes'\n", "kill_switch", "true or false"),
+        ("artifacts: {quota_files: 0}\n", "artifacts.quota_files", "positive"),
+        ("limits: {rate: {user: {per_s: 1}}}\n", "limits.rate.user", "unknown field"),
+        ("limits: {rate: {principal: {burst: 3}}}\n", "limits.rate.principal.per_s", "required"),
+        ("limits: {rate: {tenant: {per_s: 0}}}\n", "limits.rate.tenant.per_s", "positive"),
+        (
+            "limits: {rate: {tools: {kv.get: {per_s: 1, burst: 1.5}}}}\n",
+            "limits.rate.tools.kv.get.burst",
+            "positive integer",
+        ),
+        ("limits: {concurrency: {principal: -1}}\n", "limits.concurrency.principal", "positive"),
+        ("limits: {concurrency: {tools: [a]}}\n", "limits.concurrency.tools", "mapping"),
+        (
+            "limits: {pending_approvals: {tenant: 0}}\n",
+            "limits.pending_approvals.tenant",
+            "positive",
+        ),
+        ("limits: {policy_hook_deadline_ms: 0}\n", "limits.policy_hook_deadline_ms", "positive"),
+        (
+            "artifacts: {store: s3, bucket: b-1, expected_bucket_owner: '12345'}\n",
+            "artifacts.expected_bucket_owner",
+            "12-digit",
+        ),
+        (
+            "artifacts: {expected_bucket_owner: '123456789012'}\n",
+            "artifacts.expected_bucket_owner",
+            "S3 store only",
+        ),
         ("secrets: {ledger_key: {env: X, file: y}}\n", "secrets.ledger_key", "exactly one"),
         ("secrets: {ledger_key: {sha256: abc}}\n", "secrets.ledger_key.sha256", "unknown field"),
         (

@@ -17,7 +17,8 @@ ARTIFACT_IMMUTABLE             PermissionDenied      the path is registered
 ARTIFACT_BUCKET_FOREIGN        PermissionDenied      an s3:// reference to another bucket
 ARTIFACT_PATH_OUTSIDE_RUN      PermissionDenied      an s3:// reference outside the run
 ARTIFACT_ATTEMPT_STALE         PermissionDenied      staged by another attempt of the task
-ARTIFACT_QUOTA_EXCEEDED        ResourceLimit         the run's quota would be exceeded
+ARTIFACT_QUOTA_EXCEEDED        ResourceLimit         the run's byte quota would be exceeded
+ARTIFACT_QUOTA_FILES_EXCEEDED  ResourceLimit         the run's file-count quota would be exceeded
 ARTIFACT_TOO_LARGE             ResourceLimit         a per-file or staging limit
 ARTIFACT_VERSIONS_EXHAUSTED    ResourceLimit         no free ``-vN`` name left
 ARTIFACT_INTEGRITY_MISMATCH    ContractViolation     content differs from its checksum
@@ -149,6 +150,15 @@ def quota(limit: int, *, run_id: str | None = None) -> Failure:
         "the write would exceed the run's artifact quota",
         reason="ARTIFACT_QUOTA_EXCEEDED",
         details={"quota_bytes": limit},
+        run_id=run_id,
+    )
+
+
+def quota_files(limit: int, *, run_id: str | None = None) -> Failure:
+    return ResourceLimit(
+        "the write would exceed the run's artifact count quota",
+        reason="ARTIFACT_QUOTA_FILES_EXCEEDED",
+        details={"quota_files": limit},
         run_id=run_id,
     )
 

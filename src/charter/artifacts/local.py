@@ -13,8 +13,12 @@ published with a rename that never replaces anything, then the target directory 
 ``fsync``-ed. A writer that fails (an exception in its block, a limit, a refused path) removes
 its temporary file; nothing was ever visible under the artifact's name.
 
-The run's quota counts every regular file under the run directory (staging included), walked
-once when a writer opens; concurrent writers may together pass it by their in-flight bytes.
+The run's quotas (bytes and files) are checked against running totals
+(:class:`~charter.artifacts.usage.RunUsage`): the run directory is walked the first time the
+store touches the run (and again once the totals are a minute old), and the totals are updated
+by every publication, accepted staging area and rollback — a write costs the same in a run of
+10 files or 10,000.
+Concurrent writers may together pass the byte quota by their in-flight bytes.
 """
 
 from __future__ import annotations
@@ -32,7 +36,13 @@ from pathlib import Path
 from types import TracebackType
 
 from charter.artifacts import _fs, failures
-from charter.artifacts.names import MAX_DEPTH, check_path, split_reference, versions
+from charter.artifacts.names import (
+    MAX_DEPTH,
+    check_path,
+    normal_path,
+    split_reference,
+    versions,
+)
 from charter.artifacts.reading import VerifyingReader
 from charter.artifacts.records import (
     ObjectInfo,
@@ -42,6 +52,7 @@ from charter.artifacts.records import (
     check_sha256,
 )
 from charter.artifacts.staging import Tally, check_declared
+from charter.artifacts.usage import DEFAULT_QUOTA_FILES, RunUsage, Totals
 from charter.errors import Failure, InvalidInput
 from charter.ledger.ids import check_identifier
 
@@ -65,12 +76,17 @@ class LocalArtifactStore:
         root: str | os.PathLike[str] = DEFAULT_ROOT,
         *,
         quota_bytes: int | None = DEFAULT_QUOTA_BYTES,
+        quota_files: int | None = DEFAULT_QUOTA_FILES,
         max_file_bytes: int | None = None,
     ) -> None:
         self.root = Path(root).absolute()
         self.quota_bytes = quota_bytes
+        self.quota_files = quota_files
         self.max_file_bytes = max_file_bytes
         self.root.mkdir(parents=True, exist_ok=True)
+        self.usage_totals = RunUsage(
+            quota_bytes=quota_bytes, quota_files=quota_files, measure=self._measure
+        )
 
     # -- resolution -----------------------------------------------------------------------
 
@@ -79,7 +95,8 @@ class LocalArtifactStore:
         bucket, path = split_reference(ref)
         if bucket is not None:
             raise failures.foreign_bucket(run_id=run_id)
-        return path, check_path(path)
+        parts = check_path(path)
+        return "/".join(parts), parts
 
     def _open_run(self, run_id: str, *, create: bool) -> int:
         root = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
@@ -123,7 +140,7 @@ class LocalArtifactStore:
         return writer.result
 
     def usage(self, run_id: str) -> int:
-        """Bytes held by the run's regular files (staging included)."""
+        """Bytes held by the run's regular files (staging included), walked now."""
         try:
             run = self._open_run(run_id, create=False)
         except Failure:
@@ -132,6 +149,21 @@ class LocalArtifactStore:
             return _usage(run)
         finally:
             os.close(run)
+
+    def _measure(self, run_id: str) -> Totals:
+        """The run's published files and bytes (one walk; staging not counted)."""
+        try:
+            run = self._open_run(run_id, create=False)
+        except Failure:
+            return Totals(files=0, bytes=0)
+        files = size = 0
+        try:
+            for _, st in _regular_files(run, skip_staging=True):
+                files += 1
+                size += st.st_size
+        finally:
+            os.close(run)
+        return Totals(files=files, bytes=size)
 
     # -- reads ----------------------------------------------------------------------------
 
@@ -210,7 +242,8 @@ class LocalArtifactStore:
                 if not rel.startswith(prefix) or st.st_nlink != 1:
                     continue
                 try:
-                    check_path(rel)
+                    if normal_path(rel) != rel:
+                        continue  # not in NFC: not a name a store wrote; never listed
                 except InvalidInput:
                     continue  # not an artifact name (placed by hand); never listed
                 found.append(ObjectInfo(path=rel, size=st.st_size))
@@ -267,6 +300,7 @@ class LocalArtifactStore:
                 return False
             os.unlink(parts[-1], dir_fd=parent)
             os.fsync(parent)
+            self.usage_totals.add(run_id, -1, -st.st_size)
             return True
         except Failure:
             return False  # missing, or not something this call wrote: leave it alone
@@ -376,29 +410,32 @@ class LocalArtifactStore:
             top, _ = _fs.open_dir(staging, private, create=False, path="", run_id=run_id)
             fds.append(top)
             staged = _scan_area(top, run_id, limits)
-            check_declared(staged, expected, run_id)
-            if self.quota_bytes is not None and _usage(run) > self.quota_bytes:
-                raise failures.quota(self.quota_bytes, run_id=run_id)
-            published: list[tuple[StoredObject, tuple[str, ...]]] = []
+            check_declared([obj for obj, _ in staged], expected, run_id)
+            self.usage_totals.check_add(run_id, len(staged), sum(obj.size for obj, _ in staged))
+            published: list[StoredObject] = []
             try:
-                for obj in staged:
-                    self._publish_staged(run, top, obj, run_id)
-                    published.append((obj, check_path(obj.path)))
+                for obj, raw in staged:
+                    self._publish_staged(run, top, obj, raw, run_id)
+                    published.append(obj)
+                    self.usage_totals.add(run_id, 1, obj.size)
             except BaseException:
-                self.discard(run_id, [obj for obj, _ in published])
+                self.discard(run_id, published)
                 raise
-            return tuple(staged)
+            return tuple(published)
         finally:
             _fs.close_all(fds)
 
-    def _publish_staged(self, run: int, top: int, obj: StoredObject, run_id: str) -> None:
+    def _publish_staged(
+        self, run: int, top: int, obj: StoredObject, raw: tuple[str, ...], run_id: str
+    ) -> None:
+        """Move the staged file (its names as written, ``raw``) to its NFC path."""
         parts = check_path(obj.path)
         fds: list[int] = []
         try:
-            src, _ = self._walk(top, parts[:-1], fds, create=False, path=obj.path, run_id=run_id)
+            src, _ = self._walk(top, raw[:-1], fds, create=False, path=obj.path, run_id=run_id)
             dst, grew = self._walk(run, parts[:-1], fds, create=True, path=obj.path, run_id=run_id)
             try:
-                _fs.rename_noreplace(src, parts[-1], dst, parts[-1])
+                _fs.rename_noreplace(src, raw[-1], dst, parts[-1])
             except FileExistsError:
                 raise failures.exists(obj.path, run_id=run_id) from None
             except OSError as exc:
@@ -453,9 +490,13 @@ def _usage(run: int) -> int:
     return sum(st.st_size for _, st in _regular_files(run, skip_staging=False))
 
 
-def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObject]:
-    """Hash every staged file; refuse links, non-regular files, bad names and limits."""
-    staged: list[StoredObject] = []
+def _scan_area(
+    top: int, run_id: str, limits: StagingLimits
+) -> list[tuple[StoredObject, tuple[str, ...]]]:
+    """Hash every staged file; refuse links, non-regular files, bad names and limits.
+
+    Each file comes with its path as written (the object's path is its NFC form)."""
+    staged: list[tuple[StoredObject, tuple[str, ...]]] = []
     tally = Tally(limits, run_id)
 
     def visit(fd: int, prefix: str) -> None:
@@ -464,7 +505,7 @@ def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObjec
         for name in names:
             rel = prefix + name
             st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            check_path(rel)  # also bounds the depth of the walk
+            nfc = normal_path(rel)  # also bounds the depth of the walk
             if stat.S_ISDIR(st.st_mode):
                 sub, _ = _fs.open_dir(fd, name, create=False, path=rel, run_id=run_id)
                 try:
@@ -478,7 +519,9 @@ def _scan_area(top: int, run_id: str, limits: StagingLimits) -> list[StoredObjec
                 digest = _hash_fd(file_fd)
             finally:
                 os.close(file_fd)
-            staged.append(StoredObject(path=rel, sha256=digest, size=fst.st_size))
+            staged.append(
+                (StoredObject(path=nfc, sha256=digest, size=fst.st_size), tuple(rel.split("/")))
+            )
 
     visit(top, "")
     return staged
@@ -518,7 +561,8 @@ class _LocalWriter:
             )
             self._fd = os.open(self._tmp, _fs.CREATE_FLAGS, _fs.FILE_MODE, dir_fd=self._staging)
             self._fds.append(self._fd)
-            self._used = _usage(self._run) if store.quota_bytes is not None else 0
+            usage = store.usage_totals
+            self._used = usage.totals(run_id).bytes if usage.enabled and not base else 0
         except BaseException:
             self._cleanup()
             raise
@@ -553,8 +597,7 @@ class _LocalWriter:
                 raise failures.too_large(
                     "file size", store.max_file_bytes, path=self._path, run_id=self._run_id
                 )
-            if store.quota_bytes is not None and self._used + self._size + n > store.quota_bytes:
-                raise failures.quota(store.quota_bytes, run_id=self._run_id)
+            store.usage_totals.check_bytes(self._run_id, self._used, self._size + n)
             self._hash.update(data)
             self._size += n
             if n >= _BUFFER:
@@ -597,6 +640,9 @@ class _LocalWriter:
         parent, grew = self._store._walk(
             self._run, dirs, self._fds, create=True, path=path, run_id=run_id
         )
+        usage = self._store.usage_totals
+        if not self._base:  # a staging area's files count when the area is accepted
+            usage.check_add(run_id, 1, self._size)
         candidates = versions(path) if self._versioned else iter((path,))
         for candidate in candidates:
             name = candidate.rsplit("/", 1)[-1]
@@ -606,6 +652,8 @@ class _LocalWriter:
                 continue
             except OSError as exc:
                 raise _fs.translate(exc, parent, name, path, run_id) from None
+            if not self._base:
+                usage.add(run_id, 1, self._size)
             for fd in (parent, *grew):
                 os.fsync(fd)
             self._tmp = ""

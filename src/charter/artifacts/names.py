@@ -1,9 +1,12 @@
 """Artifact path rules, decided without I/O: what a run-relative path may be, and its versions.
 
 An artifact path is a ``/``-separated, run-relative name such as ``reports/summary.md``. Every
-store checks it with :func:`check_path` before touching anything, and refuses — each with its own
-reason — the forms that could name something outside the run or something other than what it
-appears to name:
+store checks it with :func:`check_path` before touching anything. The path is first normalised to
+Unicode NFC (:func:`normal_path`), so the composed and decomposed spellings of ``café.txt`` are one
+name: every rule below is checked on the NFC form, and the NFC form is what stores write and
+registries record. Refused — each with its own reason — are the forms that could name something
+outside the run, something other than what it appears to name, or a name some file system
+(Windows, SMB shares, an export unpacked elsewhere) cannot hold:
 
 * ``ARTIFACT_PATH_EMPTY`` — the empty string; ``ARTIFACT_PATH_INVALID`` — not a string;
 * ``ARTIFACT_PATH_ENCODED`` — lone surrogates (bytes that were not UTF-8), percent-encoding
@@ -21,8 +24,17 @@ appears to name:
   SET MINUS, U+29F5, U+29F9, U+27CD). They are refused, never normalised: a name is stored
   exactly as given, so it stays reachable by the same name;
 * ``ARTIFACT_PATH_EMPTY_COMPONENT`` — ``a//b``, a trailing ``/``;
-* ``ARTIFACT_PATH_TRAVERSAL`` — a ``.`` or ``..`` component (``...`` and ``a..b.txt`` and
-  ``[...slug].ts`` are ordinary names and are accepted);
+* ``ARTIFACT_PATH_TRAVERSAL`` — a ``.`` or ``..`` component (``a..b.txt`` and ``[...slug].ts``
+  are ordinary names and are accepted);
+* ``ARTIFACT_PATH_COLON`` — a ``:`` anywhere (``report.txt:hidden``, ``x::$DATA`` name NTFS
+  alternate data streams);
+* ``ARTIFACT_PATH_BLANK_COMPONENT`` — a component that is only whitespace (``" "``, ``a/ /b``);
+* ``ARTIFACT_PATH_TRAILING_DOT_OR_SPACE`` — a component ending in ``.`` or whitespace (Windows
+  drops them, so ``a.txt.`` and ``a.txt`` would be one file there; ``...`` is refused too);
+* ``ARTIFACT_PATH_DEVICE_NAME`` — a Windows device name as a component, in any case, with or
+  without extensions or spaces before the first dot: ``CON``, ``PRN``, ``AUX``, ``NUL``,
+  ``COM0``–``COM9``, ``LPT0``–``LPT9`` (also with superscript ¹ ² ³), ``CONIN$``, ``CONOUT$``
+  — so ``nul.txt``, ``aux.json``, ``LPT1.log``, ``con.tar.gz``;
 * ``ARTIFACT_NAME_TOO_LONG`` — a component over 255 UTF-8 bytes; ``ARTIFACT_PATH_TOO_LONG`` —
   a path over 1024 bytes; ``ARTIFACT_PATH_TOO_DEEP`` — more than 32 components;
 * ``ARTIFACT_PATH_RESERVED`` — the run's own files: ``manifest.json``, anything under
@@ -62,6 +74,10 @@ _EXTRA_LOOKALIKES = frozenset(
 _COMPRESSION = frozenset(
     {"gz", "bz2", "xz", "zst", "zstd", "lz4", "lzma", "br", "z", "sz", "lz", "age", "gpg"}
 )
+_DEVICES = frozenset(
+    {"con", "prn", "aux", "nul", "conin$", "conout$"}
+    | {f"{kind}{n}" for kind in ("com", "lpt") for n in "0123456789\u00b9\u00b2\u00b3"}
+)
 _VERSIONED = re.compile(r"^(?P<base>.+)-v(?P<n>[2-9]|[1-9][0-9]+)$")
 
 
@@ -77,8 +93,22 @@ def _is_lookalike(char: str) -> bool:
     return any(c in _SEPARATOR_LIKE for c in unicodedata.normalize("NFKC", char))
 
 
-def check_path(path: object) -> tuple[str, ...]:
-    """Return the components of a valid run-relative artifact path; raise ``InvalidInput``."""
+def normal_path(path: object) -> str:
+    """The NFC form of a valid run-relative artifact path (what is stored and registered)."""
+    return "/".join(check_path(path))
+
+
+def is_device_name(part: str) -> bool:
+    """True for a Windows device name, with or without extensions (``nul.txt``, ``COM1``)."""
+    return part.split(".", 1)[0].rstrip(" ").casefold() in _DEVICES
+
+
+def check_path(path: object, *, portable: bool = True) -> tuple[str, ...]:
+    """Return the NFC components of a valid run-relative artifact path; raise ``InvalidInput``.
+
+    ``portable=False`` (for reading registrations recorded before the portability rules)
+    skips the NFC normalisation and the ``:``, blank, trailing dot/space and device-name rules.
+    """
     if not isinstance(path, str):
         raise _refuse("ARTIFACT_PATH_INVALID", "an artifact path must be a string")
     if not path:
@@ -89,6 +119,9 @@ def check_path(path: object) -> tuple[str, ...]:
         raise _refuse(
             "ARTIFACT_PATH_ENCODED", "the artifact path is not valid Unicode (lone surrogate)"
         ) from None
+    if portable and not unicodedata.is_normalized("NFC", path):
+        path = unicodedata.normalize("NFC", path)
+        encoded = path.encode("utf-8")
     for char in path:
         if (not char.isascii() or char < " " or char == "\x7f") and (
             unicodedata.category(char) in _INVISIBLE
@@ -101,6 +134,8 @@ def check_path(path: object) -> tuple[str, ...]:
         raise _refuse("ARTIFACT_PATH_ABSOLUTE", "an artifact path must be relative to its run")
     if "\\" in path:
         raise _refuse("ARTIFACT_PATH_BACKSLASH", "an artifact path must not contain a backslash")
+    if portable and ":" in path:
+        raise _refuse("ARTIFACT_PATH_COLON", "an artifact path must not contain ':' (not portable)")
     if _PERCENT.search(path) or _ENTITY.search(path):
         raise _refuse("ARTIFACT_PATH_ENCODED", "an artifact path must not contain encoded bytes")
     for char in path:
@@ -126,6 +161,22 @@ def check_path(path: object) -> tuple[str, ...]:
             raise _refuse(
                 "ARTIFACT_NAME_TOO_LONG",
                 f"each part of an artifact path is at most {MAX_COMPONENT_BYTES} bytes",
+            )
+        if not portable:
+            continue
+        if part.isspace():
+            raise _refuse(
+                "ARTIFACT_PATH_BLANK_COMPONENT", "a part of an artifact path is only whitespace"
+            )
+        if part[-1] == "." or part[-1].isspace():
+            raise _refuse(
+                "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE",
+                "a part of an artifact path must not end in a dot or a space (not portable)",
+            )
+        if is_device_name(part):
+            raise _refuse(
+                "ARTIFACT_PATH_DEVICE_NAME",
+                "a part of an artifact path is a Windows device name (not portable)",
             )
     if is_reserved(parts):
         raise _refuse("ARTIFACT_PATH_RESERVED", "the path names one of the run's own files")
@@ -191,7 +242,7 @@ def versions(path: str) -> Iterator[str]:
     if found is not None:
         stem, start = found.group("base"), int(found.group("n")) + 1
     prefix = "/".join(head) + "/" if head else ""
-    yield path
+    yield "/".join(parts)
     for n in range(start, start + MAX_VERSIONS):
         candidate = f"{stem}-v{n}{ext}"
         if len(candidate.encode("utf-8")) > MAX_COMPONENT_BYTES:

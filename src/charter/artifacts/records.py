@@ -133,7 +133,7 @@ class ArtifactRecord:
             raise InvalidInput(
                 "media_type must be type/subtype in lower case", reason="ARTIFACT_RECORD_INVALID"
             )
-        check_path(self.path)
+        check_path(self.path, portable=False)  # registrations recorded before the rules
         check_sha256(self.sha256)
         if not isinstance(self.size, int) or isinstance(self.size, bool) or self.size < 0:
             raise InvalidInput(

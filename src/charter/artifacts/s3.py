@@ -14,6 +14,13 @@ The upload carries ``x-amz-checksum-sha256`` (the server checks the body) and th
 ``x-amz-meta-sha256``, which reads verify against when no checksum is given. Single-request
 uploads limit one artifact to 5 GiB.
 
+With ``expected_bucket_owner`` (the 12-digit AWS account id that must own the bucket) every
+request carries ``ExpectedBucketOwner`` (the ``x-amz-expected-bucket-owner`` header): S3 refuses
+a request whose bucket another account owns (403), so a deleted-and-recreated bucket name, or a
+misconfigured one, never receives an artifact. :meth:`S3ArtifactStore.check_bucket` makes one
+such request (``HeadBucket``) when the runtime starts, and refuses to start when the bucket is
+missing or owned by someone else (a ``ConfigError`` naming the setting).
+
 boto3 is optional (``pip install 'charter[s3]'``); it is imported when a client is built, and
 every botocore error is translated here into a Charter failure (:func:`translate`).
 """
@@ -30,7 +37,13 @@ from types import TracebackType
 from typing import IO, Any, Protocol
 
 from charter.artifacts import failures
-from charter.artifacts.names import MAX_PATH_BYTES, check_path, split_reference, versions
+from charter.artifacts.names import (
+    MAX_PATH_BYTES,
+    check_path,
+    normal_path,
+    split_reference,
+    versions,
+)
 from charter.artifacts.reading import CHUNK, VerifyingReader
 from charter.artifacts.records import (
     ObjectInfo,
@@ -40,6 +53,7 @@ from charter.artifacts.records import (
     check_sha256,
 )
 from charter.artifacts.staging import Tally, check_declared
+from charter.artifacts.usage import DEFAULT_QUOTA_FILES, RunUsage, Totals
 from charter.errors import ConfigError, Failure, InvalidInput
 from charter.ledger.ids import check_identifier
 
@@ -48,6 +62,7 @@ DEFAULT_QUOTA_BYTES = 1 << 30
 MAX_OBJECT_BYTES = 5 << 30
 STAGING = ".staging"
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_ACCOUNT = re.compile(r"^[0-9]{12}$")
 _AREA = re.compile(r"^a-[A-Za-z0-9][A-Za-z0-9_.-]{0,127}\.[0-9]{1,9}$")
 
 
@@ -60,6 +75,7 @@ class S3Client(Protocol):
     def delete_object(self, **kwargs: Any) -> Any: ...
     def delete_objects(self, **kwargs: Any) -> Any: ...
     def list_objects_v2(self, **kwargs: Any) -> Any: ...
+    def head_bucket(self, **kwargs: Any) -> Any: ...
 
 
 def _botocore_exceptions() -> Any:
@@ -160,20 +176,35 @@ class S3ArtifactStore:
         *,
         prefix: str = DEFAULT_PREFIX,
         quota_bytes: int | None = DEFAULT_QUOTA_BYTES,
+        quota_files: int | None = DEFAULT_QUOTA_FILES,
         max_file_bytes: int | None = None,
         spool_bytes: int = 8 << 20,
+        expected_bucket_owner: str | None = None,
     ) -> None:
         if _BUCKET.fullmatch(bucket) is None:
             raise ConfigError(f"{bucket!r} is not a valid S3 bucket name")
+        if expected_bucket_owner is not None and (
+            not isinstance(expected_bucket_owner, str)
+            or _ACCOUNT.fullmatch(expected_bucket_owner) is None
+        ):
+            raise ConfigError("expected_bucket_owner must be a 12-digit AWS account id")
+        self.expected_bucket_owner = expected_bucket_owner
+        self._owner: dict[str, str] = (
+            {"ExpectedBucketOwner": expected_bucket_owner} if expected_bucket_owner else {}
+        )
         if prefix and (not prefix.endswith("/") or _bad_prefix(prefix[:-1])):
             raise ConfigError("the S3 artifact prefix must be empty or a valid path ending in /")
         self.s3 = s3
         self.bucket = bucket
         self.prefix = prefix
         self.quota_bytes = quota_bytes
+        self.quota_files = quota_files
         self.max_file_bytes = min(max_file_bytes or MAX_OBJECT_BYTES, MAX_OBJECT_BYTES)
         self.spool_bytes = spool_bytes
         self._errors = _botocore_exceptions()
+        self.usage_totals = RunUsage(
+            quota_bytes=quota_bytes, quota_files=quota_files, measure=self._measure
+        )
 
     # -- plumbing -------------------------------------------------------------------------
 
@@ -190,7 +221,7 @@ class S3ArtifactStore:
             if not path.startswith(run_prefix):
                 raise failures.outside_run(run_id=run_id)
             path = path[len(run_prefix) :]
-        check_path(path)
+        path = normal_path(path)
         key = run_prefix + path
         if len(key.encode("utf-8")) > MAX_PATH_BYTES:
             raise InvalidInput(
@@ -200,9 +231,37 @@ class S3ArtifactStore:
             )
         return path, key
 
+    def check_bucket(self) -> None:
+        """Refuse to start unless the bucket exists and, if set, has the expected owner.
+
+        One ``HeadBucket`` request (with ``ExpectedBucketOwner`` when configured): S3 answers
+        403 when another account owns the bucket: ``ConfigError`` naming
+        ``artifacts.expected_bucket_owner`` (or the credentials may not read it: the message
+        says both); a missing bucket is a ``ConfigError`` too.
+        """
+        try:
+            self.s3.head_bucket(Bucket=self.bucket, **self._owner)
+        except (self._errors.ClientError, self._errors.BotoCoreError) as exc:
+            response = getattr(exc, "response", None) or {}
+            status = int(response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+            code = str(response.get("Error", {}).get("Code", ""))
+            if self._owner and (status == 403 or code == "AccessDenied"):
+                raise ConfigError(
+                    f"the artifact bucket {self.bucket!r} is not owned by the configured "
+                    "artifacts.expected_bucket_owner account (or these credentials may not read "
+                    "it); refusing to start"
+                ) from None
+            if status == 404 or code in {"NoSuchBucket", "404", "NotFound"}:
+                raise ConfigError(
+                    f"the artifact bucket {self.bucket!r} does not exist; refusing to start"
+                ) from None
+            failure = translate(exc, run_id=None, path=None)
+            assert failure is not None
+            raise failure from None
+
     def _call(self, method: str, *, run_id: str, path: str | None, **kwargs: Any) -> Any:
         try:
-            return getattr(self.s3, method)(Bucket=self.bucket, **kwargs)
+            return getattr(self.s3, method)(Bucket=self.bucket, **self._owner, **kwargs)
         except (self._errors.ClientError, self._errors.BotoCoreError) as exc:
             failure = translate(exc, run_id=run_id, path=path)
             assert failure is not None
@@ -222,8 +281,19 @@ class S3ArtifactStore:
             token = page.get("NextContinuationToken")
 
     def usage(self, run_id: str) -> int:
-        """Bytes held under the run's prefix (staging included)."""
+        """Bytes held under the run's prefix (staging included), listed now."""
         return sum(size for _, size in self._keys(run_id, self.run_prefix(run_id)))
+
+    def _measure(self, run_id: str) -> Totals:
+        """The run's published objects and bytes (one listing; staging not counted)."""
+        run_prefix = self.run_prefix(run_id)
+        staging = run_prefix + STAGING + "/"
+        files = size = 0
+        for key, n in self._keys(run_id, run_prefix):
+            if not key.startswith(staging):
+                files += 1
+                size += n
+        return Totals(files=files, bytes=size)
 
     def _head(self, run_id: str, path: str, key: str) -> Any | None:
         try:
@@ -328,7 +398,8 @@ class S3ArtifactStore:
         for key, size in self._keys(run_id, run_prefix + prefix):
             rel = key[len(run_prefix) :]
             try:
-                check_path(rel)
+                if normal_path(rel) != rel:
+                    continue  # not in NFC: a key not written through Charter
             except InvalidInput:
                 continue  # staging, the run's own files, or a key not written through Charter
             found.append(ObjectInfo(path=rel, size=size))
@@ -357,6 +428,7 @@ class S3ArtifactStore:
             if (found.sha256, found.size) != (obj.sha256, obj.size):
                 continue
             self._call("delete_object", run_id=run_id, path=rel, Key=key)
+            self.usage_totals.add(run_id, -1, -found.size)
             removed.append(rel)
         return tuple(removed)
 
@@ -435,17 +507,17 @@ class S3ArtifactStore:
                 self._resolve(run_id, rel)
                 tally.add(rel, size)
             for key, size in listed:
-                spools.append(self._download(run_id, key[len(prefix) :], key, size))
+                spools.append(self._download(run_id, normal_path(key[len(prefix) :]), key, size))
             staged = [obj for obj, _, _ in spools]
             check_declared(staged, expected, run_id)
-            if self.quota_bytes is not None and self.usage(run_id) > self.quota_bytes:
-                raise failures.quota(self.quota_bytes, run_id=run_id)
+            self.usage_totals.check_add(run_id, len(staged), sum(obj.size for obj in staged))
             published: list[StoredObject] = []
             try:
                 for obj, body, digest in spools:
                     _, key = self._resolve(run_id, obj.path)
                     self._create(run_id, obj.path, key, body, digest)
                     published.append(obj)
+                    self.usage_totals.add(run_id, 1, obj.size)
             except BaseException:
                 self.discard(run_id, published)
                 raise
@@ -504,7 +576,9 @@ class _S3Writer:
         self._size = 0
         self._result: StoredObject | None = None
         self._done = False
-        self._used = store.usage(run_id) if store.quota_bytes is not None else 0
+        self._staged = key_prefix != store.run_prefix(run_id)  # counted when accepted
+        usage = store.usage_totals
+        self._used = usage.totals(run_id).bytes if usage.enabled and not self._staged else 0
         self._spool: IO[bytes] = tempfile.SpooledTemporaryFile(  # noqa: SIM115
             max_size=store.spool_bytes
         )
@@ -539,8 +613,7 @@ class _S3Writer:
                 raise failures.too_large(
                     "file size", store.max_file_bytes, path=self._path, run_id=self._run_id
                 )
-            if store.quota_bytes is not None and self._used + self._size + n > store.quota_bytes:
-                raise failures.quota(store.quota_bytes, run_id=self._run_id)
+            store.usage_totals.check_bytes(self._run_id, self._used, self._size + n)
             self._hash.update(data)
             self._spool.write(data)
             self._size += n
@@ -564,6 +637,9 @@ class _S3Writer:
 
     def _publish(self) -> StoredObject:
         digest = self._hash.digest()
+        usage = self._store.usage_totals
+        if not self._staged:
+            usage.check_add(self._run_id, 1, self._size)
         candidates = versions(self._path) if self._versioned else iter((self._path,))
         for candidate in candidates:
             key = self._key_prefix + candidate
@@ -575,6 +651,8 @@ class _S3Writer:
                 if exc.reason == "ARTIFACT_EXISTS" and self._versioned:
                     continue
                 raise
+            if not self._staged:
+                usage.add(self._run_id, 1, self._size)
             return StoredObject(path=candidate, sha256="sha256:" + digest.hex(), size=self._size)
         raise failures.versions_exhausted(self._path, run_id=self._run_id)
 

@@ -19,7 +19,7 @@ from datetime import datetime
 import anyio.to_thread
 
 from charter.artifacts import failures
-from charter.artifacts.names import check_path
+from charter.artifacts.names import normal_path
 from charter.artifacts.ports import ArtifactRegistry, ArtifactStore, ArtifactWriter
 from charter.artifacts.records import (
     ArtifactRecord,
@@ -185,7 +185,7 @@ class ArtifactService:
 
     async def ensure_unregistered(self, run_id: str, path: str) -> None:
         """Raise ``ARTIFACT_IMMUTABLE`` when the run-relative ``path`` is registered."""
-        check_path(path)
+        path = normal_path(path)
         if await self.registry.by_path(run_id, path) is not None:
             raise failures.immutable(path, run_id=run_id)
 

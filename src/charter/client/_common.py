@@ -29,7 +29,7 @@ from charter.kernel.envelope import CallStatus, Envelope, Metrics
 
 APPROVAL_TOKEN_HEADER = "X-Charter-Approval-Token"
 TENANT_HEADER = "X-Charter-Tenant"
-ENVELOPE_STATUSES = frozenset({200, 202, 403, 409, 422})
+ENVELOPE_STATUSES = frozenset({200, 202, 403, 409, 422, 429})
 
 
 @contextmanager

@@ -34,10 +34,13 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
+from charter.deploy.reader import _join, _Reader
 from charter.deploy.remote_settings import DEFAULT_READINESS_TTL_S, remote_settings
-from charter.deploy.secret_ref import _ENV_NAME, SecretRef
+from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError
 from charter.executors.egress import EgressPolicy
+from charter.kernel.limits import LimitSettings, PendingCaps
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.kernel.settings import Mode
 from charter.project.yamlio import strict_load, yaml_problem
@@ -68,7 +71,6 @@ DEFAULT_APPROVAL_LIFETIME_S = 300.0
 DEFAULT_CONTEXT_LIFETIME_S = 900.0
 
 _PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-_HEX64 = re.compile(r"^[0-9a-fA-F]{64}$")
 _HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
 
 
@@ -89,6 +91,9 @@ class Limits:
     run_elapsed_s: float | None = 3600.0  # wall time from a run's creation to its last call
     context_tokens: int = 32000  # estimated tokens of a resolved context (schemas + attachments)
     max_args_bytes: int = 1024 * 1024  # raw argument document size
+    calls: LimitSettings = field(default_factory=LimitSettings)  # rate, concurrency (limits.py)
+    pending: PendingCaps = field(default_factory=PendingCaps)  # pending approvals at once
+    policy_hook_deadline_s: float = 0.25  # each ownership hook
 
 
 _S3_PREFIX = "charter/artifacts/"
@@ -111,6 +116,8 @@ class ArtifactSettings:
     endpoint_url: str | None = None
     region: str | None = None
     quota_bytes: int | None = None  # per run; None: the store's default (1 GiB)
+    quota_files: int | None = None  # per run; None: the store's default (10,000)
+    expected_bucket_owner: str | None = None  # S3: the 12-digit account id that owns the bucket
     max_upload_bytes: int = _MAX_UPLOAD  # one HTTP upload
 
 
@@ -277,89 +284,6 @@ def _read_yaml(path: Path) -> Any:
         raise ConfigError(f"{path}: {yaml_problem(exc)}") from None
 
 
-class _Reader:
-    """Typed access to the YAML document with errors that name the file and the field."""
-
-    def __init__(self, file: Path | str) -> None:
-        self.file = file
-
-    def fail(self, where: str, message: str) -> ConfigError:
-        return ConfigError(
-            f"{self.file}: {where}: {message}" if where else f"{self.file}: {message}"
-        )
-
-    def mapping(self, value: Any, where: str, allowed: frozenset[str]) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise self.fail(where, "must be a mapping")
-        for key in value:
-            if not isinstance(key, str):
-                raise self.fail(where, "keys must be strings")
-            if key not in allowed:
-                known = ", ".join(sorted(allowed))
-                raise self.fail(_join(where, key), f"unknown field (known: {known})")
-        return value
-
-    def string(self, value: Any, where: str) -> str:
-        if not isinstance(value, str) or not value.strip():
-            raise self.fail(where, "must be a non-empty string")
-        return value
-
-    def boolean(self, value: Any, where: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.fail(where, "must be true or false")
-        return value
-
-    def positive(self, value: Any, where: str, *, integer: bool = False) -> float:
-        ok = isinstance(value, int) if integer else isinstance(value, int | float)
-        if isinstance(value, bool) or not ok or not value > 0 or value != value:
-            kind = "a positive integer" if integer else "a positive number"
-            raise self.fail(where, f"must be {kind}")
-        return float(value)
-
-    def names(self, value: Any, where: str, pattern: re.Pattern[str], what: str) -> frozenset[str]:
-        if not isinstance(value, list):
-            raise self.fail(where, f"must be a list of {what}s")
-        out = set()
-        for index, item in enumerate(value):
-            if not isinstance(item, str) or not pattern.match(item):
-                raise self.fail(f"{where}[{index}]", f"is not a valid {what}")
-            out.add(item)
-        return frozenset(out)
-
-    def secret(self, value: Any, where: str, *, allow_hash: bool = False) -> SecretRef | str:
-        """A ``{env: VAR}`` / ``{file: PATH}`` reference, or (API keys) a ``{sha256: HEX}``."""
-        forms = "{env: VAR}, {file: PATH}" + (" or {sha256: HEX}" if allow_hash else "")
-        if isinstance(value, str | int | float | bytes) and not isinstance(value, bool):
-            raise self.fail(
-                where,
-                f"inline secrets are not allowed; give a reference instead: {forms}"
-                " (the value was not echoed)",
-            )
-        allowed = frozenset({"env", "file", "sha256"} if allow_hash else {"env", "file"})
-        if not isinstance(value, dict) or len(value) != 1:
-            raise self.fail(where, f"must be exactly one of {forms}")
-        self.mapping(value, where, allowed)
-        ((kind, target),) = value.items()
-        if kind == "sha256":
-            if not isinstance(target, str) or not _HEX64.match(target):
-                raise self.fail(_join(where, "sha256"), "must be 64 hexadecimal digits")
-            return target.lower()
-        if kind == "env":
-            if not isinstance(target, str) or not _ENV_NAME.match(target):
-                raise self.fail(_join(where, "env"), "must be an environment variable name")
-            return SecretRef(env=target)
-        if not isinstance(target, str) or not target:
-            raise self.fail(_join(where, "file"), "must be a file path")
-        file = Path(target)
-        if not file.is_absolute() and isinstance(self.file, Path):
-            file = self.file.parent / file
-        return SecretRef(file=file)
-
-
-def _join(where: str, key: str) -> str:
-    return f"{where}.{key}" if where else key
-
-
 _TOP = frozenset(
     {
         "environment",
@@ -390,12 +314,14 @@ _ARTIFACTS = frozenset(
         "endpoint_url",
         "region",
         "quota_bytes",
+        "quota_files",
         "max_upload_bytes",
+        "expected_bucket_owner",
     }
 )
 _SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})
 _PRINCIPAL = frozenset({"kind", "tenant", "permissions", "roles", "api_key", "description"})
-_LIMITS = frozenset({"run_tool_calls", "run_elapsed_s", "context_tokens", "max_args_bytes"})
+_LIMITS = frozenset({"run_tool_calls", "run_elapsed_s", "context_tokens", "max_args_bytes"}) | KEYS
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
@@ -500,12 +426,20 @@ def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:
         raise r.fail("artifacts.store", "must be local or s3")
     text = {
         k: r.string(section[k], f"artifacts.{k}")
-        for k in ("root", "bucket", "prefix", "endpoint_url", "region")
+        for k in ("root", "bucket", "prefix", "endpoint_url", "region", "expected_bucket_owner")
         if section.get(k) is not None
     }
     if kind == "s3" and "bucket" not in text:
         raise r.fail("artifacts.bucket", "is required when artifacts.store is s3")
+    owner = text.get("expected_bucket_owner")
+    if owner is not None and (
+        kind != "s3" or not (len(owner) == 12 and owner.isascii() and owner.isdigit())
+    ):
+        raise r.fail(
+            "artifacts.expected_bucket_owner", "must be a 12-digit AWS account id (S3 store only)"
+        )
     quota = section.get("quota_bytes")
+    quota_files = section.get("quota_files")
     upload = section.get("max_upload_bytes", _MAX_UPLOAD)
     return ArtifactSettings(
         store=kind,
@@ -514,9 +448,13 @@ def _artifact_settings(r: _Reader, value: Any) -> ArtifactSettings:
         prefix=text.get("prefix", _S3_PREFIX),
         endpoint_url=text.get("endpoint_url"),
         region=text.get("region"),
+        expected_bucket_owner=owner,
         quota_bytes=None
         if quota is None
         else int(r.positive(quota, "artifacts.quota_bytes", integer=True)),
+        quota_files=None
+        if quota_files is None
+        else int(r.positive(quota_files, "artifacts.quota_files", integer=True)),
         max_upload_bytes=int(r.positive(upload, "artifacts.max_upload_bytes", integer=True)),
     )
 
@@ -549,6 +487,9 @@ def _limits(r: _Reader, value: Any) -> Limits:
         run_elapsed_s=run_elapsed,
         context_tokens=tokens,
         max_args_bytes=args_bytes,
+        calls=call_limits(r, section),
+        pending=pending_caps(r, section),
+        policy_hook_deadline_s=hook_deadline_s(r, section),
     )
 
 

@@ -15,6 +15,7 @@ from charter.errors import (
 from charter.kernel.answers import Answers
 from charter.kernel.core import Attempt, KernelState, _parse_at
 from charter.kernel.envelope import CallStatus, Envelope, Metrics
+from charter.kernel.limits import PendingCaps, pending_approvals_refusal
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.views import ApprovalRow, CallRow, RunRow
@@ -90,6 +91,13 @@ class ApprovalGate:
                 )
             elif not bound:
                 at.warnings.append("APPROVAL_MISMATCH: the approval does not match this call")
+        caps = PendingCaps(
+            tenant=state.settings.pending_approvals_tenant,
+            principal=state.settings.pending_approvals_principal,
+        )
+        too_many = await pending_approvals_refusal(state.store, caps, at.principal, format_at(now))
+        if too_many is not None:
+            return await self.answers.refuse(at, too_many, CallStatus.DENIED)
         approval_id = state.new_id("apr")
         expires_at = format_at(now + timedelta(seconds=state.settings.approval_lifetime_s))
         entries.append(

@@ -102,9 +102,13 @@ class Envelope:
 
 def error_dict(exc: Failure) -> dict[str, Any]:
     """The envelope's ``error`` object (code, reason, message, retryable)."""
-    return {
+    out: dict[str, Any] = {
         "code": exc.code.value,
         "reason": exc.reason,
         "message": exc.message,
         "retryable": exc.retryable,
     }
+    retry_after = exc.details.get("retry_after") if exc.details else None
+    if isinstance(retry_after, int | float):
+        out["retry_after"] = retry_after  # seconds (rate and concurrency limits)
+    return out

@@ -26,6 +26,8 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
+import anyio
+
 from charter import telemetry
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
@@ -57,7 +59,9 @@ from charter.kernel.core import Arrival, KernelState, _parse_at
 from charter.kernel.dispatch import Dispatcher
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.executor_port import Executor
+from charter.kernel.limits import ADMITTED, Admission, Limiter
 from charter.kernel.operators import Operators
+from charter.kernel.policy_deadline import authorize_with_deadline
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.redaction import Redactor
@@ -118,6 +122,8 @@ class Kernel:
     # Set by the runtime: tools that are not ready are omitted (optional) or block resolution
     # (required). ``None``: every bound tool counts as ready.
     readiness: ReadinessSource | None = None
+    # Set by the runtime from the deployment's rate and concurrency limits (None: unlimited).
+    limiter: Limiter | None = None
 
     build = _Shared[Build]()
     store = _Shared[KernelStore]()
@@ -436,10 +442,19 @@ class Kernel:
             },
         )
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
+            admission = ADMITTED
             try:
-                envelope = await self._call(arrival, context_id, arguments)
+                admitted = await self._admit(arrival, context_id)
+                if isinstance(admitted, Envelope):
+                    envelope = admitted
+                else:
+                    admission = admitted
+                    envelope = await self._call(arrival, context_id, arguments)
             except Failure as exc:
                 envelope = self.answers.answer(arrival, CallStatus.FAILED, exc, tool=tool)
+            finally:
+                with anyio.CancelScope(shield=True):  # a cancelled call still frees its slots
+                    await admission.release()
             timeline = arrival.timeline
             if timeline.waited is not None:
                 requested, approval_id = timeline.waited
@@ -452,6 +467,34 @@ class Kernel:
             telemetry.phase_timings(timeline.marks, time.time_ns())
             telemetry.finish_tool_span(span, envelope, tenant=principal.tenant)
             return envelope
+
+    async def _admit(self, arrival: Arrival, context_id: str) -> Admission | Envelope:
+        """1b. rate and concurrency limits, before anything is parsed or written."""
+        state, limiter = self.state, self.limiter
+        if limiter is None or state.settings.mode is not Mode.ENFORCE:
+            return ADMITTED
+        ctx = await state.context(context_id)
+        if ctx is None or ctx.tenant != arrival.principal.tenant:
+            return ADMITTED  # the call path answers CONTEXT_NOT_FOUND
+        offered = ctx.offered(arrival.tool) if isinstance(arrival.tool, str) else None
+        tool_id = offered.id if offered is not None else None
+        lease = None
+        if offered is not None:  # the longest the call can hold its slots: timeout + grace
+            timeout = state.build.tools[offered.id].contract.timeout_s
+            lease = timeout + state.settings.coalesce_grace_s + 60.0
+        verdict = await limiter.admit(
+            arrival.principal, tool_id, state.trace_id("slot"), lease_s=lease
+        )
+        if isinstance(verdict, Admission):
+            return verdict
+        at = arrival.attempt(ctx)
+        if not CALL_ID.match(at.call_id):
+            at.call_id = ""
+        if offered is not None:  # the context offered it: the refusal may name it
+            at.contract = state.build.tools[offered.id].contract
+        if limiter.sample(arrival.principal, verdict):  # a flood is counted, not all audited
+            return await self.answers.refuse(at, verdict, CallStatus.DENIED)
+        return self.answers.answer(at, CallStatus.DENIED, verdict, tool=tool_id, ctx=ctx)
 
     async def _call(
         self,
@@ -532,8 +575,10 @@ class Kernel:
         except InvalidInput as exc:
             return await answers.refuse(at, exc, CallStatus.REJECTED)
         at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
-        denial = authorize(
-            replace(inp, arguments=accepted.arguments), ownership=state.ownership_hooks
+        denial = await authorize_with_deadline(
+            replace(inp, arguments=accepted.arguments),
+            ownership=state.ownership_hooks,
+            deadline_s=settings.policy_hook_deadline_s,
         )
         if denial is not None and not observe:
             return await answers.deny(at, denial)

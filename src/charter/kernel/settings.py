@@ -33,3 +33,6 @@ class KernelSettings:
     read_retry_attempts: int = 3  # read-only idempotent tools: attempts within one call
     read_retry_backoff_s: float = 0.05  # doubled each retry
     summary_max_bytes: int = 2048  # the redacted argument summary kept for operators
+    policy_hook_deadline_s: float = 0.25  # each ownership hook; overrun → POLICY_ERROR
+    pending_approvals_tenant: int | None = 1000  # approvals pending at once per tenant
+    pending_approvals_principal: int | None = 100  # ... and per principal

@@ -17,7 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from charter.contracts.model import SEMVER, TOOL_ID
 from charter.errors import Problem, ProjectError
-from charter.project.yamlio import load_yaml_text
+from charter.project.yamlio import load_yaml_text, read_project_text
 
 Kind = Literal["workflow", "skill"]
 SLUG = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -323,9 +323,9 @@ def load_catalog(root: Path) -> tuple[list[CatalogEntry], list[Problem]]:
                 )
                 continue
             try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError) as exc:
-                problems.append(Problem(message=f"cannot read: {exc}", file=file))
+                text = read_project_text(path, display=file)
+            except ProjectError as exc:
+                problems.append(exc.problem)
                 continue
             entry, found = parse_entry(kind, sub.name, text, file=file)
             problems.extend(found)

@@ -17,6 +17,8 @@ Metric names (stable; dashboards depend on them):
 - ``charter_call_duration_seconds{tool}`` — time to answer one;
 - ``charter_call_phase_seconds{phase}`` — time spent in each phase of the call path;
 - ``charter_unknown_outcomes_total{tool}`` — calls this process answered ``unknown``;
+- ``charter_limit_refusals_total{reason, tool}`` — calls over HTTP refused by a rate,
+  concurrency or pending-approval limit;
 - ``charter_http_requests_total{method, route, status}`` — HTTP requests by route template;
 - ``charter_pending_approvals`` and ``charter_unknown_calls{tool}`` — shared gauges.
 """
@@ -79,6 +81,9 @@ def multiprocess_dir() -> str | None:
     return os.environ.get("PROMETHEUS_MULTIPROC_DIR") or None
 
 
+LIMIT_REASONS = frozenset({"RATE_LIMITED", "CONCURRENCY_LIMITED", "TOO_MANY_PENDING_APPROVALS"})
+
+
 class _Gauges(Collector):
     """Gauges computed at scrape time, as one collector for a throwaway registry."""
 
@@ -139,8 +144,18 @@ class ServerMetrics:
             ("method", "route", "status"),
             registry=self.registry,
         )
+        self.limited = Counter(
+            "charter_limit_refusals_total",
+            "Calls refused by a rate, concurrency or pending-approval limit, by reason and tool.",
+            ("reason", "tool"),
+            registry=self.registry,
+        )
 
-    def record_call(self, tool: str, status: str, seconds: float) -> None:
+    def record_call(
+        self, tool: str, status: str, seconds: float, reason: str | None = None
+    ) -> None:
+        if reason in LIMIT_REASONS:
+            self.limited.labels(reason=reason, tool=tool).inc()
         self.calls.labels(status=status, tool=tool).inc()
         self.call_latency.labels(tool=tool).observe(seconds)
         if status == "unknown":

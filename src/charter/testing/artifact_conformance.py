@@ -30,6 +30,7 @@ from charter.artifacts.ports import ArtifactRegistry, ArtifactStore, ArtifactWri
 from charter.artifacts.records import ArtifactRecord, Producer, StagingLimits, Trust
 from charter.artifacts.registry import MemoryRegistry
 from charter.artifacts.service import ArtifactService
+from charter.artifacts.usage import Totals
 from charter.errors import Failure
 from charter.testing.clock import FakeClock
 from charter.testing.raises import Raised, raises
@@ -39,7 +40,11 @@ class Backend(Protocol):
     """How the suite makes a store and looks behind its back."""
 
     def make(
-        self, *, quota_bytes: int | None = None, max_file_bytes: int | None = None
+        self,
+        *,
+        quota_bytes: int | None = None,
+        max_file_bytes: int | None = None,
+        quota_files: int | None = None,
     ) -> ArtifactStore:
         """A fresh, empty store."""
         ...
@@ -85,9 +90,25 @@ HOSTILE = [
     ("x" * 256, "ARTIFACT_NAME_TOO_LONG"),
     ("s3://someone-else/charter/artifacts/run-conf/x.txt", "ARTIFACT_BUCKET_FOREIGN"),
     ("file:///etc/passwd", "ARTIFACT_PATH_SCHEME"),
+    # not portable: Windows device names, NTFS streams, blank parts, trailing dots and spaces
+    ("CON", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("nul.txt", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("COM1", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("aux.json", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("LPT1.log", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("sub/Con.tar.gz", "ARTIFACT_PATH_DEVICE_NAME"),
+    ("report.txt:hidden", "ARTIFACT_PATH_COLON"),
+    ("report.txt::$DATA", "ARTIFACT_PATH_COLON"),
+    (" ", "ARTIFACT_PATH_BLANK_COMPONENT"),
+    ("a/ /b", "ARTIFACT_PATH_BLANK_COMPONENT"),
+    ("report.txt.", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("report.txt ", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
+    ("dir./x.txt", "ARTIFACT_PATH_TRAILING_DOT_OR_SPACE"),
 ]
+NFC = "caf\u00e9.txt"
+NFD = "cafe\u0301.txt"
 
-DOTTED_NAMES = [("[...slug].ts",), ("a..b.txt",), ("...",), ("v1.2/x..y",), ("ü/日本.txt",)]
+DOTTED_NAMES = [("[...slug].ts",), ("a..b.txt",), ("..a",), ("v1.2/x..y",), ("ü/日本.txt",)]
 BAD_RUN_IDS = [("../run",), ("",), ("a/b",), (".hidden",), ("run\x00",)]
 REFUSED_STAGING: list[tuple[dict[str, str] | None, StagingLimits | None, str]] = [
     ({"x.txt": sha(b"other"), "y.txt": sha(b"y")}, None, "ARTIFACT_INTEGRITY_MISMATCH"),
@@ -265,6 +286,29 @@ class ArtifactStoreConformance:
         assert store.read_bytes(RUN, path) == b"ok"
         assert [i.path for i in store.list(RUN)] == [path]
 
+    def test_nfc_and_nfd_spellings_are_one_name(
+        self, store: ArtifactStore, backend: Backend
+    ) -> None:
+        assert store.put(RUN, NFD, b"first").path == NFC
+        with raises(Failure) as info:
+            store.put(RUN, NFC, b"second")
+        assert reason_of(info) == "ARTIFACT_EXISTS"
+        assert store.put(RUN, NFD, b"third", versioned=True).path == "caf\u00e9-v2.txt"
+        assert store.read_bytes(RUN, NFD) == b"first"
+        assert store.first_free_path(RUN, NFD) == "caf\u00e9-v3.txt"
+        assert [i.path for i in store.list(RUN)] == ["caf\u00e9-v2.txt", NFC]
+        assert backend.names(store, RUN) == {NFC, "caf\u00e9-v2.txt"}
+
+    def test_staged_names_are_published_in_nfc(
+        self, store: ArtifactStore, backend: Backend
+    ) -> None:
+        area = store.open_staging(RUN, "call-nfc", 1)
+        with store.stage(area, NFD) as writer:
+            writer.write(b"staged")
+        published = store.accept_staging(area, attempt=1)
+        assert [obj.path for obj in published] == [NFC]
+        assert store.read_bytes(RUN, NFC) == b"staged"
+
     def test_run_ids_are_identifiers(self, store: ArtifactStore, run_id: str) -> None:
         with raises(Failure) as info:
             store.put(run_id, "x.txt", b"x")
@@ -282,6 +326,46 @@ class ArtifactStoreConformance:
         assert reason_of(info) == "ARTIFACT_TOO_LARGE"
         assert backend.names(store, RUN) == before
         assert store.put(RUN, "d.bin", b"d" * 40).size == 40
+
+    def test_file_count_quota(self, backend: Backend) -> None:
+        store = backend.make(quota_files=3)
+        for name in ("a", "b", "c"):
+            store.put(RUN, f"{name}.txt", b"x")
+        before = backend.names(store, RUN)
+        with raises(Failure) as info:
+            store.put(RUN, "d.txt", b"x")
+        assert reason_of(info) == "ARTIFACT_QUOTA_FILES_EXCEEDED"
+        assert info.value.code == "resource_limit"
+        area = store.open_staging(RUN, "call-q", 1)
+        with store.stage(area, "e.txt") as writer:  # staged files count once accepted
+            writer.write(b"x")
+        with raises(Failure) as info:
+            store.accept_staging(area, attempt=1)
+        assert reason_of(info) == "ARTIFACT_QUOTA_FILES_EXCEEDED"
+        assert backend.names(store, RUN) == before
+        assert store.put("run-other", "d.txt", b"x").size == 1  # per run
+
+    def test_usage_is_kept_as_running_totals(self, backend: Backend) -> None:
+        store = backend.make(quota_bytes=100, quota_files=50)
+        usage = store.usage_totals  # type: ignore[attr-defined]
+        measured: list[str] = []
+        measure = usage._measure
+
+        def counting(run_id: str) -> object:
+            measured.append(run_id)
+            return measure(run_id)
+
+        usage._measure = counting
+        written = [store.put(RUN, f"f{i}.bin", b"x" * 2) for i in range(40)]
+        assert measured == [RUN]  # one walk or listing for the run, not one per write
+        assert usage.totals(RUN) == Totals(files=40, bytes=80)
+        with raises(Failure) as info:
+            store.put(RUN, "big.bin", b"x" * 21)
+        assert reason_of(info) == "ARTIFACT_QUOTA_EXCEEDED"
+        store.discard(RUN, written[:10])  # a rollback gives the room back
+        assert usage.totals(RUN) == Totals(files=30, bytes=60)
+        assert store.put(RUN, "big.bin", b"x" * 21).size == 21
+        assert measured == [RUN]
 
     # -- rollback ---------------------------------------------------------------------------
 

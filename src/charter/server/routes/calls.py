@@ -9,6 +9,7 @@ outcome is unknown, which is exactly what must never happen automatically.
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Annotated, Any
 
@@ -52,6 +53,15 @@ CALL_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: _envelope_response(202, "pending_approval, or a duplicate still dispatching"),
     403: _envelope_response(403, "denied"),
     409: _envelope_response(409, "conflict: the call id was used with other arguments"),
+    429: {
+        **_envelope_response(429, "denied by a rate or concurrency limit: retry later"),
+        "headers": {
+            "Retry-After": {
+                "description": "seconds to wait before retrying",
+                "schema": {"type": "integer"},
+            }
+        },
+    },
     422: {
         "description": "rejected (an envelope), or a body that breaks the API (a problem)",
         "content": {
@@ -108,14 +118,27 @@ async def make_call(
     if envelope.error is not None and envelope.error.get("reason") == "CONTEXT_NOT_FOUND":
         raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
     state.metrics.record_call(
-        envelope.tool or "(undisclosed)", envelope.status.value, time.perf_counter() - started
+        envelope.tool or "(undisclosed)",
+        envelope.status.value,
+        time.perf_counter() - started,
+        envelope.error.get("reason") if envelope.error else None,
     )
     request.state.run_id = envelope.run_id
     request.state.call_id = envelope.call_id
     return envelope_json(envelope)
 
 
+THROTTLED = frozenset({"RATE_LIMITED", "CONCURRENCY_LIMITED"})
+
+
 def envelope_json(envelope: Envelope) -> JSONResponse:
+    error = envelope.error or {}
+    if error.get("reason") in THROTTLED:  # 429 with Retry-After, the envelope as the body
+        retry = error.get("retry_after")
+        seconds = max(1, math.ceil(retry)) if isinstance(retry, int | float) else 1
+        return JSONResponse(
+            envelope.to_dict(), status_code=429, headers={"Retry-After": str(seconds)}
+        )
     return JSONResponse(envelope.to_dict(), status_code=HTTP_STATUS.get(envelope.status, 200))
 
 

@@ -1,0 +1,74 @@
+"""Ownership hooks under a deadline: a hook that overruns, fails or answers nonsense denies.
+
+Deployment-supplied ownership hooks may do I/O (ask a database who owns a record). The kernel
+runs each one under :attr:`~charter.kernel.settings.KernelSettings.policy_hook_deadline_s`
+(default 250 ms): a plain function in a worker thread (so a slow one never blocks the event
+loop), an ``async def`` hook on the loop. A hook that does not answer in time, raises, or
+answers something that is neither ``None`` nor a :class:`~charter.kernel.authorize.Denial`
+denies the call with ``POLICY_ERROR`` — audited like every denial. A timed-out thread is
+abandoned, not killed: it finishes in the background and its answer is ignored.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Sequence
+from typing import Any
+
+import anyio
+import anyio.to_thread
+
+from charter.kernel.authorize import (
+    AFTER_VALIDATION,
+    BEFORE_VALIDATION,
+    FINAL,
+    AuthorizationInput,
+    Denial,
+    Hook,
+    run_chain,
+)
+
+DEFAULT_DEADLINE_S = 0.25
+
+
+async def run_hook(hook: Hook, inp: AuthorizationInput, deadline_s: float) -> Denial | None:
+    """One ownership hook's decision, or a ``POLICY_ERROR`` denial."""
+    result: Any = None
+    with anyio.move_on_after(deadline_s) as scope:
+        try:
+            if inspect.iscoroutinefunction(hook):
+                result = await hook(inp)
+            else:
+                result = await anyio.to_thread.run_sync(hook, inp, abandon_on_cancel=True)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception:
+            return Denial(reason="POLICY_ERROR", message="a policy hook failed; denying")
+    if scope.cancelled_caught:
+        if inspect.iscoroutine(result):
+            result.close()
+        return Denial(
+            reason="POLICY_ERROR",
+            message=f"a policy hook did not answer within {deadline_s * 1000:g} ms; denying",
+        )
+    if result is None or isinstance(result, Denial):
+        return result
+    return Denial(
+        reason="POLICY_ERROR",
+        message="a policy hook answered something that is not a decision; denying",
+    )
+
+
+async def authorize_with_deadline(
+    inp: AuthorizationInput, *, ownership: Sequence[Hook], deadline_s: float
+) -> Denial | None:
+    """:func:`~charter.kernel.authorize.authorize` (the whole chain), each ownership hook
+    under ``deadline_s``."""
+    denial = run_chain(inp, (*BEFORE_VALIDATION, *AFTER_VALIDATION))
+    if denial is not None:
+        return denial
+    for hook in ownership:
+        denial = await run_hook(hook, inp, deadline_s)
+        if denial is not None:
+            return denial
+    return run_chain(inp, FINAL)
