@@ -10,6 +10,7 @@ and reports the first problem with its own reason and sequence number:
 ``LEDGER_HASH_MISMATCH``    stored bytes do not hash to the recorded hash, the chain link is
                             broken, or the bytes disagree with the indexed columns
 ``LEDGER_UNKNOWN_EVENT_TYPE``  an event type this code does not know
+``LEDGER_SCHEMA_TOO_NEW``   an event's ``schema_version`` is newer than this code reads
 ``LEDGER_BAD_TRANSITION``   replaying the lifecycles refuses an event
 ``LEDGER_HEAD_MISMATCH``    the events end before or after, or elsewhere than, the head
 ``LEDGER_MAC_INVALID``      the head's MAC does not verify with the configured key
@@ -223,7 +224,15 @@ def _explain_frame(row: StoredEvent, last_seq: int) -> None:
         doc = json.loads(row.data)
         inner = doc["seq"]
     except (ValueError, KeyError, TypeError):
-        inner = None
+        doc, inner = None, None
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise LedgerProblem(
+            "LEDGER_SCHEMA_TOO_NEW",
+            row.seq,
+            f"event {row.seq} has schema_version {version}; this Charter reads versions up "
+            f"to {SCHEMA_VERSION} (upgrade Charter to verify this run)",
+        )
     if isinstance(inner, int) and inner != row.seq:
         if inner <= last_seq:
             raise LedgerProblem(
