@@ -129,6 +129,8 @@ class VerifyReport:
     message: str | None = None
     artifact_id: str | None = None
     path: str | None = None
+    head_hash: str | None = None
+    """The hash of the head verified (an ok report only; not part of :meth:`to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -645,6 +647,16 @@ async def verify_run(
     return report
 
 
+async def verify_rebuilt(
+    store: Store, run_id: str, key: LedgerKey
+) -> tuple[VerifyReport, RebuiltRows]:
+    """:func:`verify_run` (ledger only) that also hands back the projection rows it rebuilt
+    from the verified events (run-time trust seals rows that carry no MAC yet with them)."""
+    with collector_paused():
+        report, checker = await _verify(store, run_id, key, None, None)
+    return report, checker.rebuild
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifiedEvents:
     """A run's verification and its events, parsed once by the same pass."""
@@ -749,4 +761,9 @@ async def _verify(
                 await asyncio.to_thread(check_artifacts, registered, artifacts)
     except LedgerProblem as problem:
         return problem.report(run_id, events=count, head_seq=snap.head.seq), checker
-    return VerifyReport(run_id=run_id, ok=True, events=count, head_seq=snap.head.seq), checker
+    return (
+        VerifyReport(
+            run_id=run_id, ok=True, events=count, head_seq=snap.head.seq, head_hash=snap.head.hash
+        ),
+        checker,
+    )
