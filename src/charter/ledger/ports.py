@@ -18,12 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from charter.ledger.chain import Head
 from charter.ledger.events import Event, NewEvent, StoredEvent
 from charter.ledger.projections import Row, RowKey
-from charter.ledger.trust import LedgerTrust, RunProblem
+
+if TYPE_CHECKING:  # trust verifies through these ports: types only, no import cycle
+    from charter.ledger.trust import LedgerTrust, RunProblem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -25,6 +25,7 @@ import psycopg
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool
 
+from charter.errors import StoreError
 from charter.ledger.append import AppendPlan, check_in_flight, plan_append, rows_needed
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
