@@ -22,11 +22,10 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -48,7 +47,6 @@ from charter.ledger.trust import (
 from charter.ledger.views import TypedReads
 from charter.stores import migrations
 from charter.stores._sql import (
-    DATA_AT,
     LISTING_COLUMNS,
     RowOpener,
     list_sql,
@@ -56,8 +54,6 @@ from charter.stores._sql import (
     seal_params,
     seal_sql,
     select_sql,
-    upsert_params,
-    upsert_sql,
 )
 from charter.stores.flags import (
     FLAG_COLUMNS,
@@ -67,18 +63,13 @@ from charter.stores.flags import (
     flag_problem,
 )
 from charter.stores.locks import FileRunLocks
+from charter.stores.sqlite_batch import _connect, _head, _heads, _list, _Pending, _row, migrate
 from charter.stores.sqlite_conversations import SQLiteConversations
-from charter.stores.sqlite_errors import translate_sqlite_error
+from charter.stores.sqlite_errors import is_storage_failure, translate_sqlite_error
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_BATCH = 1024
-# Checkpoint when the WAL holds this many pages (SQLite's default is 1000). A batch appending to
-# many runs dirties a few pages per run, and a page rewritten by many commits is copied back
-# once per checkpoint: checkpointing a quarter as often saves the writer about a sixth of its
-# commit time under concurrent writers. Every commit still syncs the WAL (durability is the
-# same); the WAL file grows to about 16 MB instead of 4 MB.
-_CHECKPOINT_PAGES = 4000
 _STOP = object()
 
 
@@ -100,135 +91,6 @@ class _Job:
     entries: Sequence[NewEvent]
     expected_seq: int | None
     future: asyncio.Future[Sequence[Event]]
-
-
-def _connect(path: str, *, readonly: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 10000")
-    if readonly:
-        conn.execute("PRAGMA query_only = 1")
-    else:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
-    return conn
-
-
-def migrate(conn: sqlite3.Connection, *, where: str) -> int:
-    """Bring the schema up to date (or refuse a newer one); return the version."""
-    known = len(migrations.SQLITE)
-    conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {migrations.SCHEMA_TABLE} "
-        "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        (found,) = conn.execute(
-            f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"
-        ).fetchone()
-        migrations.check_not_newer(found, known, where=where)
-        if 0 < found < known:
-            # Some migrations rewrite a table (6 copies the events): on a large ledger the
-            # store takes a while to open, and the operator should know why.
-            logger.info("migrating %s from schema version %d to %d", where, found, known)
-        for version in range(found + 1, known + 1):
-            for statement in migrations.SQLITE[version - 1]:
-                conn.execute(statement)
-            conn.execute(
-                f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (?, ?)",
-                (version, format_at(datetime.now(UTC))),
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return known
-
-
-def _head(conn: sqlite3.Connection, run_id: str) -> Head | None:
-    got = conn.execute(
-        "SELECT seq, hash, mac FROM run_heads WHERE run_id = ?", (run_id,)
-    ).fetchone()
-    return None if got is None else Head(run_id=run_id, seq=got[0], hash=got[1], mac=got[2])
-
-
-def _heads(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head]:
-    """The heads of ``run_ids`` that exist, in one query."""
-    marks = ", ".join("?" * len(run_ids))
-    cur = conn.execute(
-        f"SELECT run_id, seq, hash, mac FROM run_heads WHERE run_id IN ({marks})", tuple(run_ids)
-    )
-    return {r: Head(run_id=r, seq=seq, hash=h, mac=mac) for r, seq, h, mac in cur}
-
-
-def _row(conn: sqlite3.Connection, key: RowKey, opener: RowOpener) -> Row | None:
-    got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
-    return opener.opt(key.table, got)
-
-
-def _list(conn: sqlite3.Connection, table: str, run_id: str, opener: RowOpener) -> list[Row]:
-    sql = list_sql(TABLES[table], "?")
-    return opener.many(table, conn.execute(sql, (run_id,)).fetchall(), listing=False)
-
-
-class _Pending:
-    """One batch's appends as planned, written at its end with one statement per kind.
-
-    ``heads`` starts as the batch's heads read in one query; each planned append moves its
-    run's head there and leaves its projection rows in ``rows``, so a later append of the same
-    batch reads them as a read in the transaction would (the rows decoded from stored text).
-    """
-
-    def __init__(
-        self, heads: dict[str, Head], opener: RowOpener, mac_key: LedgerKey | None
-    ) -> None:
-        self.heads = heads
-        self.opener = opener
-        self.mac_key = mac_key
-        self.events: list[tuple[str, int, str, str, str, str, bytes]] = []
-        self.moved: dict[str, Head] = {}
-        self.new_runs: set[str] = set()
-        self.rows: dict[RowKey, tuple[object, ...]] = {}
-
-    def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
-        planned = self.rows.get(key)
-        if planned is None:
-            return _row(conn, key, self.opener)
-        return dict(json.loads(str(planned[DATA_AT])))
-
-    def add(self, plan: AppendPlan) -> None:
-        self.events.extend(
-            (r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows
-        )
-        self.heads[plan.run_id] = self.moved[plan.run_id] = plan.head
-        if plan.new_run:
-            self.new_runs.add(plan.run_id)
-        for key, row in plan.writes.items():
-            self.rows[key] = upsert_params(key, row, plan.seqs[key], self.mac_key)
-
-    def write(self, conn: sqlite3.Connection) -> None:
-        if self.events:
-            conn.executemany(
-                "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                self.events,
-            )
-        by_table: dict[str, list[tuple[object, ...]]] = {}
-        for key, params in self.rows.items():
-            by_table.setdefault(key.table, []).append(params)
-        for table, rows in by_table.items():
-            conn.executemany(upsert_sql(TABLES[table], "?"), rows)
-        heads = self.moved.values()
-        created = [(h.run_id, h.seq, h.hash, h.mac) for h in heads if h.run_id in self.new_runs]
-        moved = [(h.seq, h.hash, h.mac, h.run_id) for h in heads if h.run_id not in self.new_runs]
-        if created:
-            conn.executemany(
-                "INSERT INTO run_heads (run_id, seq, hash, mac) VALUES (?, ?, ?, ?)", created
-            )
-        if moved:
-            conn.executemany(
-                "UPDATE run_heads SET seq = ?, hash = ?, mac = ? WHERE run_id = ?", moved
-            )
 
 
 class SQLiteStore(TypedReads, SQLiteConversations):
@@ -255,6 +117,8 @@ class SQLiteStore(TypedReads, SQLiteConversations):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick = asyncio.Event()
         self._closed = False
+        self.failure: str | None = None
+        """Why the store stopped accepting writes (fail-stop), or None."""
         self.trust = LedgerTrust(key)
         self._background: set[asyncio.Task[None]] = set()
         """What this process verified of each run, and the runs it refuses."""
@@ -345,6 +209,9 @@ class SQLiteStore(TypedReads, SQLiteConversations):
     def _commit(
         self, conn: sqlite3.Connection, batch: list[_Job]
     ) -> list[tuple[_Job, Sequence[Event] | None, BaseException | None]]:
+        if self.failure is not None:  # fail-stop: nothing more is written
+            return [(job, None, self._refusal()) for job in batch]
+        committing = False
         try:
             conn.execute("BEGIN IMMEDIATE")
             trust = self.trust
@@ -365,6 +232,7 @@ class SQLiteStore(TypedReads, SQLiteConversations):
                 pending.add(plan)
                 outcomes.append((job, plan.events, None))
             pending.write(conn)
+            committing = True
             conn.execute("COMMIT")
             self.commits += 1
             for head in pending.moved.values():
@@ -373,6 +241,8 @@ class SQLiteStore(TypedReads, SQLiteConversations):
         except Exception as exc:  # the writer thread must survive anything a batch raises
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+            if is_storage_failure(exc):
+                return [(job, None, self._fail_stop(exc, committing)) for job in batch]
             if len(batch) == 1:
                 return [(batch[0], None, _as_store_error(exc))]
             # Retry each append alone so one bad append does not fail its neighbours.
@@ -406,21 +276,60 @@ class SQLiteStore(TypedReads, SQLiteConversations):
         self._tick.set()
         self._tick = asyncio.Event()
 
+    # -- fail-stop -----------------------------------------------------------------------
+
+    def _fail_stop(self, exc: BaseException, committing: bool) -> StoreError:
+        """A write or fsync failed: from now on nothing is written (after a failed fsync the
+        page cache cannot be trusted); only reopening the store clears it. Returns the error
+        of the batch that hit it: ``STORE_IO_ERROR`` when the COMMIT failed (its appends may
+        or may not be durable), else ``STORE_FAILED`` (rolled back, not written)."""
+        cause = f"{type(exc).__name__}: {exc}"
+        if self.failure is None:
+            self.failure = cause
+            logger.critical(
+                "SQLite store %s stopped accepting writes after a storage error (%s); "
+                "reopen the store (restart the process) once the disk is healthy",
+                self.path,
+                cause,
+            )
+        if committing:
+            return StoreError(
+                f"the store failed while committing ({cause}); this write may or may not "
+                "be durable, and the store accepts no more writes",
+                reason="STORE_IO_ERROR",
+                details={"durable": "unknown"},
+            )
+        return self._refusal()
+
+    def _refusal(self) -> StoreError:
+        return StoreError(
+            f"the store stopped accepting writes after a storage error ({self.failure}); "
+            "nothing was written. Restart once the disk is healthy.",
+            reason="STORE_FAILED",
+        )
+
     # -- run-time trust ------------------------------------------------------------------
 
     def _write_now(self, fn: Callable[[sqlite3.Connection], object]) -> None:
         """One short write transaction on a connection of its own (rare writes outside
         appends: sealing old rows, run flags); SQLite serializes it with the writer."""
+        if self.failure is not None:
+            raise self._refusal()
         conn = _connect(self.path, readonly=False)
+        committing = False
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 fn(conn)
+                committing = True
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
                 raise
         except sqlite3.Error as exc:
+            if is_storage_failure(exc):
+                raise self._fail_stop(exc, committing) from None
             raise translate_sqlite_error(exc) from None
         finally:
             conn.close()
@@ -521,6 +430,8 @@ class SQLiteStore(TypedReads, SQLiteConversations):
     ) -> Sequence[Event]:
         if self._closed or self._loop is None:
             raise StoreError("the store is closed", reason="STORE_CLOSED")
+        if self.failure is not None:
+            raise self._refusal()
         await check_in_flight(self._in_flight, run_id, entries)
         creating = bool(entries) and entries[0].type == "run_created"
         if not creating:

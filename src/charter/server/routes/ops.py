@@ -35,7 +35,11 @@ async def healthz() -> dict[str, str]:
 
 async def _store_check(state: ServerState) -> dict[str, Any]:
     """The store answers, and its schema is the one this code was written for (a newer
-    Charter may have migrated the database since this process started)."""
+    Charter may have migrated the database since this process started), and it has not
+    stopped writing after a storage error (fail-stop: only a restart clears that)."""
+    failure = getattr(state.runtime.store, "failure", None)
+    if failure is not None:
+        return {"name": "store", "ok": False, "reason": "STORE_FAILED", "message": failure}
     try:
         recorded, known = await state.runtime.store.schema_versions()
     except CharterError as exc:
