@@ -5,9 +5,10 @@ For each position k of the call's storage operations (write, pwrite, writev, fsy
 fdatasync on the SQLite files; 42 for a pre-approved write here) a fresh subprocess fails
 operation k alone, and at three positions operation k and every later one (a dead disk).
 The tool counts its executions in its own journal. Then a restart (reconciliation runs)
-and a resubmission. Always: the tool never runs twice; once a write failed, the store refuses every later call with ``STORE_FAILED`` before
-any intent and dispatches nothing; an answer ``failed`` (nothing started) is never found
-``unknown`` or done after the restart, and an answer ``succeeded`` is found succeeded.
+and a resubmission. Always: the tool never runs twice; once a write failed, the store
+refuses every later call with ``STORE_FAILED`` before any intent and dispatches nothing; an
+answer ``failed`` (nothing started) is never found ``unknown`` or done after the restart,
+and an answer ``succeeded`` is found succeeded.
 """
 
 from __future__ import annotations
