@@ -684,8 +684,12 @@ async def open_runtime(
         kernel.readiness = readiness
         kernel.limiter = await _limiter(deployment, url, stack)
         _audit_refusals(the_store, kernel)
+        artifacts = artifact_store(deployment, base)
+        sweep = getattr(artifacts, "sweep", None)
+        if sweep is not None:  # staging leftovers of writers that died (logged one by one)
+            await asyncio.to_thread(sweep)
         kernel.artifacts = ArtifactService(
-            store=artifact_store(deployment, base),
+            store=artifacts,
             registry=LedgerRegistry(the_store),
             clock=clock,
         )
