@@ -5,7 +5,8 @@
 Opens the runtime, touches the run and warms the call path up, then arms the shim
 (``skip`` operations through, then ``fail`` failing; -1: every later one), makes the call
 ``c1`` (a pre-approved ``kv.put``), disarms, and makes one more call. Prints
-``{"first": envelope, "ops": N, "after": envelope, "failure": str | None}``.
+``{"first": envelope, "ops": N, "after": envelope, "failure": str | None, "readyz": …}``
+(what ``/readyz`` answers then).
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import asyncio
 import ctypes
 import json
 import sys
+from types import SimpleNamespace
 from typing import Any
 
 from charter.runtime import open_runtime
+from charter.server.routes.ops import readyz
 
 
 async def main(spec: dict[str, Any]) -> dict[str, Any]:
@@ -31,7 +34,14 @@ async def main(spec: dict[str, Any]) -> dict[str, Any]:
         shim.charter_eio_disarm()
         after = await rt.call(ctx, "kv.get", "c2", {"key": "k"}, as_="app")
         failure = getattr(rt.store, "failure", None)
-    return {"first": first.to_dict(), "ops": ops, "after": after.to_dict(), "failure": failure}
+        ready = await readyz(SimpleNamespace(runtime=rt, readiness=()))  # type: ignore[arg-type]
+    return {
+        "first": first.to_dict(),
+        "ops": ops,
+        "after": after.to_dict(),
+        "failure": failure,
+        "readyz": {"status": ready.status_code, "body": json.loads(bytes(ready.body))},
+    }
 
 
 if __name__ == "__main__":

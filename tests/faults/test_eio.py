@@ -86,6 +86,11 @@ async def _check_case(shim: Path, tmp: Path, skip: int, fail: int) -> str:
         assert after["status"] == "failed", after
         assert after["error"]["reason"] == "STORE_FAILED"
         assert not [j for j in journal(project) if j.get("call_id") == "c2"]
+        assert got["readyz"]["status"] == 503
+        [store_check] = [c for c in got["readyz"]["body"]["checks"] if c["name"] == "store"]
+        assert store_check["reason"] == "STORE_FAILED"
+    else:
+        assert got["readyz"]["status"] == 200
     status = first["status"]
     ran = runs_of(project, "kv.put")
     async with open_runtime(project, store=store) as rt:  # restart: reconciliation runs

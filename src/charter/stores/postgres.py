@@ -121,6 +121,14 @@ async def _list(
     return opener.many(table, await cur.fetchall(), listing=False)
 
 
+def _refusal(failure: str) -> StoreError:
+    return StoreError(
+        f"the store stopped accepting writes after a storage error ({failure}); nothing was "
+        "written. Restart once the server's storage is healthy.",
+        reason="STORE_FAILED",
+    )
+
+
 async def _read_after(
     conn: psycopg.AsyncConnection[Any], run_id: str, after: int
 ) -> list[StoredEvent]:
@@ -163,6 +171,8 @@ class PostgresStore(TypedReads, PostgresConversations):
         self._listener: asyncio.Task[None] | None = None
         self.trust = LedgerTrust(key)
         """What this process verified of each run, and the runs it refuses."""
+        self.failure: str | None = None
+        """Why the store stopped accepting writes (fail-stop), or None."""
         self._opener = RowOpener(self.trust)
         self._background: set[asyncio.Task[None]] = set()
 
@@ -280,6 +290,8 @@ class PostgresStore(TypedReads, PostgresConversations):
     async def append(
         self, run_id: str, entries: Sequence[NewEvent], *, expected_seq: int | None = None
     ) -> Sequence[Event]:
+        if self.failure is not None:
+            raise _refusal(self.failure)
         await check_in_flight(self._in_flight, run_id, entries)
         if not (entries and entries[0].type == "run_created"):
             await self.trust.ensure(self, run_id)
@@ -287,6 +299,15 @@ class PostgresStore(TypedReads, PostgresConversations):
         for _ in range(_TRUST_ATTEMPTS):
             try:
                 return await self._append(run_id, entries, expected_seq)
+            except StoreError as exc:
+                if exc.reason == "STORE_FAILED" and self.failure is None:
+                    self.failure = exc.message  # fail-stop: no more writes from this process
+                    logger.critical(
+                        "PostgreSQL store stopped accepting writes after a storage error (%s);"
+                        " restart once the server's storage is healthy",
+                        exc.message,
+                    )
+                raise
             except HeadNotVerified:
                 await self.trust.catch_up(self, run_id)  # another process appended
             except RowUnsealed as exc:
