@@ -268,3 +268,31 @@ async def test_each_projection_table_is_authenticated(
         assert runs_of(project, "kv.get") == 2
         assert runs_of(project, "kv.put") == 0
         await _intact_run_works(rt, runs, project)
+
+
+@pytest.mark.slow
+async def test_a_damaged_run_with_a_call_in_flight_does_not_stop_the_runtime(
+    project: Path, tmp_path: Path
+) -> None:
+    """Start-up reconciliation meets a damaged run holding a call a dead process left
+    ``dispatching``: the run is refused and left alone, the runtime opens."""
+    from tests.kernel.test_crash import run_phases
+
+    backend = _sqlite(tmp_path / "store.db")
+    runs = await _seed(project, backend)
+    call = {
+        "op": "call",
+        "context": runs["damaged_ctx"],
+        "tool": "kv.slow",
+        "call_id": "c5",
+        "args": {"seconds": 0.0},
+        "as": "app",
+    }
+    env = {"CHARTER_FAULT": "after_intent", "CHARTER_FAULT_TOOL": "kv.slow"}
+    [dying] = run_phases(project, backend.url, [{"env": env, "steps": [call]}], tmp_path / "o")
+    assert dying["exit"] != 0
+    _damage("missing_middle_event", backend, runs)
+    async with open_runtime(project, store=backend.url) as rt:
+        assert rt.store.trust.invalid[runs["damaged"]].reason == "LEDGER_GAP"
+        await _intact_run_works(rt, runs, project)
+    assert runs_of(project, "kv.slow") == 0
