@@ -14,6 +14,7 @@ from typing import Any
 import psycopg
 import pytest
 
+from charter.ledger.events import NewEvent
 from charter.ledger.projections import RUN_TABLES, run_key, task_key
 from charter.ledger.trust import RunLedgerInvalid
 from charter.stores.postgres import PostgresStore
@@ -55,9 +56,11 @@ async def _seed(open_store: Opener) -> None:
     async with open_store() as store:
         await record_sample_run(store, "run-1")
         await record_sample_run(store, "run-2")
+        proposal = {"proposal_id": "p-1", "tenant": "acme", "kind": "workflow"}
+        await store.append("run-1", [NewEvent(type="proposal_created", payload=proposal)])
 
 
-@pytest.mark.parametrize("table", ["runs", "tasks", "artifacts"])
+@pytest.mark.parametrize("table", ["runs", "tasks", "artifacts", "proposals"])
 async def test_an_edited_row_is_never_served(table: str, backend: tuple[Opener, Sql]) -> None:
     open_store, sql = backend
     await _seed(open_store)
