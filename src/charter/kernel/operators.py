@@ -13,8 +13,8 @@ from charter.errors import (
 from charter.kernel.core import KernelState
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent
-from charter.ledger.views import CallRow, ContextRow
 from charter.ledger.trust import RunLedgerInvalid
+from charter.ledger.views import CallRow, ContextRow
 
 
 class Operators:
