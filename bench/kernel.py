@@ -48,6 +48,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
     sys.path.pop(0)
 
 SECTION = "## kernel"
+TRUST_SECTION = "## ledger trust"
 CALLERS = 32
 
 CHARTER_YAML = """
@@ -371,6 +372,77 @@ async def charter_suite(project: Path, tmp: Path, args: argparse.Namespace) -> d
     return res
 
 
+async def trust_ab_suite(project: Path, tmp: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """The single-caller governed call with run-time ledger trust on (first-touch
+    verification, head check in every append, projection-row MACs written and checked) and
+    off, in one process, alternating rounds so that drift hits both alike."""
+    from charter.runtime import open_runtime
+
+    rounds, per_round = args.trust_rounds, max(1, args.samples // args.trust_rounds)
+    samples: dict[str, list[float]] = {"on": [], "off": []}
+    cpu: dict[str, float] = {"on": 0.0, "off": 0.0}
+    async with contextlib.AsyncExitStack() as stack:
+        benches: dict[str, Bench] = {}
+        for mode in ("on", "off"):
+            url = f"sqlite:///{tmp / f'trust-{mode}.db'}"
+            rt = await stack.enter_async_context(open_runtime(project, store=url))
+            rt.store.trust.enabled = mode == "on"  # before any run is touched
+            ctx = await rt.resolve_context("app", "bench")
+            benches[mode] = Bench(rt, ctx.context_id)
+            await benches[mode].sequential(args.warmup)
+        for r in range(rounds):
+            order = ("on", "off") if r % 2 == 0 else ("off", "on")
+            for mode in order:
+                samples[mode] += await benches[mode].sequential(per_round)
+                cpu[mode] += benches[mode].cpu_per_call * per_round
+    on, off = summary(samples["on"]), summary(samples["off"])
+    # CPU time of the whole process (event loop, writer and reader threads) per call: what
+    # the checks cost, less sensitive than latency to other processes' load on the machine.
+    on["cpu_us_per_call"] = cpu["on"] / len(samples["on"]) * 1e6
+    off["cpu_us_per_call"] = cpu["off"] / len(samples["off"]) * 1e6
+    return {
+        "on": on,
+        "off": off,
+        "rounds": rounds,
+        "per_round": per_round,
+        "p50_ratio": on["p50_us"] / off["p50_us"],
+        "mean_ratio": on["mean_us"] / off["mean_us"],
+        "cpu_ratio": on["cpu_us_per_call"] / off["cpu_us_per_call"],
+    }
+
+
+def render_trust(res: dict[str, Any]) -> str:
+    ab = res["trust_ab"]
+    env = res["environment"]
+    lines = [
+        TRUST_SECTION,
+        "",
+        "Run-time ledger trust (issue 16), single caller, SQLite `synchronous=FULL`: the same",
+        "governed call with the checks on and off, two runtimes in one process, "
+        f"{ab['rounds']} alternating rounds of {ab['per_round']} calls each "
+        f"(`python bench/kernel.py --trust-ab --samples {ab['rounds'] * ab['per_round']} "
+        f"--trust-rounds {ab['rounds']} --write-results`).",
+        "",
+        "| checks | p50 µs | p95 µs | p99 µs | mean µs | CPU µs per call |",
+        "|---|---|---|---|---|---|",
+    ]
+    for mode in ("off", "on"):
+        m = ab[mode]
+        lines.append(
+            f"| {mode} | {m['p50_us']:.0f} | {m['p95_us']:.0f} | {m['p99_us']:.0f} | "
+            f"{m['mean_us']:.0f} | {m['cpu_us_per_call']:.0f} |"
+        )
+    lines += [
+        "",
+        f"p50 on/off: **{ab['p50_ratio']:.3f}**, mean on/off: {ab['mean_ratio']:.3f}, "
+        f"CPU per call on/off: {ab['cpu_ratio']:.3f} (the goal: at most 1.10).",
+        "",
+        f"{env['date']}, {env['nproc']} cores, Python {env['python']}; load average before "
+        f"{env['load_before']}, after {env['load_after']}.",
+    ]
+    return "\n".join(lines) + "\n"
+
+
 # -- goals and report ----------------------------------------------------------------------
 
 
@@ -547,6 +619,12 @@ def main() -> int:
     parser.add_argument(
         "--write-results", action="store_true", help="replace ## kernel in bench/RESULTS.md"
     )
+    parser.add_argument(
+        "--trust-ab",
+        action="store_true",
+        help="only the single caller with run-time ledger trust on and off (A/B)",
+    )
+    parser.add_argument("--trust-rounds", type=int, default=10, help="A/B rounds")
     args = parser.parse_args()
     args.samples = args.samples or (500 if args.quick else 3000)
     args.per_caller = args.per_caller or (30 if args.quick else 150)
@@ -561,6 +639,14 @@ def main() -> int:
             "per_caller": args.per_caller,
             "callers": CALLERS,
         }
+        if args.trust_ab:
+            res["environment"]["load_before"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            res["trust_ab"] = asyncio.run(trust_ab_suite(project, tmp, args))
+            res["environment"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
+            print(json.dumps(res, indent=2) if args.json else render_trust(res))
+            if args.write_results:
+                write_section(TRUST_SECTION, render_trust(res))
+            return 0
         res["floors"] = asyncio.run(floors_suite(fn, tmp, args.samples))
         res["charter"] = asyncio.run(charter_suite(project, tmp, args))
         res["environment"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())

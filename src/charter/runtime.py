@@ -45,7 +45,13 @@ from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserErro
 from charter.executors.http import DEFAULT_MAX_RESPONSE_BYTES, HttpEndpoint, HttpExecutor
 from charter.executors.python import PythonExecutor
 from charter.executors.subprocess import SubprocessExecutor
-from charter.kernel.audit import AuditSink, FanoutAuditSink, JsonlAuditSink
+from charter.kernel.audit import (
+    AuditOutcome,
+    AuditRecord,
+    AuditSink,
+    FanoutAuditSink,
+    JsonlAuditSink,
+)
 from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
 from charter.kernel.envelope import Envelope
@@ -63,6 +69,7 @@ from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent
 from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
+from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
 from charter.ledger.views import (
     ApprovalRow,
@@ -584,6 +591,42 @@ async def _limiter(deployment: Deployment, url: str, stack: AsyncExitStack) -> L
     return Limiter(conf, state)
 
 
+def _audit_refusals(store: Any, kernel: Kernel) -> None:
+    """Every run the store's trust refuses gets an audit record (outside the damaged run:
+    the audit sinks, and the store's run flags)."""
+    audit = kernel.audit
+    trust = getattr(store, "trust", None)
+    if audit is None or trust is None:
+        return
+    loop = asyncio.get_running_loop()
+    pending: set[asyncio.Task[None]] = set()
+
+    def record(problem: RunProblem) -> None:
+        entry = AuditRecord(
+            at=kernel.clock(),
+            actor=None,
+            tenant=None,
+            tool=None,
+            tool_version=None,
+            call_id=None,
+            context_id=None,
+            run_id=problem.run_id,
+            outcome=AuditOutcome.RUN_REFUSED,
+            code="internal",
+            reason="RUN_LEDGER_INVALID",
+            details=problem.to_dict(),
+        )
+
+        def start() -> None:
+            task = loop.create_task(audit.record(entry))
+            pending.add(task)
+            task.add_done_callback(pending.discard)
+
+        loop.call_soon_threadsafe(start)
+
+    trust.on_invalid(record)
+
+
 @asynccontextmanager
 async def open_runtime(
     source: str | os.PathLike[str] = ".",
@@ -640,8 +683,13 @@ async def open_runtime(
         )
         kernel.readiness = readiness
         kernel.limiter = await _limiter(deployment, url, stack)
+        _audit_refusals(the_store, kernel)
+        artifacts = artifact_store(deployment, base)
+        sweep = getattr(artifacts, "sweep", None)
+        if sweep is not None:  # staging leftovers of writers that died (logged one by one)
+            await asyncio.to_thread(sweep)
         kernel.artifacts = ArtifactService(
-            store=artifact_store(deployment, base),
+            store=artifacts,
             registry=LedgerRegistry(the_store),
             clock=clock,
         )

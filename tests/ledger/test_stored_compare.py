@@ -82,7 +82,7 @@ async def test_a_row_that_is_not_json_text_diverges(tmp_path: Path, sql: str) ->
         "DELETE FROM runs",
         "DELETE FROM tasks WHERE task_id = 'report'",
         "INSERT INTO artifacts SELECT run_id, 'another', seq, "
-        "replace(data, 'actives-1', 'another') FROM artifacts",
+        "replace(data, 'actives-1', 'another'), row_seq, row_mac FROM artifacts",
         "UPDATE artifacts SET data = replace(data, '\"size\":', '\"size\":1')",
         "UPDATE runs SET data = '{\"zz\":0,' || substr(data, 2)",
     ],

@@ -133,6 +133,27 @@ def test_chain_recomputed_without_the_key_fails_the_mac(project: Path) -> None:
     assert (code, report["reason"], report["seq"]) == (1, "LEDGER_MAC_INVALID", N)
 
 
+def test_future_schema_version_is_named(project: Path) -> None:
+    """An event written by a newer Charter says which version it is, not "hash mismatch"."""
+
+    def future(c: sqlite3.Connection) -> None:
+        rows = _rows(c)
+        rows[5] = dataclasses.replace(
+            rows[5], data=rows[5].data.replace(b'"schema_version":1,', b'"schema_version":3,')
+        )
+        forged = rechain(rows, 5)
+        c.execute("DELETE FROM events")
+        c.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in forged],
+        )
+
+    _db(project, future)
+    code, report = _verify("run-1")
+    assert (code, report["reason"], report["seq"]) == (1, "LEDGER_SCHEMA_TOO_NEW", 6)
+    assert "schema_version 3" in str(report["message"])
+
+
 def test_edited_projection_is_a_snapshot_divergence(project: Path) -> None:
     _db(
         project,

@@ -16,7 +16,7 @@ from charter.errors import MigrationError, StoreConflict, StoreError
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock
 from charter.ledger.lifecycle import InFlightCalls
-from charter.ledger.projections import task_key
+from charter.ledger.projections import RUN_TABLES, task_key
 from charter.ledger.verify import verify_run
 from charter.stores import migrations
 from charter.stores.sqlite import SQLiteStore, translate_sqlite_error
@@ -210,6 +210,14 @@ def test_migrations_are_recorded(tmp_path: Path) -> None:
     conn.close()
 
 
+def undo_row_macs(conn: sqlite3.Connection) -> None:
+    """Back to a schema before migration 9: projection rows without row_seq and row_mac."""
+    for table in ("runs", *RUN_TABLES):
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN row_seq")
+        conn.execute(f"ALTER TABLE {table} DROP COLUMN row_mac")
+    conn.execute("DROP TABLE run_ledger_flags")
+
+
 @pytest.mark.anyio
 async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) -> None:
     """A database from before the runs' tenant column lists its runs per tenant once opened."""
@@ -223,6 +231,7 @@ async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) 
     conn.execute("DROP INDEX calls_by_call_id")
     conn.execute("DROP TABLE conversations")  # and before migration 7's tables
     conn.execute("DROP TABLE conversation_events")
+    undo_row_macs(conn)
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 3")
     conn.close()
     async with SQLiteStore.open(path, key=key) as store:
@@ -255,6 +264,7 @@ async def test_events_move_to_the_append_ordered_table(
     conn.execute("DROP TABLE events_new")
     conn.execute("DROP TABLE conversations")  # and before migration 7's tables
     conn.execute("DROP TABLE conversation_events")
+    undo_row_macs(conn)
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 5")
     conn.close()
     caplog.set_level("INFO", logger="charter.stores.sqlite")

@@ -19,10 +19,13 @@ store touches the run (and again once the totals are a minute old), and the tota
 by every publication, accepted staging area and rollback — a write costs the same in a run of
 10 files or 10,000.
 Concurrent writers may together pass the byte quota by their in-flight bytes.
+Each staging entry is locked by its writer (``flock``); :meth:`LocalArtifactStore.sweep`
+(run when a runtime opens) removes the entries of writers that died (:mod:`.sweep`).
 """
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import functools
 import hashlib
@@ -52,6 +55,7 @@ from charter.artifacts.records import (
     check_sha256,
 )
 from charter.artifacts.staging import Tally, check_declared
+from charter.artifacts.sweep import Leftover, lock_held, sweep_staging
 from charter.artifacts.usage import DEFAULT_QUOTA_FILES, RunUsage, Totals
 from charter.errors import Failure, InvalidInput
 from charter.ledger.ids import check_identifier
@@ -87,6 +91,9 @@ class LocalArtifactStore:
         self.usage_totals = RunUsage(
             quota_bytes=quota_bytes, quota_files=quota_files, measure=self._measure
         )
+        # Staging areas this process opened: their directory's lock, held until accepted or
+        # discarded, tells a sweep in another process that the area's writer is alive.
+        self._area_locks: dict[tuple[str, str], int] = {}
 
     # -- resolution -----------------------------------------------------------------------
 
@@ -328,6 +335,9 @@ class LocalArtifactStore:
                     run_id=run_id,
                     call_id=call_id,
                 ) from None
+            held = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW, dir_fd=staging)
+            lock_held(held)  # until accepted or discarded (see artifacts.sweep)
+            self._area_locks[(run_id, name)] = held
             os.fsync(staging)
         finally:
             _fs.close_all(fds)
@@ -353,6 +363,16 @@ class LocalArtifactStore:
     def discard_staging(self, area: StagingArea) -> None:
         self._check_area(area)
         self._remove_staged(area.run_id, area.name)
+        self._release_area(area)
+
+    def _release_area(self, area: StagingArea) -> None:
+        held = self._area_locks.pop((area.run_id, area.name), None)
+        if held is not None:
+            os.close(held)
+
+    def sweep(self) -> builtins.list[Leftover]:
+        """Remove staging leftovers of dead writers (a runtime does this when it opens)."""
+        return sweep_staging(self.root)
 
     def _remove_staged(self, run_id: str, name: str) -> None:
         fds: list[int] = []
@@ -393,6 +413,7 @@ class LocalArtifactStore:
             finally:
                 self._remove_staged(run_id, private)
         finally:
+            self._release_area(area)
             _fs.close_all(fds)
 
     def _accept(
@@ -561,6 +582,7 @@ class _LocalWriter:
             )
             self._fd = os.open(self._tmp, _fs.CREATE_FLAGS, _fs.FILE_MODE, dir_fd=self._staging)
             self._fds.append(self._fd)
+            lock_held(self._fd)  # held until published or removed (see artifacts.sweep)
             usage = store.usage_totals
             self._used = usage.totals(run_id).bytes if usage.enabled and not base else 0
         except BaseException:

@@ -11,6 +11,7 @@ the artifact store of the deployment (``--deploy`` / ``CHARTER_DEPLOY`` /
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -22,7 +23,8 @@ from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
 from charter.cli.artifacts_cmds import deployment_source
-from charter.errors import InvalidInput
+from charter.deploy.deployment import deployment_path
+from charter.errors import InvalidInput, UserError
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import Event
 from charter.ledger.export import export_run, verify_directory
@@ -30,6 +32,7 @@ from charter.ledger.lifecycle import RUN_TERMINAL
 from charter.ledger.ports import Store
 from charter.ledger.projections import artifact_index, manifest
 from charter.ledger.subscribe import subscribe
+from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
 from charter.runtime import ledger_key_for
 from charter.stores.factory import DEFAULT_STORE_URL, open_store
@@ -60,12 +63,47 @@ FILES_OPTION = typer.Option(
 _READ_ONLY_KEY = LedgerKey("read-only", b"\x00" * 32)
 
 
-def _run(store_url: str, key: LedgerKey, work: Callable[[Store], Awaitable[T]]) -> T:
+def _run(
+    store_url: str,
+    key: LedgerKey,
+    work: Callable[[Store], Awaitable[T]],
+    *,
+    checked: bool = True,
+) -> T:
+    """Run ``work`` on the store. ``checked`` keeps run-time trust on (rows served only if
+    their MACs verify, a run verified on first touch); verify and export check the whole run
+    themselves, and a command without the ledger key cannot check anything."""
+
     async def main() -> T:
         async with open_store(store_url, key=key, must_exist=True) as store:
+            store.trust.enabled = checked and key is not _READ_ONLY_KEY
             return await work(store)
 
     return anyio.run(main)
+
+
+def _reading_key() -> LedgerKey:
+    """The ledger key when this directory has one (rows are then checked), else the
+    read-only placeholder (nothing can be checked; nothing is created)."""
+    cwd = Path.cwd()
+    if (
+        os.environ.get("CHARTER_LEDGER_KEY")
+        or os.environ.get("CHARTER_LEDGER_KEY_FILE")
+        or (cwd / ".charter" / "ledger.key").exists()
+        or deployment_path(None, project_dir=cwd) is not None
+    ):
+        try:
+            return ledger_key_for(cwd)
+        except UserError:
+            return _READ_ONLY_KEY
+    return _READ_ONLY_KEY
+
+
+def _ledger_state(problem: RunProblem | None) -> str:
+    if problem is None:
+        return "ok"
+    state = "quarantined" if problem.quarantined else "refused"
+    return f"{state}: {problem.reason}"
 
 
 @app.command("ls")
@@ -76,22 +114,54 @@ def list_runs(
 ) -> None:
     """List runs, newest first."""
     with reported_errors(as_json):
-        runs = _run(store, _READ_ONLY_KEY, lambda s: s.list_runs(limit=limit))
+        runs = _run(store, _reading_key(), lambda s: s.list_runs(limit=limit))
     if as_json:
-        print_json([{**r.run, "event_count": r.event_count} for r in runs])
+        print_json(
+            [
+                {
+                    **r.run,
+                    "event_count": r.event_count,
+                    "ledger": None if r.problem is None else r.problem.to_dict(),
+                }
+                for r in runs
+            ]
+        )
         return
-    table = Table("run", "workflow", "status", "events", "created", "updated")
+    table = Table("run", "workflow", "status", "events", "created", "updated", "ledger")
     for r in runs:
         row = r.run
         table.add_row(
             row["run_id"],
-            row["workflow_slug"],
-            row["status"],
+            row.get("workflow_slug", "?"),
+            row.get("status", "?"),
             str(r.event_count),
-            row["created_at"],
-            row["updated_at"],
+            row.get("created_at", "?"),
+            row.get("updated_at", "?"),
+            _ledger_state(r.problem),
         )
     console.print(table)
+
+
+@app.command("quarantine")
+def quarantine(
+    run_id: str,
+    reason: str = typer.Option(..., "--reason", help="What was found (kept with the mark)."),
+    by: str = typer.Option(..., "--by", help="Who quarantines it (an operator's name)."),
+    store: str = STORE_OPTION,
+    deploy: Path | None = DEPLOY_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Mark a run quarantined, outside its ledger: every runtime opened from now on refuses
+    it (RUN_LEDGER_INVALID); it can still be exported and verified."""
+    with reported_errors(as_json):
+        key = ledger_key_for(Path.cwd(), deploy)
+        problem = _run(
+            store, key, lambda s: s.quarantine(run_id, by=by, reason=reason), checked=False
+        )
+    if as_json:
+        print_json(problem.to_dict())
+    else:
+        console.print(f"quarantined {run_id} ({problem.reason}): {problem.message}")
 
 
 @app.command("show")
@@ -109,7 +179,7 @@ def show(run_id: str, store: str = STORE_OPTION, as_json: bool = JSON_OPTION) ->
         return doc
 
     with reported_errors(as_json):
-        doc = _run(store, _READ_ONLY_KEY, work)
+        doc = _run(store, _reading_key(), work)
     if as_json:
         print_json(doc)
         return
@@ -209,7 +279,12 @@ def verify(
             report = verify_directory(path, key, artifact_files=files)
         else:
             source = deployment_source(target, deploy, Path.cwd()) if files else None
-            report = _run(store, key, lambda s: verify_run(s, target, key, artifacts=source))
+            report = _run(
+                store,
+                key,
+                lambda s: verify_run(s, target, key, artifacts=source),
+                checked=False,
+            )
     report_verify(report, as_json)
 
 
@@ -227,7 +302,12 @@ def export(
     with reported_errors(as_json):
         key = ledger_key_for(Path.cwd(), deploy)
         source = deployment_source(run_id, deploy, Path.cwd()) if files else None
-        report = _run(store, key, lambda s: export_run(s, run_id, directory, key, artifacts=source))
+        report = _run(
+            store,
+            key,
+            lambda s: export_run(s, run_id, directory, key, artifacts=source),
+            checked=False,
+        )
     if as_json:
         print_json({**report.to_dict(), "directory": str(directory)})
     else:

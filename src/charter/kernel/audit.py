@@ -50,6 +50,7 @@ class AuditOutcome(StrEnum):
     APPROVED = "approved"  # an approval decision
     APPROVAL_REJECTED = "approval_rejected"
     RESOLVED = "resolved"  # an operator resolved an unknown call
+    RUN_REFUSED = "run_refused"  # a run's ledger failed verification (or was quarantined)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,6 +39,7 @@ from charter.errors import (
     PermissionDenied,
     ResourceLimit,
     StoreConflict,
+    StoreError,
     TransientExternal,
 )
 from charter.kernel import faults
@@ -648,6 +649,12 @@ class Kernel:
                 continue
             except ResourceLimit as exc:
                 return await answers.refuse(at, exc, CallStatus.DENIED)
+            except StoreError as exc:
+                if exc.reason != "STORE_IO_ERROR":
+                    raise  # not written: the call failed and nothing started
+                # The intent's commit failed: it may be durable (a restart then finds the call
+                # in flight and reconciles it to unknown), so say unknown; nothing dispatched.
+                return answers.answer(at, CallStatus.UNKNOWN, exc, tool=contract.id)
             break
         else:
             lost = InternalFailure("could not reserve the call id", reason="RESERVATION_LOST")

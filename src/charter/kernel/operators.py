@@ -13,6 +13,7 @@ from charter.errors import (
 from charter.kernel.core import KernelState
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent
+from charter.ledger.trust import RunLedgerInvalid
 from charter.ledger.views import CallRow, ContextRow
 
 
@@ -64,6 +65,8 @@ class Operators:
                 )
             except (InvalidInput, StoreConflict):
                 continue  # resolved meanwhile
+            except RunLedgerInvalid:
+                continue  # a damaged run is refused (and reported), never continued
             changed.append(row)
         return changed
 

@@ -39,6 +39,8 @@ class AppendPlan:
     rows: tuple[StoredEvent, ...]
     events: tuple[Event, ...]
     writes: Writes
+    seqs: dict[RowKey, int]
+    """The sequence of the event that last wrote each row of ``writes``."""
     head: Head
     new_run: bool
 
@@ -98,6 +100,7 @@ def plan_append(
     prev = head.hash if head else GENESIS_HASH
     view: dict[RowKey, Row | None] = dict(rows)
     writes: Writes = {}
+    seqs: dict[RowKey, int] = {}
     stored: list[StoredEvent] = []
     events: list[Event] = []
     for entry in entries:
@@ -142,6 +145,8 @@ def plan_append(
                 raise
             view.update(out)
             writes.update(out)
+            for written in out:
+                seqs[written] = seq
         stored.append(
             StoredEvent(
                 run_id=run_id,
@@ -161,6 +166,7 @@ def plan_append(
         rows=tuple(stored),
         events=tuple(events),
         writes=writes,
+        seqs=seqs,
         head=new_head,
         new_run=head is None,
     )

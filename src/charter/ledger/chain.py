@@ -5,7 +5,8 @@ before it. The head ``(seq, hash)`` is kept apart from the events (the ``run_hea
 ``manifest.json`` in an export) with ``mac = HMAC-SHA256(ledger_key, run_id | seq | hash)``.
 Deleting, reordering or rewriting events breaks the chain; cutting the tail disagrees with the
 head; recomputing the whole chain after an edit cannot produce a valid MAC without the key,
-which comes from configuration and is never stored in the database.
+which comes from configuration and is never stored in the database. Projection rows carry a
+MAC of their own (:meth:`LedgerKey.row_mac`) over table, key, stored bytes and sequence.
 """
 
 from __future__ import annotations
@@ -54,6 +55,14 @@ class LedgerKey:
 
     def mac_matches(self, run_id: str, seq: int, head_hash: str, mac: str) -> bool:
         return hmac.compare_digest(self.mac(run_id, seq, head_hash), mac)
+
+    def row_mac(self, table: str, key: tuple[str, ...], data: bytes, seq: int) -> str:
+        """The MAC of a projection row: its table, key, stored bytes and the sequence of the
+        event that last wrote it (key values are identifiers: no NUL inside)."""
+        message = b"\x00".join(
+            (b"row", table.encode(), *(k.encode() for k in key), str(seq).encode(), data)
+        )
+        return hmac.digest(self.secret, message, "sha256").hex()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from charter.ledger.chain import Head
 from charter.ledger.events import Event, NewEvent, StoredEvent
 from charter.ledger.projections import Row, RowKey
+
+if TYPE_CHECKING:  # trust verifies through these ports: types only, no import cycle
+    from charter.ledger.trust import LedgerTrust, RunProblem
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -52,6 +55,9 @@ class StoredSnapshot:
 class RunSummary:
     run: Row
     event_count: int
+    problem: RunProblem | None = None
+    """Why the run is refused (found damaged, or quarantined); then ``run`` may hold only
+    its ``run_id`` (a run row that failed its MAC is not served)."""
 
 
 class EventLog(Protocol):
@@ -97,6 +103,17 @@ class ProjectionReader(Protocol):
 
 
 class Store(EventLog, ProjectionReader, Protocol):
+    trust: LedgerTrust
+    """What this process verified of each run and the runs it refuses (run-time trust)."""
+
+    async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
+        """Mark the run quarantined (outside its ledger): refused by every process."""
+        ...
+
+    async def run_flags(self) -> list[RunProblem]:
+        """Runs found damaged by some process, or quarantined."""
+        ...
+
     async def schema_versions(self) -> tuple[int, int]:
         """``(recorded, known)``: the schema version the database records now, and the
         newest this code knows (equal when the schema is current)."""

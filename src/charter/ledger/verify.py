@@ -10,6 +10,7 @@ and reports the first problem with its own reason and sequence number:
 ``LEDGER_HASH_MISMATCH``    stored bytes do not hash to the recorded hash, the chain link is
                             broken, or the bytes disagree with the indexed columns
 ``LEDGER_UNKNOWN_EVENT_TYPE``  an event type this code does not know
+``LEDGER_SCHEMA_TOO_NEW``   an event's ``schema_version`` is newer than this code reads
 ``LEDGER_BAD_TRANSITION``   replaying the lifecycles refuses an event
 ``LEDGER_HEAD_MISMATCH``    the events end before or after, or elsewhere than, the head
 ``LEDGER_MAC_INVALID``      the head's MAC does not verify with the configured key
@@ -128,6 +129,8 @@ class VerifyReport:
     message: str | None = None
     artifact_id: str | None = None
     path: str | None = None
+    head_hash: str | None = None
+    """The hash of the head verified (an ok report only; not part of :meth:`to_dict`)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -223,7 +226,15 @@ def _explain_frame(row: StoredEvent, last_seq: int) -> None:
         doc = json.loads(row.data)
         inner = doc["seq"]
     except (ValueError, KeyError, TypeError):
-        inner = None
+        doc, inner = None, None
+    version = doc.get("schema_version") if isinstance(doc, dict) else None
+    if isinstance(version, int) and not isinstance(version, bool) and version > SCHEMA_VERSION:
+        raise LedgerProblem(
+            "LEDGER_SCHEMA_TOO_NEW",
+            row.seq,
+            f"event {row.seq} has schema_version {version}; this Charter reads versions up "
+            f"to {SCHEMA_VERSION} (upgrade Charter to verify this run)",
+        )
     if isinstance(inner, int) and inner != row.seq:
         if inner <= last_seq:
             raise LedgerProblem(
@@ -636,6 +647,16 @@ async def verify_run(
     return report
 
 
+async def verify_rebuilt(
+    store: Store, run_id: str, key: LedgerKey
+) -> tuple[VerifyReport, RebuiltRows]:
+    """:func:`verify_run` (ledger only) that also hands back the projection rows it rebuilt
+    from the verified events (run-time trust seals rows that carry no MAC yet with them)."""
+    with collector_paused():
+        report, checker = await _verify(store, run_id, key, None, None)
+    return report, checker.rebuild
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class VerifiedEvents:
     """A run's verification and its events, parsed once by the same pass."""
@@ -740,4 +761,9 @@ async def _verify(
                 await asyncio.to_thread(check_artifacts, registered, artifacts)
     except LedgerProblem as problem:
         return problem.report(run_id, events=count, head_seq=snap.head.seq), checker
-    return VerifyReport(run_id=run_id, ok=True, events=count, head_seq=snap.head.seq), checker
+    return (
+        VerifyReport(
+            run_id=run_id, ok=True, events=count, head_seq=snap.head.seq, head_hash=snap.head.hash
+        ),
+        checker,
+    )

@@ -1,15 +1,36 @@
-"""SQL shared by the SQL backends: projection upserts generated from the table specs."""
+"""SQL shared by the SQL backends: projection upserts generated from the table specs, and the
+authentication of every projection row they write and read.
+
+Each projection row carries ``row_seq`` (the sequence of the event that last wrote it) and
+``row_mac`` (:meth:`~charter.ledger.chain.LedgerKey.row_mac` over table, key, stored text and
+``row_seq``). Reads select ``data, row_seq, row_mac`` and the key columns, in that order, and
+:class:`RowOpener` serves a row only if its MAC verifies.
+"""
 
 from __future__ import annotations
 
+import hmac
+import json
+from collections.abc import Sequence
+from typing import Any
+
 from charter.contracts.canonical import canonical_text
+from charter.ledger.chain import LedgerKey
 from charter.ledger.projections import TABLES, Row, RowKey, TableSpec
+from charter.ledger.trust import LedgerTrust, RowUnsealed, RunLedgerInvalid, RunProblem
+
+# Columns a query may filter on without naming a run or an id: such a query lists rows of
+# many runs, and a row that fails its MAC is left out (its run is refused) instead of failing
+# the whole list.
+LISTING_COLUMNS = frozenset({"status", "state", "tenant"})
 
 
 def upsert_sql(spec: TableSpec, placeholder: str) -> str:
-    cols = (*spec.keys, *spec.columns, "data")
+    cols = (*spec.keys, *spec.columns, "data", "row_seq", "row_mac")
     values = ", ".join([placeholder] * len(cols))
-    updates = ", ".join(f"{c} = excluded.{c}" for c in (*spec.columns, "data"))
+    updates = ", ".join(
+        f"{c} = excluded.{c}" for c in (*spec.columns, "data", "row_seq", "row_mac")
+    )
     keys = ", ".join(spec.keys)
     return (
         f"INSERT INTO {spec.name} ({', '.join(cols)}) VALUES ({values}) "
@@ -17,19 +38,32 @@ def upsert_sql(spec: TableSpec, placeholder: str) -> str:
     )
 
 
-def upsert_params(key: RowKey, row: Row) -> tuple[object, ...]:
+DATA_AT = -3
+"""Where the stored text sits in :func:`upsert_params`' tuple."""
+
+
+def upsert_params(
+    key: RowKey, row: Row, seq: int, ledger_key: LedgerKey | None
+) -> tuple[object, ...]:
+    """Parameters of :func:`upsert_sql`; ``ledger_key`` None writes no MAC (checks off)."""
     spec = TABLES[key.table]
-    return (*key.key, *(row[c] for c in spec.columns), canonical_text(row))
+    text = canonical_text(row)
+    mac = None if ledger_key is None else ledger_key.row_mac(key.table, key.key, text.encode(), seq)
+    return (*key.key, *(row[c] for c in spec.columns), text, seq, mac)
+
+
+def _read_columns(spec: TableSpec) -> str:
+    return ", ".join(("data", "row_seq", "row_mac", *spec.keys))
 
 
 def select_sql(spec: TableSpec, placeholder: str) -> str:
     where = " AND ".join(f"{k} = {placeholder}" for k in spec.keys)
-    return f"SELECT data FROM {spec.name} WHERE {where}"
+    return f"SELECT {_read_columns(spec)} FROM {spec.name} WHERE {where}"
 
 
 def list_sql(spec: TableSpec, placeholder: str) -> str:
     return (
-        f"SELECT data FROM {spec.name} WHERE {spec.keys[0]} = {placeholder} "
+        f"SELECT {_read_columns(spec)} FROM {spec.name} WHERE {spec.keys[0]} = {placeholder} "
         f"ORDER BY {spec.order_by}, {', '.join(spec.keys)}"
     )
 
@@ -42,6 +76,106 @@ def query_sql(spec: TableSpec, columns: tuple[str, ...], placeholder: str) -> st
             raise ValueError(f"{spec.name}.{column} is not a key or indexed column")
     where = " AND ".join(f"{c} = {placeholder}" for c in columns) or "TRUE"
     return (
-        f"SELECT data FROM {spec.name} WHERE {where} "
+        f"SELECT {_read_columns(spec)} FROM {spec.name} WHERE {where} "
         f"ORDER BY {spec.order_by}, {', '.join(spec.keys)} LIMIT {placeholder}"
     )
+
+
+def seal_sql(spec: TableSpec, placeholder: str) -> str:
+    """Give a row without a MAC its MAC, only while it still holds the verified text."""
+    where = " AND ".join(f"{k} = {placeholder}" for k in spec.keys)
+    return (
+        f"UPDATE {spec.name} SET row_seq = {placeholder}, row_mac = {placeholder} "
+        f"WHERE {where} AND row_mac IS NULL AND data = {placeholder}"
+    )
+
+
+def seal_params(
+    rows: dict[RowKey, Row], run_id: str, seq: int, ledger_key: LedgerKey
+) -> dict[str, list[tuple[object, ...]]]:
+    """:func:`seal_sql` parameters for every rebuilt row of ``run_id``, by table."""
+    out: dict[str, list[tuple[object, ...]]] = {}
+    for key, row in rows.items():
+        if key.key[0] != run_id:
+            continue
+        text = canonical_text(row)
+        mac = ledger_key.row_mac(key.table, key.key, text.encode(), seq)
+        out.setdefault(key.table, []).append((seq, mac, *key.key, text))
+    return out
+
+
+def _text(value: object) -> bytes:
+    return value if isinstance(value, bytes) else str(value).encode()
+
+
+class RowOpener:
+    """Checks a projection row's MAC before it is parsed and served.
+
+    ``got`` is a row as :func:`select_sql` / :func:`list_sql` / :func:`query_sql` return it.
+    A row that fails is never returned: the run is refused through ``trust``
+    (``ROW_MAC_INVALID``). With checks off (``trust.enabled`` false) rows are parsed as read.
+    """
+
+    def __init__(self, trust: LedgerTrust) -> None:
+        self.trust = trust
+        self.key = trust.key
+
+    def open(self, table: str, got: Sequence[Any]) -> Row:
+        if not self.trust.enabled:
+            return dict(json.loads(got[0]))
+        data, seq, mac = _text(got[0]), got[1], got[2]
+        key = tuple(str(k) for k in got[3:])
+        run_id = key[0]
+        self.trust.refuse_if_invalid(run_id)
+        if mac is None or seq is None:
+            if self.trust.verified(run_id) is None:
+                raise RowUnsealed(run_id)
+            raise self.trust.fail(
+                RunProblem(
+                    run_id=run_id,
+                    reason="ROW_MAC_INVALID",
+                    seq=None,
+                    message=f"a {table} row has no MAC (inserted or edited outside Charter)",
+                )
+            )
+        expected = self.key.row_mac(table, key, data, int(seq))
+        if not hmac.compare_digest(expected, str(mac)):
+            raise self.trust.fail(
+                RunProblem(
+                    run_id=run_id,
+                    reason="ROW_MAC_INVALID",
+                    seq=int(seq),
+                    message=f"a {table} row does not match its MAC (edited outside Charter)",
+                )
+            )
+        known = self.trust.verified(run_id)
+        if known is not None and int(seq) > known[0]:
+            # A row written past the verified head: an append of another process, or a row
+            # from elsewhere. It is served once the events up to it are verified.
+            raise RowUnsealed(run_id)
+        try:
+            return dict(json.loads(data))
+        except ValueError:
+            raise self.trust.fail(
+                RunProblem(
+                    run_id=run_id,
+                    reason="ROW_MAC_INVALID",
+                    seq=int(seq),
+                    message=f"a {table} row is not JSON text",
+                )
+            ) from None
+
+    def opt(self, table: str, got: Sequence[Any] | None) -> Row | None:
+        return None if got is None else self.open(table, got)
+
+    def many(self, table: str, rows: Sequence[Sequence[Any]], *, listing: bool) -> list[Row]:
+        """Open every row; in a ``listing`` (many runs), leave out rows of refused runs."""
+        if not listing:
+            return [self.open(table, r) for r in rows]
+        out: list[Row] = []
+        for got in rows:
+            try:
+                out.append(self.open(table, got))
+            except RunLedgerInvalid:
+                continue  # the run is refused (and shown as such); the list goes on
+        return out

@@ -23,6 +23,7 @@ from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.ledger.trust import LedgerTrust, RunProblem
 from charter.ledger.views import TypedReads
 from charter.stores.conversations import MemoryConversations
 from charter.stores.locks import LocalRunLocks
@@ -45,6 +46,9 @@ class MemoryStore(TypedReads, MemoryConversations):
         self._run_locks = LocalRunLocks()
         self.rows: dict[RowKey, bytes] = {}
         self._tick = asyncio.Event()
+        self.trust = LedgerTrust(key)
+        """Runs refused in this process (quarantined): the memory store cannot be tampered
+        with from outside, so it checks heads but has no row MACs to check."""
 
     # -- EventLog -----------------------------------------------------------------------
 
@@ -54,6 +58,7 @@ class MemoryStore(TypedReads, MemoryConversations):
         await check_in_flight(self._in_flight, run_id, entries)
         # No await from here to the end: the append is atomic on the event loop.
         head = self.heads.get(run_id)
+        self.trust.refuse_if_invalid(run_id)
         needed = {k: self._row(k) for k in rows_needed(run_id, entries)}
         plan = plan_append(
             run_id=run_id,
@@ -75,6 +80,7 @@ class MemoryStore(TypedReads, MemoryConversations):
         for key, value in plan.writes.items():
             self.rows[key] = canonical_bytes(value)
         self.heads[run_id] = plan.head
+        self.trust.advance(plan.head)
         self._tick.set()
         self._tick = asyncio.Event()
         return plan.events
@@ -108,6 +114,7 @@ class MemoryStore(TypedReads, MemoryConversations):
         return None if data is None else dict(json.loads(data))
 
     async def get_row(self, key: RowKey) -> Row | None:
+        self.trust.refuse_if_invalid(key.key[0])
         return self._row(key)
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
@@ -136,10 +143,23 @@ class MemoryStore(TypedReads, MemoryConversations):
         runs.sort(key=lambda r: (r["created_at"], r["run_id"]), reverse=True)
         return [
             RunSummary(
-                run=r, event_count=self.heads[r["run_id"]].seq if r["run_id"] in self.heads else 0
+                run=r,
+                event_count=self.heads[r["run_id"]].seq if r["run_id"] in self.heads else 0,
+                problem=self.trust.problem(r["run_id"]),
             )
             for r in runs[:limit]
         ]
+
+    async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
+        """Refuse ``run_id`` from now on (for as long as this memory store lives)."""
+        problem = RunProblem(
+            run_id=run_id, reason="QUARANTINED", seq=None, message=reason, quarantined=True
+        )
+        self.trust.quarantine(problem)
+        return problem
+
+    async def run_flags(self) -> list[RunProblem]:
+        return list(self.trust.invalid.values())
 
     async def snapshot(self, run_id: str) -> RunSnapshot | None:
         head = self.heads.get(run_id)

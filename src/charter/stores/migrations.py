@@ -103,6 +103,33 @@ SQLITE: tuple[tuple[str, ...], ...] = (
     # A conversation's open turn, so that a replica (or a restart) refuses to start a second
     # turn while one runs elsewhere, even before that turn has stored an event.
     ("ALTER TABLE conversations ADD COLUMN turn_open_since TEXT",),
+    # Run-time trust (docs/ledger.md): every projection row carries the sequence of the event
+    # that last wrote it and a MAC under the ledger key. Rows written before have none: a
+    # process seals them the first time it touches their run, after verifying the whole run,
+    # from the rows rebuilt out of the verified events (a row still holding that text gets
+    # its MAC; any other row is refused). run_ledger_flags records runs found damaged and
+    # runs an operator quarantined, outside their (damaged) ledgers.
+    (
+        "ALTER TABLE runs ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE runs ADD COLUMN row_mac TEXT",
+        "ALTER TABLE tasks ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE tasks ADD COLUMN row_mac TEXT",
+        "ALTER TABLE artifacts ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE artifacts ADD COLUMN row_mac TEXT",
+        "ALTER TABLE contexts ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE contexts ADD COLUMN row_mac TEXT",
+        "ALTER TABLE calls ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE calls ADD COLUMN row_mac TEXT",
+        "ALTER TABLE approvals ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE approvals ADD COLUMN row_mac TEXT",
+        "ALTER TABLE run_calls ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE run_calls ADD COLUMN row_mac TEXT",
+        "ALTER TABLE proposals ADD COLUMN row_seq INTEGER",
+        "ALTER TABLE proposals ADD COLUMN row_mac TEXT",
+        """CREATE TABLE run_ledger_flags (
+            run_id TEXT PRIMARY KEY, reason TEXT NOT NULL, seq BIGINT, message TEXT NOT NULL,
+            found_at TEXT NOT NULL, quarantined_at TEXT, quarantined_by TEXT)""",
+    ),
 )
 
 POSTGRES: tuple[tuple[str, ...], ...] = (
@@ -172,6 +199,28 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
             data TEXT NOT NULL, PRIMARY KEY (conversation_id, sequence))""",
     ),
     ("ALTER TABLE conversations ADD COLUMN turn_open_since TEXT",),
+    # run-time trust: row MACs and run flags (see the SQLite list's migration 9)
+    (
+        "ALTER TABLE runs ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE runs ADD COLUMN row_mac TEXT",
+        "ALTER TABLE tasks ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE tasks ADD COLUMN row_mac TEXT",
+        "ALTER TABLE artifacts ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE artifacts ADD COLUMN row_mac TEXT",
+        "ALTER TABLE contexts ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE contexts ADD COLUMN row_mac TEXT",
+        "ALTER TABLE calls ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE calls ADD COLUMN row_mac TEXT",
+        "ALTER TABLE approvals ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE approvals ADD COLUMN row_mac TEXT",
+        "ALTER TABLE run_calls ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE run_calls ADD COLUMN row_mac TEXT",
+        "ALTER TABLE proposals ADD COLUMN row_seq BIGINT",
+        "ALTER TABLE proposals ADD COLUMN row_mac TEXT",
+        """CREATE TABLE run_ledger_flags (
+            run_id TEXT PRIMARY KEY, reason TEXT NOT NULL, seq BIGINT, message TEXT NOT NULL,
+            found_at TEXT NOT NULL, quarantined_at TEXT, quarantined_by TEXT)""",
+    ),
 )
 
 

@@ -15,14 +15,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import AsyncIterator, Mapping, Sequence
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
-from typing import Any
+from functools import partial
+from typing import Any, TypeVar
 
 import psycopg
 import psycopg.errors
 from psycopg_pool import AsyncConnectionPool
 
+from charter.errors import StoreError
 from charter.ledger.append import AppendPlan, check_in_flight, plan_append, rows_needed
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
@@ -30,14 +33,40 @@ from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.ledger.trust import (
+    HeadNotVerified,
+    LedgerTrust,
+    RowUnsealed,
+    RunLedgerInvalid,
+    RunProblem,
+)
 from charter.ledger.views import TypedReads
 from charter.stores import migrations
-from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
+from charter.stores._sql import (
+    LISTING_COLUMNS,
+    RowOpener,
+    list_sql,
+    query_sql,
+    seal_params,
+    seal_sql,
+    select_sql,
+    upsert_params,
+    upsert_sql,
+)
+from charter.stores.flags import (
+    FLAG_COLUMNS,
+    SELECT_FLAGS,
+    UPSERT_FINDING,
+    UPSERT_QUARANTINE,
+    flag_problem,
+)
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
 from charter.stores.postgres_errors import translated as _translated
 
+T = TypeVar("T")
+logger = logging.getLogger(__name__)
 CHANNEL = "charter_events"
 _MIGRATION_LOCK = 0x43_68_61_72  # "Char": one advisory lock id for schema migrations
 
@@ -75,23 +104,46 @@ def _as_head(run_id: str, got: Any) -> Head | None:
     return None if got is None else Head(run_id=run_id, seq=got[0], hash=got[1], mac=got[2])
 
 
-def _as_row(got: Any) -> Row | None:
-    return None if got is None else dict(json.loads(got[0]))
-
-
 async def _head(conn: psycopg.AsyncConnection[Any], run_id: str) -> Head | None:
     cur = await conn.execute(_HEAD_SQL, (run_id,))
     return _as_head(run_id, await cur.fetchone())
 
 
-async def _row(conn: psycopg.AsyncConnection[Any], key: RowKey) -> Row | None:
+async def _row(conn: psycopg.AsyncConnection[Any], key: RowKey, opener: RowOpener) -> Row | None:
     cur = await conn.execute(select_sql(TABLES[key.table], "%s"), key.key)
-    return _as_row(await cur.fetchone())
+    return opener.opt(key.table, await cur.fetchone())
 
 
-async def _list(conn: psycopg.AsyncConnection[Any], table: str, run_id: str) -> list[Row]:
+async def _list(
+    conn: psycopg.AsyncConnection[Any], table: str, run_id: str, opener: RowOpener
+) -> list[Row]:
     cur = await conn.execute(list_sql(TABLES[table], "%s"), (run_id,))
-    return [json.loads(r[0]) for r in await cur.fetchall()]
+    return opener.many(table, await cur.fetchall(), listing=False)
+
+
+def _refusal(failure: str) -> StoreError:
+    return StoreError(
+        f"the store stopped accepting writes after a storage error ({failure}); nothing was "
+        "written. Restart once the server's storage is healthy.",
+        reason="STORE_FAILED",
+    )
+
+
+async def _read_after(
+    conn: psycopg.AsyncConnection[Any], run_id: str, after: int
+) -> list[StoredEvent]:
+    cur = await conn.execute(
+        "SELECT seq, type, at, prev_hash, hash, data FROM events "
+        "WHERE run_id = %s AND seq > %s ORDER BY seq LIMIT 1000",
+        (run_id, after),
+    )
+    return [
+        StoredEvent(run_id=run_id, seq=s, type=t, at=a, prev_hash=p, hash=h, data=bytes(d))
+        for s, t, a, p, h, d in await cur.fetchall()
+    ]
+
+
+_TRUST_ATTEMPTS = 4  # appends tried again after verifying what another process appended
 
 
 class PostgresStore(TypedReads, PostgresConversations):
@@ -117,6 +169,12 @@ class PostgresStore(TypedReads, PostgresConversations):
         )
         self._tick = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
+        self.trust = LedgerTrust(key)
+        """What this process verified of each run, and the runs it refuses."""
+        self.failure: str | None = None
+        """Why the store stopped accepting writes (fail-stop), or None."""
+        self._opener = RowOpener(self.trust)
+        self._background: set[asyncio.Task[None]] = set()
 
     @classmethod
     @contextlib.asynccontextmanager
@@ -133,8 +191,14 @@ class PostgresStore(TypedReads, PostgresConversations):
             await self._pool.open(wait=True, timeout=self._open_timeout)
             async with self._pool.connection() as conn:
                 await migrate(conn, where="(postgresql)")
+        for problem in await self.run_flags():
+            if problem.quarantined:
+                self.trust.quarantine(problem)
+        self.trust.on_invalid(self._on_invalid)
 
     async def aclose(self) -> None:
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         if self._listener is not None:
             self._listener.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
@@ -142,12 +206,126 @@ class PostgresStore(TypedReads, PostgresConversations):
             self._listener = None
         await self._pool.close()
 
+    # -- run-time trust ------------------------------------------------------------------
+
+    async def seal_rows(self, run_id: str, seq: int, rows: dict[RowKey, Row]) -> None:
+        """Give the run's rows that have no MAC yet (written before rows carried one) their
+        MAC, where they still hold the text of ``rows`` (rebuilt from verified events)."""
+        if not self.trust.enabled:
+            return
+        with _translated():
+            async with self._pool.connection() as conn:
+                unsealed = False
+                for t in ("runs", *RUN_TABLES):
+                    cur = await conn.execute(
+                        f"SELECT 1 FROM {t} WHERE run_id = %s AND row_mac IS NULL LIMIT 1",
+                        (run_id,),
+                    )
+                    if await cur.fetchone():
+                        unsealed = True
+                        break
+                if not unsealed:
+                    return
+                async with conn.transaction(), conn.cursor() as cur:
+                    for table, batch in seal_params(rows, run_id, seq, self.key).items():
+                        await cur.executemany(seal_sql(TABLES[table], "%s"), batch)
+
+    def _on_invalid(self, problem: RunProblem) -> None:
+        """Trust listener: record the finding in run_ledger_flags, in the background."""
+        if problem.quarantined:
+            return
+        with contextlib.suppress(RuntimeError):  # no running loop: nothing to record with
+            task = asyncio.get_running_loop().create_task(self._record_finding(problem))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+
+    async def _record_finding(self, problem: RunProblem) -> None:
+        values = (
+            problem.run_id,
+            problem.reason,
+            problem.seq,
+            problem.message,
+            format_at(self._clock()),
+        )
+        try:
+            with _translated():
+                async with self._pool.connection() as conn:
+                    await conn.execute(UPSERT_FINDING.format(p="%s"), values)
+        except StoreError as exc:
+            logger.error("could not record the finding on run %s: %s", problem.run_id, exc)
+
+    async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
+        """Mark ``run_id`` quarantined: every process opened from now on refuses it."""
+        now = format_at(self._clock())
+        found = self.trust.problem(run_id)
+        problem = RunProblem(
+            run_id=run_id,
+            reason=found.reason if found else "QUARANTINED",
+            seq=found.seq if found else None,
+            message=found.message if found else reason,
+            quarantined=True,
+        )
+        values = (run_id, problem.reason, problem.seq, problem.message, now, now, by)
+        with _translated():
+            async with self._pool.connection() as conn:
+                await conn.execute(UPSERT_QUARANTINE.format(p="%s"), values)
+        self.trust.quarantine(problem)
+        return problem
+
+    async def run_flags(self) -> list[RunProblem]:
+        """Every flagged run (found damaged by some process, or quarantined)."""
+        with _translated():
+            async with self._pool.connection() as conn:
+                cur = await conn.execute(SELECT_FLAGS + " ORDER BY found_at, run_id")
+                rows = await cur.fetchall()
+        found = []
+        for got in rows:
+            problem = flag_problem(str(got[0]), got[1:])
+            if problem is not None:
+                found.append(problem)
+        return found
+
     # -- EventLog -------------------------------------------------------------------------
 
     async def append(
         self, run_id: str, entries: Sequence[NewEvent], *, expected_seq: int | None = None
     ) -> Sequence[Event]:
+        if self.failure is not None:
+            raise _refusal(self.failure)
         await check_in_flight(self._in_flight, run_id, entries)
+        if not (entries and entries[0].type == "run_created"):
+            await self.trust.ensure(self, run_id)
+        last: RowUnsealed | None = None
+        for _ in range(_TRUST_ATTEMPTS):
+            try:
+                return await self._append(run_id, entries, expected_seq)
+            except StoreError as exc:
+                if exc.reason == "STORE_FAILED" and self.failure is None:
+                    self.failure = exc.message  # fail-stop: no more writes from this process
+                    logger.critical(
+                        "PostgreSQL store stopped accepting writes after a storage error (%s);"
+                        " restart once the server's storage is healthy",
+                        exc.message,
+                    )
+                raise
+            except HeadNotVerified:
+                await self.trust.catch_up(self, run_id)  # another process appended
+            except RowUnsealed as exc:
+                await self.trust.refresh(self, exc.run_id)
+                last = exc
+        if last is not None:
+            raise self.trust.past_head(last.run_id)
+        raise StoreError(
+            "the run's head kept moving while this append was checked; try again",
+            reason="STORE_BUSY",
+            retryable=True,
+            run_id=run_id,
+        )
+
+    async def _append(
+        self, run_id: str, entries: Sequence[NewEvent], expected_seq: int | None
+    ) -> Sequence[Event]:
+        opener = self._opener
         with _translated():
             # Pipelined: BEGIN, the head's row lock and every projection read travel in one
             # round trip; the writes and COMMIT in a second.
@@ -158,7 +336,13 @@ class PostgresStore(TypedReads, PostgresConversations):
                     for k in rows_needed(run_id, entries)
                 ]
                 head = _as_head(run_id, await head_cur.fetchone())
-                rows = {k: _as_row(await cur.fetchone()) for k, cur in reads}
+                try:
+                    self.trust.check_head(run_id, head)
+                except HeadNotVerified:
+                    # Another process (or coroutine) appended since: verify its events here,
+                    # under the head's row lock, instead of losing the race again outside.
+                    await self.trust.verify_to(run_id, head, partial(_read_after, conn, run_id))
+                rows = {k: opener.opt(k.table, await cur.fetchone()) for k, cur in reads}
                 plan = plan_append(
                     run_id=run_id,
                     head=head,
@@ -169,6 +353,7 @@ class PostgresStore(TypedReads, PostgresConversations):
                     expected_seq=expected_seq,
                 )
                 await self._write(conn, plan)
+            self.trust.advance(plan.head)
             self._wake()
         return plan.events
 
@@ -179,8 +364,12 @@ class PostgresStore(TypedReads, PostgresConversations):
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
                 [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows],
             )
+        mac_key = self.key if self.trust.enabled else None
         for key, row in plan.writes.items():
-            await conn.execute(upsert_sql(TABLES[key.table], "%s"), upsert_params(key, row))
+            await conn.execute(
+                upsert_sql(TABLES[key.table], "%s"),
+                upsert_params(key, row, plan.seqs[key], mac_key),
+            )
         h = plan.head
         if plan.new_run:
             await conn.execute(
@@ -272,24 +461,53 @@ class PostgresStore(TypedReads, PostgresConversations):
 
     # -- ProjectionReader -----------------------------------------------------------------
 
+    async def _checked(self, read: Callable[[], Awaitable[T]]) -> T:
+        """Run ``read`` (of projection rows); a row of a run this process has not verified
+        (up to the row) sends that run through verification first, then the read again."""
+        for _ in range(_TRUST_ATTEMPTS):
+            try:
+                return await read()
+            except RowUnsealed as exc:
+                await self.trust.refresh(self, exc.run_id)
+        try:
+            return await read()
+        except RowUnsealed as exc:  # still past the verified head: refuse the run
+            raise self.trust.past_head(exc.run_id) from None
+
     async def get_row(self, key: RowKey) -> Row | None:
-        with _translated():
-            async with self._pool.connection() as conn:
-                return await _row(conn, key)
+        await self.trust.ensure(self, key.key[0])
+
+        async def read() -> Row | None:
+            with _translated():
+                async with self._pool.connection() as conn:
+                    return await _row(conn, key, self._opener)
+
+        return await self._checked(read)
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
-        with _translated():
-            async with self._pool.connection() as conn:
-                return await _list(conn, table, run_id)
+        await self.trust.ensure(self, run_id)
+
+        async def read() -> list[Row]:
+            with _translated():
+                async with self._pool.connection() as conn:
+                    return await _list(conn, table, run_id, self._opener)
+
+        return await self._checked(read)
 
     async def query_rows(
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
     ) -> Sequence[Row]:
         sql = query_sql(TABLES[table], tuple(where), "%s")
-        with _translated():
-            async with self._pool.connection() as conn:
-                cur = await conn.execute(sql, (*where.values(), limit))
-                return [json.loads(r[0]) for r in await cur.fetchall()]
+        listing = LISTING_COLUMNS.issuperset(where)
+
+        async def read() -> list[Row]:
+            with _translated():
+                async with self._pool.connection() as conn:
+                    cur = await conn.execute(sql, (*where.values(), limit))
+                    got = await cur.fetchall()
+            return self._opener.many(table, got, listing=listing)
+
+        return await self._checked(read)
 
     async def list_runs(
         self, *, limit: int = 100, tenant: str | None = None
@@ -300,26 +518,47 @@ class PostgresStore(TypedReads, PostgresConversations):
         with _translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(
-                    "SELECT r.data, coalesce(h.seq, 0) FROM runs r "
-                    "LEFT JOIN run_heads h ON h.run_id = r.run_id "
+                    "SELECT r.data, r.row_seq, r.row_mac, r.run_id, coalesce(h.seq, 0), "
+                    + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
+                    + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
+                    "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "
                     f"{where}ORDER BY r.created_at DESC, r.run_id DESC LIMIT %s",
                     params,
                 )
                 rows = await cur.fetchall()
-        return [RunSummary(run=json.loads(d), event_count=int(n)) for d, n in rows]
+        return [self._summary(got) for got in rows]
+
+    def _summary(self, got: Sequence[Any]) -> RunSummary:
+        """A run listed with its ledger state (as in the SQLite store)."""
+        run_id, count = str(got[3]), int(got[4])
+        flagged = flag_problem(run_id, got[5:])
+        try:
+            run = self._opener.open("runs", got[:4])
+        except RowUnsealed:
+            run = dict(json.loads(got[0]))  # verified on first touch, not by a listing
+        except RunLedgerInvalid as exc:
+            return RunSummary(run={"run_id": run_id}, event_count=count, problem=exc.problem)
+        problem = self.trust.problem(run_id) or flagged
+        return RunSummary(run=run, event_count=count, problem=problem)
 
     async def snapshot(self, run_id: str) -> RunSnapshot | None:
-        with _translated():
-            async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                head = await _head(conn, run_id)
-                if head is None:
-                    return None
-                return RunSnapshot(
-                    head=head,
-                    run=await _row(conn, run_key(run_id)),
-                    tables={t: await _list(conn, t, run_id) for t in RUN_TABLES},
-                )
+        await self.trust.ensure(self, run_id)
+
+        async def read() -> RunSnapshot | None:
+            opener = self._opener
+            with _translated():
+                async with self._pool.connection() as conn, conn.transaction():
+                    await conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                    head = await _head(conn, run_id)
+                    if head is None:
+                        return None
+                    return RunSnapshot(
+                        head=head,
+                        run=await _row(conn, run_key(run_id), opener),
+                        tables={t: await _list(conn, t, run_id, opener) for t in RUN_TABLES},
+                    )
+
+        return await self._checked(read)
 
     async def stored_snapshot(self, run_id: str) -> StoredSnapshot | None:
         with _translated():

@@ -22,11 +22,10 @@ import logging
 import queue
 import sqlite3
 import threading
-from collections.abc import AsyncIterator, Callable, Collection, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -38,22 +37,39 @@ from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.ledger.trust import (
+    HeadNotVerified,
+    LedgerTrust,
+    RowUnsealed,
+    RunLedgerInvalid,
+    RunProblem,
+)
 from charter.ledger.views import TypedReads
 from charter.stores import migrations
-from charter.stores._sql import list_sql, query_sql, select_sql, upsert_params, upsert_sql
+from charter.stores._sql import (
+    LISTING_COLUMNS,
+    RowOpener,
+    list_sql,
+    query_sql,
+    seal_params,
+    seal_sql,
+    select_sql,
+)
+from charter.stores.flags import (
+    FLAG_COLUMNS,
+    SELECT_FLAGS,
+    UPSERT_FINDING,
+    UPSERT_QUARANTINE,
+    flag_problem,
+)
 from charter.stores.locks import FileRunLocks
+from charter.stores.sqlite_batch import _connect, _head, _heads, _list, _Pending, _row, migrate
 from charter.stores.sqlite_conversations import SQLiteConversations
-from charter.stores.sqlite_errors import translate_sqlite_error
+from charter.stores.sqlite_errors import is_storage_failure, translate_sqlite_error
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_BATCH = 1024
-# Checkpoint when the WAL holds this many pages (SQLite's default is 1000). A batch appending to
-# many runs dirties a few pages per run, and a page rewritten by many commits is copied back
-# once per checkpoint: checkpointing a quarter as often saves the writer about a sixth of its
-# commit time under concurrent writers. Every commit still syncs the WAL (durability is the
-# same); the WAL file grows to about 16 MB instead of 4 MB.
-_CHECKPOINT_PAGES = 4000
 _STOP = object()
 
 
@@ -66,6 +82,7 @@ def _as_store_error(exc: BaseException) -> BaseException:
 
 
 _SCAN_BATCH = 2000  # rows per scan_stored callback
+_TRUST_ATTEMPTS = 4  # appends tried again after verifying what another process appended
 
 
 @dataclass(slots=True)
@@ -74,131 +91,6 @@ class _Job:
     entries: Sequence[NewEvent]
     expected_seq: int | None
     future: asyncio.Future[Sequence[Event]]
-
-
-def _connect(path: str, *, readonly: bool) -> sqlite3.Connection:
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 10000")
-    if readonly:
-        conn.execute("PRAGMA query_only = 1")
-    else:
-        conn.execute("PRAGMA journal_mode = WAL")
-        conn.execute("PRAGMA synchronous = FULL")
-        conn.execute(f"PRAGMA wal_autocheckpoint = {_CHECKPOINT_PAGES}")
-    return conn
-
-
-def migrate(conn: sqlite3.Connection, *, where: str) -> int:
-    """Bring the schema up to date (or refuse a newer one); return the version."""
-    known = len(migrations.SQLITE)
-    conn.execute(
-        f"CREATE TABLE IF NOT EXISTS {migrations.SCHEMA_TABLE} "
-        "(version INTEGER PRIMARY KEY, applied_at TEXT NOT NULL)"
-    )
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        (found,) = conn.execute(
-            f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"
-        ).fetchone()
-        migrations.check_not_newer(found, known, where=where)
-        if 0 < found < known:
-            # Some migrations rewrite a table (6 copies the events): on a large ledger the
-            # store takes a while to open, and the operator should know why.
-            logger.info("migrating %s from schema version %d to %d", where, found, known)
-        for version in range(found + 1, known + 1):
-            for statement in migrations.SQLITE[version - 1]:
-                conn.execute(statement)
-            conn.execute(
-                f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (?, ?)",
-                (version, format_at(datetime.now(UTC))),
-            )
-        conn.execute("COMMIT")
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
-    return known
-
-
-def _head(conn: sqlite3.Connection, run_id: str) -> Head | None:
-    got = conn.execute(
-        "SELECT seq, hash, mac FROM run_heads WHERE run_id = ?", (run_id,)
-    ).fetchone()
-    return None if got is None else Head(run_id=run_id, seq=got[0], hash=got[1], mac=got[2])
-
-
-def _heads(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head]:
-    """The heads of ``run_ids`` that exist, in one query."""
-    marks = ", ".join("?" * len(run_ids))
-    cur = conn.execute(
-        f"SELECT run_id, seq, hash, mac FROM run_heads WHERE run_id IN ({marks})", tuple(run_ids)
-    )
-    return {r: Head(run_id=r, seq=seq, hash=h, mac=mac) for r, seq, h, mac in cur}
-
-
-def _row(conn: sqlite3.Connection, key: RowKey) -> Row | None:
-    got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
-    return None if got is None else dict(json.loads(got[0]))
-
-
-def _list(conn: sqlite3.Connection, table: str, run_id: str) -> list[Row]:
-    sql = list_sql(TABLES[table], "?")
-    return [json.loads(r[0]) for r in conn.execute(sql, (run_id,))]
-
-
-class _Pending:
-    """One batch's appends as planned, written at its end with one statement per kind.
-
-    ``heads`` starts as the batch's heads read in one query; each planned append moves its
-    run's head there and leaves its projection rows in ``rows``, so a later append of the same
-    batch reads them as a read in the transaction would (the rows decoded from stored text).
-    """
-
-    def __init__(self, heads: dict[str, Head]) -> None:
-        self.heads = heads
-        self.events: list[tuple[str, int, str, str, str, str, bytes]] = []
-        self.moved: dict[str, Head] = {}
-        self.new_runs: set[str] = set()
-        self.rows: dict[RowKey, tuple[object, ...]] = {}
-
-    def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
-        planned = self.rows.get(key)
-        if planned is None:
-            return _row(conn, key)
-        return dict(json.loads(str(planned[-1])))
-
-    def add(self, plan: AppendPlan) -> None:
-        self.events.extend(
-            (r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows
-        )
-        self.heads[plan.run_id] = self.moved[plan.run_id] = plan.head
-        if plan.new_run:
-            self.new_runs.add(plan.run_id)
-        for key, row in plan.writes.items():
-            self.rows[key] = upsert_params(key, row)
-
-    def write(self, conn: sqlite3.Connection) -> None:
-        if self.events:
-            conn.executemany(
-                "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
-                self.events,
-            )
-        by_table: dict[str, list[tuple[object, ...]]] = {}
-        for key, params in self.rows.items():
-            by_table.setdefault(key.table, []).append(params)
-        for table, rows in by_table.items():
-            conn.executemany(upsert_sql(TABLES[table], "?"), rows)
-        heads = self.moved.values()
-        created = [(h.run_id, h.seq, h.hash, h.mac) for h in heads if h.run_id in self.new_runs]
-        moved = [(h.seq, h.hash, h.mac, h.run_id) for h in heads if h.run_id not in self.new_runs]
-        if created:
-            conn.executemany(
-                "INSERT INTO run_heads (run_id, seq, hash, mac) VALUES (?, ?, ?, ?)", created
-            )
-        if moved:
-            conn.executemany(
-                "UPDATE run_heads SET seq = ?, hash = ?, mac = ? WHERE run_id = ?", moved
-            )
 
 
 class SQLiteStore(TypedReads, SQLiteConversations):
@@ -225,6 +117,12 @@ class SQLiteStore(TypedReads, SQLiteConversations):
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick = asyncio.Event()
         self._closed = False
+        self.failure: str | None = None
+        """Why the store stopped accepting writes (fail-stop), or None."""
+        self.trust = LedgerTrust(key)
+        self._background: set[asyncio.Task[None]] = set()
+        """What this process verified of each run, and the runs it refuses."""
+        self._opener = RowOpener(self.trust)
         self.commits = 0
         """Transactions the writer committed (group commit makes this < appends)."""
 
@@ -253,10 +151,16 @@ class SQLiteStore(TypedReads, SQLiteConversations):
         )
         self._writer.start()
         await ready
+        for problem in await self.run_flags():
+            if problem.quarantined:
+                self.trust.quarantine(problem)
+        self.trust.on_invalid(self._on_invalid)
 
     async def aclose(self) -> None:
         if self._closed:
             return
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
         self._closed = True
         if self._writer is not None:
             self._queue.put(_STOP)
@@ -305,9 +209,17 @@ class SQLiteStore(TypedReads, SQLiteConversations):
     def _commit(
         self, conn: sqlite3.Connection, batch: list[_Job]
     ) -> list[tuple[_Job, Sequence[Event] | None, BaseException | None]]:
+        if self.failure is not None:  # fail-stop: nothing more is written
+            return [(job, None, self._refusal()) for job in batch]
+        committing = False
         try:
             conn.execute("BEGIN IMMEDIATE")
-            pending = _Pending(_heads(conn, {job.run_id for job in batch}))
+            trust = self.trust
+            pending = _Pending(
+                _heads(conn, {job.run_id for job in batch}),
+                self._opener,
+                self.key if trust.enabled else None,
+            )
             # One timestamp for the transaction: its appends become durable together.
             now = format_at(self._clock())
             outcomes: list[tuple[_Job, Sequence[Event] | None, BaseException | None]] = []
@@ -320,18 +232,25 @@ class SQLiteStore(TypedReads, SQLiteConversations):
                 pending.add(plan)
                 outcomes.append((job, plan.events, None))
             pending.write(conn)
+            committing = True
             conn.execute("COMMIT")
             self.commits += 1
+            for head in pending.moved.values():
+                trust.advance(head)
             return outcomes
         except Exception as exc:  # the writer thread must survive anything a batch raises
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
+            if is_storage_failure(exc):
+                return [(job, None, self._fail_stop(exc, committing)) for job in batch]
             if len(batch) == 1:
                 return [(batch[0], None, _as_store_error(exc))]
             # Retry each append alone so one bad append does not fail its neighbours.
             return [o for job in batch for o in self._commit(conn, [job])]
 
     def _plan(self, conn: sqlite3.Connection, job: _Job, pending: _Pending, now: str) -> AppendPlan:
+        if job.run_id not in pending.moved:  # the first append of the run in this batch
+            self.trust.check_head(job.run_id, pending.heads.get(job.run_id))
         rows = {k: pending.row(conn, k) for k in rows_needed(job.run_id, job.entries)}
         return plan_append(
             run_id=job.run_id,
@@ -357,6 +276,153 @@ class SQLiteStore(TypedReads, SQLiteConversations):
         self._tick.set()
         self._tick = asyncio.Event()
 
+    # -- fail-stop -----------------------------------------------------------------------
+
+    def _fail_stop(self, exc: BaseException, committing: bool) -> StoreError:
+        """A write or fsync failed: from now on nothing is written (after a failed fsync the
+        page cache cannot be trusted); only reopening the store clears it. Returns the error
+        of the batch that hit it: ``STORE_IO_ERROR`` when the COMMIT failed (its appends may
+        or may not be durable), else ``STORE_FAILED`` (rolled back, not written)."""
+        cause = f"{type(exc).__name__}: {exc}"
+        if self.failure is None:
+            self.failure = cause
+            logger.critical(
+                "SQLite store %s stopped accepting writes after a storage error (%s); "
+                "reopen the store (restart the process) once the disk is healthy",
+                self.path,
+                cause,
+            )
+        if committing:
+            return StoreError(
+                f"the store failed while committing ({cause}); this write may or may not "
+                "be durable, and the store accepts no more writes",
+                reason="STORE_IO_ERROR",
+                details={"durable": "unknown"},
+            )
+        return self._refusal()
+
+    def _refusal(self) -> StoreError:
+        return StoreError(
+            f"the store stopped accepting writes after a storage error ({self.failure}); "
+            "nothing was written. Restart once the disk is healthy.",
+            reason="STORE_FAILED",
+        )
+
+    # -- run-time trust ------------------------------------------------------------------
+
+    def _write_now(self, fn: Callable[[sqlite3.Connection], object]) -> None:
+        """One short write transaction on a connection of its own (rare writes outside
+        appends: sealing old rows, run flags); SQLite serializes it with the writer."""
+        if self.failure is not None:
+            raise self._refusal()
+        conn = _connect(self.path, readonly=False)
+        committing = False
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                fn(conn)
+                committing = True
+                conn.execute("COMMIT")
+            except BaseException:
+                with contextlib.suppress(sqlite3.Error):
+                    conn.execute("ROLLBACK")
+                raise
+        except sqlite3.Error as exc:
+            if is_storage_failure(exc):
+                raise self._fail_stop(exc, committing) from None
+            raise translate_sqlite_error(exc) from None
+        finally:
+            conn.close()
+
+    async def seal_rows(self, run_id: str, seq: int, rows: dict[RowKey, Row]) -> None:
+        """Give the run's rows that have no MAC yet (written before rows carried one) their
+        MAC, where they still hold the text of ``rows`` (rebuilt from verified events)."""
+
+        def unsealed(conn: sqlite3.Connection) -> bool:
+            return any(
+                conn.execute(
+                    f"SELECT 1 FROM {t} WHERE run_id = ? AND row_mac IS NULL LIMIT 1", (run_id,)
+                ).fetchone()
+                for t in ("runs", *RUN_TABLES)
+            )
+
+        if not self.trust.enabled or not await self._read(unsealed):
+            return
+        params = seal_params(rows, run_id, seq, self.key)
+
+        def seal(conn: sqlite3.Connection) -> None:
+            for table, batch in params.items():
+                conn.executemany(seal_sql(TABLES[table], "?"), batch)
+
+        await asyncio.to_thread(self._write_now, seal)
+        logger.info("sealed the projection rows of run %s (verified up to %d)", run_id, seq)
+
+    def _on_invalid(self, problem: RunProblem) -> None:
+        """Trust listener (any thread, maybe inside the writer's transaction): record the
+        finding from the event loop, in a worker thread, once the writer lets go."""
+        loop = self._loop
+        if problem.quarantined or self._closed or loop is None or loop.is_closed():
+            return
+        loop.call_soon_threadsafe(self._spawn_finding, problem)
+
+    def _spawn_finding(self, problem: RunProblem) -> None:
+        task = asyncio.ensure_future(asyncio.to_thread(self._record_finding, problem))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def _record_finding(self, problem: RunProblem) -> None:
+        """Keep the finding in run_ledger_flags (best effort: the refusal stands anyway)."""
+        values = (
+            problem.run_id,
+            problem.reason,
+            problem.seq,
+            problem.message,
+            format_at(self._clock()),
+        )
+        try:
+            self._write_now(lambda c: c.execute(UPSERT_FINDING.format(p="?"), values))
+        except StoreError as exc:
+            logger.error("could not record the finding on run %s: %s", problem.run_id, exc)
+
+    async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
+        """Mark ``run_id`` quarantined: every process opened from now on refuses it."""
+        now = format_at(self._clock())
+        found = self.trust.problem(run_id)
+        values = (
+            run_id,
+            found.reason if found else "QUARANTINED",
+            found.seq if found else None,
+            found.message if found else reason,
+            now,
+            now,
+            by,
+        )
+        await asyncio.to_thread(
+            self._write_now, lambda c: c.execute(UPSERT_QUARANTINE.format(p="?"), values)
+        )
+        problem = RunProblem(
+            run_id=run_id,
+            reason=values[1] or "QUARANTINED",
+            seq=values[2],
+            message=str(values[3]),
+            quarantined=True,
+        )
+        self.trust.quarantine(problem)
+        return problem
+
+    async def run_flags(self) -> list[RunProblem]:
+        """Every flagged run (found damaged by some process, or quarantined)."""
+
+        def go(conn: sqlite3.Connection) -> list[RunProblem]:
+            found = []
+            for got in conn.execute(SELECT_FLAGS + " ORDER BY found_at, run_id"):
+                problem = flag_problem(str(got[0]), got[1:])
+                if problem is not None:
+                    found.append(problem)
+            return found
+
+        return await self._read(go)
+
     # -- EventLog -------------------------------------------------------------------------
 
     async def append(
@@ -364,10 +430,45 @@ class SQLiteStore(TypedReads, SQLiteConversations):
     ) -> Sequence[Event]:
         if self._closed or self._loop is None:
             raise StoreError("the store is closed", reason="STORE_CLOSED")
+        if self.failure is not None:
+            raise self._refusal()
         await check_in_flight(self._in_flight, run_id, entries)
-        future: asyncio.Future[Sequence[Event]] = self._loop.create_future()
-        self._queue.put(_Job(run_id, list(entries), expected_seq, future))
-        return await future
+        creating = bool(entries) and entries[0].type == "run_created"
+        if not creating:
+            await self.trust.ensure(self, run_id)
+        loop = self._loop
+        last: RowUnsealed | None = None
+        for _ in range(_TRUST_ATTEMPTS):
+            future: asyncio.Future[Sequence[Event]] = loop.create_future()
+            self._queue.put(_Job(run_id, list(entries), expected_seq, future))
+            try:
+                return await future
+            except HeadNotVerified:
+                await self.trust.catch_up(self, run_id)  # another process appended
+            except RowUnsealed as exc:
+                await self.trust.refresh(self, exc.run_id)
+                last = exc
+        if last is not None:
+            raise self.trust.past_head(last.run_id)
+        raise StoreError(
+            "the run's head kept moving while this append was checked; try again",
+            reason="STORE_BUSY",
+            retryable=True,
+            run_id=run_id,
+        )
+
+    async def _read_checked(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """:meth:`_read` of projection rows: a row of a run this process has not verified
+        (up to the row) sends that run through verification first, then the read again."""
+        for _ in range(_TRUST_ATTEMPTS):
+            try:
+                return await self._read(fn)
+            except RowUnsealed as exc:
+                await self.trust.refresh(self, exc.run_id)
+        try:
+            return await self._read(fn)
+        except RowUnsealed as exc:  # still past the verified head: refuse the run
+            raise self.trust.past_head(exc.run_id) from None
 
     async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         loop = asyncio.get_running_loop()
@@ -449,10 +550,12 @@ class SQLiteStore(TypedReads, SQLiteConversations):
     # -- ProjectionReader -----------------------------------------------------------------
 
     async def get_row(self, key: RowKey) -> Row | None:
-        return await self._read(lambda c: _row(c, key))
+        await self.trust.ensure(self, key.key[0])
+        return await self._read_checked(lambda c: _row(c, key, self._opener))
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
-        return await self._read(lambda c: _list(c, table, run_id))
+        await self.trust.ensure(self, run_id)
+        return await self._read_checked(lambda c: _list(c, table, run_id, self._opener))
 
     async def query_rows(
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
@@ -460,7 +563,11 @@ class SQLiteStore(TypedReads, SQLiteConversations):
         columns = tuple(where)
         sql = query_sql(TABLES[table], columns, "?")
         params = (*where.values(), limit)
-        return await self._read(lambda c: [json.loads(r[0]) for r in c.execute(sql, params)])
+        listing = LISTING_COLUMNS.issuperset(columns)
+        opener = self._opener
+        return await self._read_checked(
+            lambda c: opener.many(table, c.execute(sql, params).fetchall(), listing=listing)
+        )
 
     async def list_runs(
         self, *, limit: int = 100, tenant: str | None = None
@@ -471,14 +578,30 @@ class SQLiteStore(TypedReads, SQLiteConversations):
 
         def go(conn: sqlite3.Connection) -> list[RunSummary]:
             cur = conn.execute(
-                "SELECT r.data, coalesce(h.seq, 0) FROM runs r "
-                "LEFT JOIN run_heads h ON h.run_id = r.run_id "
+                "SELECT r.data, r.row_seq, r.row_mac, r.run_id, coalesce(h.seq, 0), "
+                + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
+                + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
+                "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "
                 f"{where}ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
                 params,
             )
-            return [RunSummary(run=json.loads(d), event_count=n) for d, n in cur]
+            return [self._summary(got) for got in cur]
 
         return await self._read(go)
+
+    def _summary(self, got: Sequence[Any]) -> RunSummary:
+        """A run listed with its ledger state: a run row that fails its MAC is not served
+        (only its id), and a refused or quarantined run says so."""
+        run_id, count = str(got[3]), int(got[4])
+        flagged = flag_problem(run_id, got[5:])
+        try:
+            run = self._opener.open("runs", got[:4])
+        except RowUnsealed:
+            run = dict(json.loads(got[0]))  # verified on first touch, not by a listing
+        except RunLedgerInvalid as exc:
+            return RunSummary(run={"run_id": run_id}, event_count=count, problem=exc.problem)
+        problem = self.trust.problem(run_id) or flagged
+        return RunSummary(run=run, event_count=count, problem=problem)
 
     async def snapshot(self, run_id: str) -> RunSnapshot | None:
         def go(conn: sqlite3.Connection) -> RunSnapshot | None:
@@ -489,13 +612,14 @@ class SQLiteStore(TypedReads, SQLiteConversations):
                     return None
                 return RunSnapshot(
                     head=head,
-                    run=_row(conn, run_key(run_id)),
-                    tables={t: _list(conn, t, run_id) for t in RUN_TABLES},
+                    run=_row(conn, run_key(run_id), self._opener),
+                    tables={t: _list(conn, t, run_id, self._opener) for t in RUN_TABLES},
                 )
             finally:
                 conn.execute("COMMIT")
 
-        return await self._read(go)
+        await self.trust.ensure(self, run_id)
+        return await self._read_checked(go)
 
     async def stored_snapshot(self, run_id: str) -> StoredSnapshot | None:
         def go(conn: sqlite3.Connection) -> StoredSnapshot | None:

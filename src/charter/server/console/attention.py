@@ -1,5 +1,6 @@
 """Calls needing attention: ``unknown`` outcomes of the operator's tenant, each with a form
-to record what really happened (succeeded, failed or abandoned) and why."""
+to record what really happened (succeeded, failed or abandoned) and why; and the tenant's
+runs refused because their ledger failed verification or was quarantined."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from charter.server.console.web import (
 
 router = APIRouter()
 SCAN = 500
+REFUSED_SCAN = 1000  # the tenant's newest runs looked at for refused ones
 OUTCOMES = ("succeeded", "failed", "abandoned")
 
 
@@ -31,11 +33,14 @@ async def attention_page(
 ) -> HTMLResponse:
     runtime = console_of(request).state.runtime
     rows = await runtime.calls(tenant=who.principal.tenant, state="unknown", limit=SCAN)
+    summaries = await runtime.run_summaries(tenant=who.principal.tenant, limit=REFUSED_SCAN)
+    refused = [s.problem for s in summaries if s.problem is not None]
     return render(
         request,
         "attention.html",
         {
             "calls": [row.to_dict() for row in rows],  # the stored rows: late results too
+            "refused": refused,
             "outcomes": OUTCOMES,
             "notice": f"Call {resolved} resolved." if resolved else None,
             "page": "attention",

@@ -35,7 +35,11 @@ async def healthz() -> dict[str, str]:
 
 async def _store_check(state: ServerState) -> dict[str, Any]:
     """The store answers, and its schema is the one this code was written for (a newer
-    Charter may have migrated the database since this process started)."""
+    Charter may have migrated the database since this process started), and it has not
+    stopped writing after a storage error (fail-stop: only a restart clears that)."""
+    failure = getattr(state.runtime.store, "failure", None)
+    if failure is not None:
+        return {"name": "store", "ok": False, "reason": "STORE_FAILED", "message": failure}
     try:
         recorded, known = await state.runtime.store.schema_versions()
     except CharterError as exc:
@@ -52,6 +56,30 @@ async def _store_check(state: ServerState) -> dict[str, Any]:
     return {"name": "store", "ok": True}
 
 
+async def _ledger_check(state: ServerState) -> dict[str, Any]:
+    """Runs refused because their ledger failed verification (found by this process or
+    recorded by another) or was quarantined: counted by reason, without ids (this endpoint
+    needs no credential; the console's attention page and ``charter runs ls`` name them).
+    A refused run does not make the server unready: its other runs are served."""
+    store = state.runtime.store
+    refused = dict(store.trust.invalid)
+    try:
+        for problem in await store.run_flags():
+            refused.setdefault(problem.run_id, problem)
+    except CharterError:
+        pass  # the store check says why
+    reasons: dict[str, int] = {}
+    for problem in refused.values():
+        reasons[problem.reason] = reasons.get(problem.reason, 0) + 1
+    return {
+        "name": "ledger",
+        "ok": True,
+        "refused_runs": len(refused),
+        "quarantined_runs": sum(1 for p in refused.values() if p.quarantined),
+        "reasons": reasons,
+    }
+
+
 @router.get(
     "/readyz",
     response_model=ReadyOut,
@@ -59,7 +87,7 @@ async def _store_check(state: ServerState) -> dict[str, Any]:
     summary="The server can serve: store reachable, schema current, executors ready",
 )
 async def readyz(state: Annotated[ServerState, Depends(get_state)]) -> JSONResponse:
-    checks = [await _store_check(state)]
+    checks = [await _store_check(state), await _ledger_check(state)]
     for check in state.readiness:
         try:
             checks.extend(await check(state.runtime))

@@ -1,0 +1,44 @@
+"""Runs flagged outside their ledgers: found damaged by some process, or quarantined.
+
+The ``run_ledger_flags`` table (SQLite and PostgreSQL) keeps one row per flagged run. A
+process that refuses a run records the finding there (the first finding is kept), so that
+``charter runs ls``, ``/readyz`` and the console show it to every process; an operator's
+``charter runs quarantine RUN`` marks it quarantined, and every process opened afterwards
+refuses the run whatever its ledger says. The table is not authenticated: deleting a row
+only makes a process verify the run again on first touch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from charter.ledger.trust import RunProblem
+
+FLAG_COLUMNS = ("reason", "seq", "message", "found_at", "quarantined_at", "quarantined_by")
+
+UPSERT_FINDING = (
+    "INSERT INTO run_ledger_flags (run_id, reason, seq, message, found_at) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (run_id) DO NOTHING"
+)
+UPSERT_QUARANTINE = (
+    "INSERT INTO run_ledger_flags "
+    "(run_id, reason, seq, message, found_at, quarantined_at, quarantined_by) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (run_id) DO UPDATE SET "
+    "quarantined_at = excluded.quarantined_at, quarantined_by = excluded.quarantined_by"
+)
+SELECT_FLAGS = "SELECT run_id, " + ", ".join(FLAG_COLUMNS) + " FROM run_ledger_flags"
+
+
+def flag_problem(run_id: str, values: Sequence[Any]) -> RunProblem | None:
+    """The problem a flags row (:data:`FLAG_COLUMNS` order) records, or None (no row)."""
+    reason, seq, message, _found, quarantined_at, _by = values
+    if reason is None:
+        return None
+    return RunProblem(
+        run_id=run_id,
+        reason=str(reason),
+        seq=None if seq is None else int(seq),
+        message=str(message),
+        quarantined=quarantined_at is not None,
+    )

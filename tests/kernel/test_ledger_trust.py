@@ -1,0 +1,298 @@
+"""A damaged run is never continued (issue 16): damage a run in the database the way an
+attacker with write access would, open the runtime again, and every resolve, call and
+resubmission in that run is refused with ``internal`` / ``RUN_LEDGER_INVALID`` naming the
+first problem, while nothing is dispatched (the tools' own journal) and a run beside it keeps
+working. On SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from charter.errors import Failure
+from charter.kernel.envelope import CallStatus
+from charter.runtime import Runtime, open_runtime
+from tests.kernel._project import runs_of, write_runtime_project
+from tests.stores.conftest import create_database, drop_database
+
+pytestmark = pytest.mark.anyio
+
+Exec = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
+
+
+class Backend:
+    """A store URL and a way to run SQL on it directly (the attacker's access)."""
+
+    def __init__(self, url: str, execute: Exec, placeholder: str) -> None:
+        self.url = url
+        self.execute = execute
+        self.p = placeholder
+
+    def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
+        return self.execute(statement.replace("?", self.p), params)
+
+
+def _sqlite(path: Path) -> Backend:
+    def execute(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        conn = sqlite3.connect(path, isolation_level=None)
+        try:
+            return list(conn.execute(statement, params).fetchall())
+        finally:
+            conn.close()
+
+    return Backend(f"sqlite:////{path.resolve()}".replace("/////", "////"), execute, "?")
+
+
+def _postgres(url: str) -> Backend:
+    def execute(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        with psycopg.connect(url, autocommit=True) as conn:
+            cur = conn.execute(statement.encode(), params)
+            return list(cur.fetchall()) if cur.description else []
+
+    return Backend(url, execute, "%s")
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
+    if request.param == "sqlite":
+        yield _sqlite(tmp_path / "store.db")
+        return
+    name = create_database()
+    try:
+        yield _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
+    finally:
+        drop_database(name)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    return write_runtime_project(tmp_path / "kv")
+
+
+async def _seed(project: Path, backend: Backend) -> dict[str, str]:
+    """Two runs, each with a context and one finished call ``c1``."""
+    async with open_runtime(project, store=backend.url) as rt:
+        out: dict[str, str] = {}
+        for name in ("damaged", "intact"):
+            ctx = await rt.resolve_context("app", "all")
+            env = await rt.call(ctx.context_id, "kv.get", "c1", {"key": "k"}, as_="app")
+            assert env.status is CallStatus.SUCCEEDED, env
+            out[name], out[f"{name}_ctx"] = ctx.run_id, ctx.context_id
+        return out
+
+
+def _first_call(backend: Backend, run_id: str) -> tuple[Any, ...]:
+    [row] = backend.sql(
+        "SELECT run_id, context_id, call_id, state, tool_id, tenant, updated_seq, data, "
+        "row_seq, row_mac FROM calls WHERE run_id = ?",
+        run_id,
+    )
+    return row
+
+
+def _damage(kind: str, backend: Backend, runs: dict[str, str]) -> None:
+    run, other = runs["damaged"], runs["intact"]
+    sql = backend.sql
+    if kind == "missing_middle_event":
+        sql("DELETE FROM events WHERE run_id = ? AND seq = 3", run)
+    elif kind == "all_events_deleted":
+        sql("DELETE FROM events WHERE run_id = ?", run)
+    elif kind == "head_moved":
+        sql("UPDATE run_heads SET seq = seq + 1 WHERE run_id = ?", run)
+    elif kind == "row_edited":
+        sql(
+            "UPDATE calls SET state = 'failed', "
+            'data = replace(data, \'"state":"succeeded"\', \'"state":"failed"\') '
+            "WHERE run_id = ?",
+            run,
+        )
+    elif kind == "row_inserted":
+        row = list(_first_call(backend, run))
+        row[2] = "c9"  # another call id, the same (now wrong) MAC
+        row[7] = row[7].replace('"call_id":"c1"', '"call_id":"c9"')
+        sql("INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", *row)
+    elif kind == "event_from_another_run":
+        [(prev, digest, data)] = sql(
+            "SELECT prev_hash, hash, data FROM events WHERE run_id = ? AND seq = 5", other
+        )
+        sql(
+            "UPDATE events SET prev_hash = ?, hash = ?, data = ? WHERE run_id = ? AND seq = 5",
+            prev,
+            digest,
+            data,
+            run,
+        )
+    else:  # pragma: no cover - a typo in the parametrization
+        raise AssertionError(kind)
+
+
+EXPECTED = {
+    "missing_middle_event": "LEDGER_GAP",
+    "all_events_deleted": "LEDGER_HEAD_MISMATCH",
+    "head_moved": "LEDGER_HEAD_MISMATCH",
+    "row_edited": "SNAPSHOT_DIVERGENCE",
+    "row_inserted": "SNAPSHOT_DIVERGENCE",
+    "event_from_another_run": "LEDGER_HASH_MISMATCH",
+}
+
+
+def _refused(env: Any, problem: str) -> None:
+    assert env.status is CallStatus.FAILED, env
+    assert env.error["code"] == "internal"
+    assert env.error["reason"] == "RUN_LEDGER_INVALID"
+    assert f"({problem}" in env.error["message"]  # the first problem, named
+
+
+async def _intact_run_works(rt: Runtime, runs: dict[str, str], project: Path) -> None:
+    before = runs_of(project, "kv.get")
+    ctx = await rt.resolve_context("app", "all", run_id=runs["intact"])
+    env = await rt.call(ctx.context_id, "kv.get", "c2", {"key": "k"}, as_="app")
+    assert env.status is CallStatus.SUCCEEDED, env
+    again = await rt.call(runs["intact_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
+    assert again.status is CallStatus.SUCCEEDED
+    assert again.metrics.cached
+    assert runs_of(project, "kv.get") == before + 1
+
+
+@pytest.mark.parametrize("kind", sorted(EXPECTED))
+async def test_damaged_run_is_refused_and_its_neighbour_works(
+    kind: str, project: Path, backend: Backend
+) -> None:
+    runs = await _seed(project, backend)
+    assert runs_of(project, "kv.get") == 2
+    _damage(kind, backend, runs)
+    problem = EXPECTED[kind]
+    audit = project / "audit.jsonl"
+    async with open_runtime(project, store=backend.url, audit_file=audit) as rt:
+        with pytest.raises(Failure) as caught:
+            await rt.resolve_context("app", "all", run_id=runs["damaged"])
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
+        assert caught.value.details["problem"] == problem
+        call = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        _refused(call, problem)
+        resubmitted = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
+        _refused(resubmitted, problem)
+        assert runs_of(project, "kv.get") == 2  # nothing dispatched in the damaged run
+        await _intact_run_works(rt, runs, project)
+        refused = rt.store.trust.invalid
+        assert list(refused) == [runs["damaged"]]
+        assert refused[runs["damaged"]].reason == problem
+    # outside the damaged run: the audit sink and the store's run flags
+    records = [json.loads(line) for line in audit.read_text().splitlines()]
+    refusals = [r for r in records if r["outcome"] == "run_refused"]
+    assert [(r["run_id"], r["reason"], r["details"]["reason"]) for r in refusals] == [
+        (runs["damaged"], "RUN_LEDGER_INVALID", problem)
+    ]
+    async with open_runtime(project, store=backend.url) as rt:
+        flags = await rt.store.run_flags()
+        assert [(f.run_id, f.reason, f.quarantined) for f in flags] == [
+            (runs["damaged"], problem, False)
+        ]
+        [listed] = [s for s in await rt.store.list_runs() if s.run["run_id"] == runs["damaged"]]
+        assert listed.problem is not None
+        assert listed.problem.reason == problem
+
+
+async def test_a_row_edited_under_a_running_process_is_never_served(
+    project: Path, backend: Backend
+) -> None:
+    """After the first touch verified the run, each read checks the row's MAC: a call row
+    edited under the running process is refused (ROW_MAC_INVALID), not served as a receipt."""
+    runs = await _seed(project, backend)
+    async with open_runtime(project, store=backend.url) as rt:
+        first = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
+        assert first.metrics.cached  # the run is verified and its receipt served
+        _damage("row_edited", backend, runs)
+        env = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
+        _refused(env, "ROW_MAC_INVALID")
+        with pytest.raises(Failure) as caught:
+            await rt.get_call(runs["damaged_ctx"], "c1", as_="app")
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
+        assert runs_of(project, "kv.get") == 2
+        await _intact_run_works(rt, runs, project)
+
+
+def _edit_row(backend: Backend, table: str, run_id: str) -> None:
+    """Edit a projection row in place, keeping its MAC (first brace: one more field)."""
+    backend.sql(
+        f"UPDATE {table} SET data = '{{\"x\":1,' || substr(data, 2) WHERE run_id = ?", run_id
+    )
+
+
+async def _deciding_read(rt: Runtime, table: str, runs: dict[str, str], approval: str) -> Any:
+    """The read that decides something with a row of ``table``; returns what it answered."""
+    run, ctx = runs["damaged"], runs["damaged_ctx"]
+    if table == "runs":  # the run's tenant decides whether a context may be resolved in it
+        return await rt.resolve_context("app", "all", run_id=run)
+    if table == "calls":  # idempotency: a resubmission answers from the call row
+        return await rt.call(ctx, "kv.get", "c1", {"key": "k"}, as_="app")
+    if table == "run_calls":  # the run's call budget, read by the intent's append
+        return await rt.call(ctx, "kv.get", "c3", {"key": "k"}, as_="app")
+    if table == "approvals":  # deciding an approval reads its row
+        return await rt.approve(approval, as_="alice")
+    if table == "contexts":  # a context looked up by id (the API, another process)
+        return await rt.store.query_rows("contexts", {"context_id": ctx}, limit=1)
+    raise AssertionError(table)
+
+
+@pytest.mark.parametrize("table", ["runs", "contexts", "calls", "run_calls", "approvals"])
+async def test_each_projection_table_is_authenticated(
+    table: str, project: Path, backend: Backend
+) -> None:
+    """A row edited in place (its MAC kept) is refused at the next read that decides
+    something with it; the run is refused from then on, its neighbour keeps working."""
+    runs = await _seed(project, backend)
+    async with open_runtime(project, store=backend.url) as rt:
+        pending = await rt.call(
+            runs["damaged_ctx"], "kv.put", "w1", {"key": "k", "value": "v"}, as_="app"
+        )
+        assert pending.status is CallStatus.PENDING_APPROVAL
+        assert pending.approval is not None
+        _edit_row(backend, table, runs["damaged"])
+        if table in ("runs", "approvals", "contexts"):  # raised to the caller
+            with pytest.raises(Failure) as caught:
+                await _deciding_read(rt, table, runs, pending.approval["id"])
+            assert caught.value.reason == "RUN_LEDGER_INVALID"
+        else:  # answered in the call's envelope
+            _refused(await _deciding_read(rt, table, runs, ""), "ROW_MAC_INVALID")
+        assert rt.store.trust.invalid[runs["damaged"]].reason == "ROW_MAC_INVALID"
+        after = await rt.call(runs["damaged_ctx"], "kv.get", "c4", {"key": "k"}, as_="app")
+        _refused(after, "ROW_MAC_INVALID")
+        assert runs_of(project, "kv.get") == 2
+        assert runs_of(project, "kv.put") == 0
+        await _intact_run_works(rt, runs, project)
+
+
+@pytest.mark.slow
+async def test_a_damaged_run_with_a_call_in_flight_does_not_stop_the_runtime(
+    project: Path, tmp_path: Path
+) -> None:
+    """Start-up reconciliation meets a damaged run holding a call a dead process left
+    ``dispatching``: the run is refused and left alone, the runtime opens."""
+    from tests.kernel.test_crash import run_phases
+
+    backend = _sqlite(tmp_path / "store.db")
+    runs = await _seed(project, backend)
+    call = {
+        "op": "call",
+        "context": runs["damaged_ctx"],
+        "tool": "kv.slow",
+        "call_id": "c5",
+        "args": {"seconds": 0.0},
+        "as": "app",
+    }
+    env = {"CHARTER_FAULT": "after_intent", "CHARTER_FAULT_TOOL": "kv.slow"}
+    [dying] = run_phases(project, backend.url, [{"env": env, "steps": [call]}], tmp_path / "o")
+    assert dying["exit"] != 0
+    _damage("missing_middle_event", backend, runs)
+    async with open_runtime(project, store=backend.url) as rt:
+        assert rt.store.trust.invalid[runs["damaged"]].reason == "LEDGER_GAP"
+        await _intact_run_works(rt, runs, project)
+    assert runs_of(project, "kv.slow") == 0
