@@ -102,5 +102,5 @@ async def test_sqlite_migrations_7_and_8_add_the_conversation_tables(tmp_path: P
         columns = {r[1] for r in conn.execute("PRAGMA table_info(conversations)")}
     assert {"conversations", "conversation_events"} <= tables
     assert "turn_open_since" in columns
-    assert version == len(migrations.SQLITE) == 8
-    assert len(migrations.POSTGRES) == 7
+    assert version == len(migrations.SQLITE) == 9
+    assert len(migrations.POSTGRES) == 8
