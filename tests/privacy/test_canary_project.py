@@ -19,6 +19,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import urllib.parse
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -172,8 +173,6 @@ def serve_debug(project: PrivacyProject, store: str) -> Iterator[tuple[str, Path
                         break
                 except httpx2.TransportError:
                     pass
-                import time
-
                 time.sleep(0.1)
             yield url, out, err
         finally:
