@@ -111,7 +111,7 @@ async def python_api(project: PrivacyProject, store: str, audit: Path) -> list[s
         again = await rt.call(cid, "svc.private", "p1", {"query": c.plain}, as_="app")
         assert again.metrics.cached
         assert again.data is None  # never stored
-        row = await rt.get_call(cid, "p1", as_="app")
+        row = (await rt.get_call(cid, "p1", as_="app")).to_dict()
         assert row["receipt"]["result_fingerprint"].startswith("hmac-sha256:")
         named = await rt.call(
             cid, "files.save", "n1", {"name": f"{c.dep}.txt", "text": "x"}, as_="app"

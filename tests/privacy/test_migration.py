@@ -71,12 +71,12 @@ async def test_old_call_rows_are_rewritten_to_their_shapes(
         ctx = await rt.resolve_context("app", "all")
         out = await rt.call(ctx.context_id, "notes.search", "s1", {"query": plain}, as_="app")
         assert out.ok
-        row = await rt.get_call(ctx.context_id, "s1", as_="app")
+        row = (await rt.get_call(ctx.context_id, "s1", as_="app")).to_dict()
     shape = row["summary"]
     assert shape["fields"] == {"/query": f"string:{len(plain)}"}
     _make_legacy(store, plain)  # what an older Charter left: the value in the call row
     async with open_runtime(project.root, store=store) as rt:
-        migrated = await rt.get_call(ctx.context_id, "s1", as_="app")
+        migrated = (await rt.get_call(ctx.context_id, "s1", as_="app")).to_dict()
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project.root, None))
     assert migrated["summary"] == shape
     assert plain not in json.dumps(migrated)
