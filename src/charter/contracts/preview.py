@@ -25,6 +25,8 @@ ELLIPSIS = "…"
 
 
 def _escape(token: str) -> str:
+    if "~" not in token and "/" not in token:
+        return token
     return token.replace("~", "~0").replace("/", "~1")
 
 
@@ -56,14 +58,15 @@ def _size(value: Any) -> int | None:
 
 def walk(value: Any, path: str = "") -> Iterator[tuple[str, Any]]:
     """``(pointer, value)`` for every leaf and every empty container, depth first."""
-    if isinstance(value, Mapping) and value:
-        for key, item in value.items():
-            yield from walk(item, f"{path}/{_escape(str(key))}")
-    elif isinstance(value, list | tuple) and value:
-        for index, item in enumerate(value):
-            yield from walk(item, f"{path}/{index}")
-    else:
-        yield path, value
+    stack: list[tuple[str, Any]] = [(path, value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, Mapping) and item:
+            stack.extend((f"{where}/{_escape(str(k))}", v) for k, v in reversed(list(item.items())))
+        elif isinstance(item, list | tuple) and item:
+            stack.extend((f"{where}/{i}", v) for i, v in reversed(list(enumerate(item))))
+        else:
+            yield where, item
 
 
 def _describe(value: Any) -> str:
@@ -72,7 +75,7 @@ def _describe(value: Any) -> str:
     return kind if size is None else f"{kind}:{size}"
 
 
-def shape(value: Any) -> dict[str, Any]:
+def shape(value: Any, *, size: int | None = None) -> dict[str, Any]:
     """``{"fields": {pointer: "type[:size]"}, "bytes": N}``; no value is kept.
 
     ``bytes`` is the size of the canonical JSON of the whole document. Past
@@ -85,7 +88,8 @@ def shape(value: Any) -> dict[str, Any]:
             omitted += 1
             continue
         fields[pointer] = _describe(leaf)
-    out: dict[str, Any] = {"fields": fields, "bytes": len(canonical_bytes(value))}
+    total = len(canonical_bytes(value)) if size is None else size
+    out: dict[str, Any] = {"fields": fields, "bytes": total}
     if omitted:
         out["omittedFields"] = omitted
     return out
@@ -97,7 +101,7 @@ def _cut(value: Any, chars: int) -> Any:
     return value
 
 
-def preview(redacted: Any, max_bytes: int) -> Any:
+def preview(redacted: Any, max_bytes: int, *, size: int | None = None) -> Any:
     """The redacted arguments if their canonical JSON fits ``max_bytes``; else a listing.
 
     The listing (``{"truncated": true, "maxBytes", "totalBytes", "fields": [...]}``) has one
@@ -105,7 +109,7 @@ def preview(redacted: Any, max_bytes: int) -> Any:
     characters, so a field that says where a write goes stays readable however large its
     neighbours are.
     """
-    total = len(canonical_bytes(redacted))
+    total = len(canonical_bytes(redacted)) if size is None else size
     if total <= max_bytes:
         return redacted
     fields: list[dict[str, Any]] = []
@@ -147,10 +151,14 @@ def _at(value: Any, pointer: str) -> tuple[bool, Any]:
     return True, value
 
 
-def arguments_record(redacted: Any, audit: tuple[str, ...] = ()) -> dict[str, Any]:
+def arguments_record(
+    redacted: Any, audit: tuple[str, ...] = (), *, size: int | None = None
+) -> dict[str, Any]:
     """What events and call rows keep of a call's (redacted) arguments: their :func:`shape`,
-    plus ``audit`` — the values at the contract's ``audit`` pointers, when it lists any."""
-    record = shape(redacted)
+    plus ``audit`` — the values at the contract's ``audit`` pointers, when it lists any.
+    ``size`` (here and in :func:`shape` / :func:`preview`): the canonical JSON's length when
+    the caller already has it."""
+    record = shape(redacted, size=size)
     kept = {}
     for pointer in audit:
         found, value = _at(redacted, pointer)

@@ -21,7 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from charter.artifacts.service import ArtifactService
-from charter.contracts.canonical import Fingerprinter
+from charter.contracts.canonical import Fingerprinter, canonical_bytes
 from charter.contracts.intake import Intake
 from charter.contracts.model import ToolContract
 from charter.contracts.preview import arguments_record, preview
@@ -247,9 +247,10 @@ class KernelState:
     def summary(self, contract: ToolContract, arguments: Mapping[str, Any]) -> ArgumentViews:
         """What may be kept of a call's arguments (docs/privacy.md): see :class:`ArgumentViews`."""
         redacted = self.call_redactor(contract, arguments).redact(dict(arguments))
+        size = len(canonical_bytes(redacted))
         return ArgumentViews(
-            record=arguments_record(redacted, contract.audit),
-            preview=preview(redacted, self.settings.summary_max_bytes),
+            record=arguments_record(redacted, contract.audit, size=size),
+            preview=preview(redacted, self.settings.summary_max_bytes, size=size),
             full=redacted,
         )
 

@@ -250,8 +250,9 @@ class Dispatcher:
             "attempts": attempts,
             "duration_ms": round(duration_ms, 3),
         }
-        if data is not None:
-            # keyed, so it proves which result was returned without keeping it
+        if data is not None and not contract.store_result:
+            # keyed, so it proves which result was returned without keeping it (a stored
+            # result is its own evidence: no second canonical encoding on the common path)
             receipt["result_fingerprint"] = self.state.fingerprinter.fingerprint(data)
         stage = {CallStatus.SUCCEEDED: "completed", CallStatus.FAILED: "failed"}.get(
             status, "unknown"
