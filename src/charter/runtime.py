@@ -385,7 +385,7 @@ class Runtime:
         row = await self.find_approval(approval_id, as_=principal)
         if row is None:
             raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
-        return row.to_dict(full=full)
+        return row.to_dict() if full else row.listed()
 
 
 def _where(**columns: str | None) -> dict[str, str]:

@@ -336,7 +336,7 @@ def approvals_ls(
 
     async def go(rt: Runtime) -> list[dict[str, Any]]:
         rows = await rt.approvals(as_=_principal(as_, as_json), status=status)
-        return [row.to_dict() for row in rows]
+        return [row.listed() for row in rows]
 
     if server:
         rows = _remote(server, as_json, lambda cl: cl.approvals(status=status))
@@ -416,7 +416,7 @@ def _decide(
     async def go(rt: Runtime) -> dict[str, Any]:
         who = _principal(as_, as_json)
         decide = rt.approve if approve else rt.reject
-        return (await decide(approval_id, as_=who, reason=reason)).to_dict()
+        return (await decide(approval_id, as_=who, reason=reason)).listed()
 
     def remote(cl: Client) -> dict[str, Any]:
         if approve:

@@ -217,12 +217,14 @@ class ApprovalRow(NamedTuple):
     def from_row(cls, row: Mapping[str, Any]) -> ApprovalRow:
         return _view(cls, row)  # type: ignore[no-any-return]
 
-    def to_dict(self, *, full: bool = False) -> dict[str, Any]:
-        """The row; its ``full_arguments`` (the whole redacted arguments) only with ``full``:
-        listings and the default view carry the clamped preview (``summary``)."""
+    def to_dict(self) -> dict[str, Any]:
+        return dict(self.row)
+
+    def listed(self) -> dict[str, Any]:
+        """The row as listed and shown by default: the clamped preview (``summary``), not the
+        whole redacted arguments (``full_arguments``, for operators who ask)."""
         out = dict(self.row)
-        if not full:
-            out.pop("full_arguments", None)
+        out.pop("full_arguments", None)
         return out
 
 

@@ -342,8 +342,7 @@ class KernelInvoker:
         redactor = self.o.runtime.redactor.with_pointers(contract.redact)
         redactor = redactor.remember(redactor.secret_values(parsed))
         if approval:
-            limit = self.o.runtime.kernel.settings.summary_max_bytes
-            return preview(redactor.redact(parsed), limit)
+            return preview(redactor.redact(parsed), 2048)
         return arguments_record(redactor.redact(parsed), contract.audit)
 
     async def invoke(self, invocation: ToolInvocation) -> ToolOutcome:

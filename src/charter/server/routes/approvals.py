@@ -33,7 +33,7 @@ async def list_approvals(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
     rows = await state.runtime.approvals(as_=principal, status=status, limit=limit)
-    return [row.to_dict() for row in rows]
+    return [row.listed() for row in rows]
 
 
 @router.get(
@@ -73,7 +73,7 @@ async def _decide(
             tenant=request.headers.get(TENANT_HEADER) or body.tenant,
             reason=body.reason,
         )
-    return decided.to_dict()
+    return decided.listed()
 
 
 DECISION_RESPONSES = problem_responses(401, 403, 404, 409, 413, 415, 422)
