@@ -59,9 +59,9 @@ from charter.kernel.executor_port import Executor
 from charter.kernel.inflight import CallsInFlight
 from charter.kernel.kernel import ADHOC_SLUG, Kernel
 from charter.kernel.limits import Limiter, LimitState, ProcessLimitState
-from charter.kernel.principals import Principal
+from charter.kernel.principals import Principal, PrincipalKind
 from charter.kernel.readiness_port import ReadinessReport
-from charter.kernel.redaction import Redactor
+from charter.kernel.redaction import LOG_FILTER, Redactor
 from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey
@@ -378,6 +378,22 @@ class Runtime:
         found = await self.store.find_views(ApprovalRow, approval_id=approval_id, limit=1)
         return found[0] if found and found[0].tenant == scope else None
 
+    async def get_approval(
+        self, approval_id: str, *, as_: str | Principal, full: bool = False
+    ) -> dict[str, Any]:
+        """One approval of your tenant as a dict; ``full`` adds its whole redacted arguments
+        (operators only: they are what a person approves)."""
+        principal = self.principal(as_)
+        if full and principal.kind is not PrincipalKind.OPERATOR:
+            raise PermissionDenied(
+                "only an operator may see an approval's full arguments",
+                reason="OPERATOR_REQUIRED",
+            )
+        row = await self.find_approval(approval_id, as_=principal)
+        if row is None:
+            raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
+        return row.to_dict() if full else row.listed()
+
 
 def _where(**columns: str | None) -> dict[str, str]:
     return {name: value for name, value in columns.items() if value is not None}
@@ -567,7 +583,8 @@ async def check_readiness(
     the_build, project_dir = _resolve_source(source, build)
     base = project_dir or Path.cwd()
     deployment = load_deployment(Path(deploy) if deploy is not None else None, project_dir=base)
-    executors, readiness = _executors(the_build, deployment, project_dir, Redactor(), None)
+    redactor = deployment.redaction.redactor(deployment.known_secrets())
+    executors, readiness = _executors(the_build, deployment, project_dir, redactor, None)
     try:
         return await readiness.report(fresh=True)
     finally:
@@ -653,7 +670,7 @@ async def open_runtime(
         url = f"sqlite:///{(project_dir / url[len('sqlite:///') :]).resolve()}".replace(
             "sqlite:///", "sqlite:////", 1
         ).replace("sqlite://///", "sqlite:////")
-    redactor = Redactor()
+    redactor = deployment.redaction.redactor(deployment.known_secrets())
     executors, readiness = _executors(the_build, deployment, project_dir, redactor, functions)
     bindings = {tool_id: b.executor for tool_id, b in readiness.bindings.items()}
     sinks: list[AuditSink] = list(audit)
@@ -664,6 +681,8 @@ async def open_runtime(
         all_providers["docs"] = FileContextProvider(project_dir / "context")
     all_providers.update(providers or {})
     async with AsyncExitStack() as stack:
+        LOG_FILTER.learn(redactor)
+        stack.callback(LOG_FILTER.forget, redactor)
         guard = CallsInFlight()
         the_store = await stack.enter_async_context(
             open_store(url, key=key, clock=clock, in_flight=guard)
@@ -693,6 +712,7 @@ async def open_runtime(
             registry=LedgerRegistry(the_store),
             clock=clock,
         )
+        kernel.artifacts.contains_secret = redactor.contains_secret
         for executor in executors.values():
             stack.push_async_callback(executor.aclose)
         if reconcile and deployment.mode.value != "off":

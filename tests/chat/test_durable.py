@@ -290,7 +290,10 @@ async def test_deltas_are_coalesced_and_the_stored_stream_has_no_gap(
         conv, events = await _turn(hub, rt, "a long answer")
         await hub.close()
     deltas = [e for e in events if e["type"] == "assistant.delta"]
-    assert len(deltas) == 40
+    assert "".join(d["data"]["text"] for d in deltas) == " ".join(f"w{i}" for i in range(40))
+    # one delta per word, give or take: the stream redactor holds back a word's last character
+    # when it could begin one of the deployment's secrets (random keys) and emits it later
+    assert 35 <= len(deltas) <= 41
     # one write per non-delta event (each takes the deltas before it), none per token
     assert len(store.writes) == len(events) - len(deltas)
     assert [s for w in store.writes for s in w] == _sequences(events)

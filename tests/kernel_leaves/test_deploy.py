@@ -475,7 +475,9 @@ def test_the_documented_example_loads(tmp_path: Path) -> None:
     (tmp_path / "ledger.key").write_text("ledger-key-from-a-file-0123\n")
     example = example.replace("/run/secrets/charter-ledger-key", str(tmp_path / "ledger.key"))
     path = write(tmp_path, example)
-    deployment = load_deployment(path, project_dir=tmp_path, env=ENV)
+    env = {**ENV, "PARTNER_TOKEN": "partner-token-0123456789"}
+    deployment = load_deployment(path, project_dir=tmp_path, env=env)
     assert deployment.environment == "production"
+    assert "partner-token-0123456789" in deployment.known_secrets()
     assert deployment.authenticate("charter-docs-example-key") == deployment.principals["alice"]
     assert deployment.binding_for("notes.add") == Binding(executor="subprocess")

@@ -27,6 +27,9 @@ from charter.providers.openai_compat import OpenAICompatProvider
 from charter.runtime import open_runtime
 from tests.server._harness import ThreadServer, write_served_project
 
+# tool.started describes the arguments by their shape, never their values (docs/privacy.md)
+ECHO_SHAPE = {"fields": {"/payload/n": "integer"}, "bytes": 19}
+
 RECORDINGS = Path(__file__).parent / "recordings"
 SECRET = "sk-test-do-not-log-0123456789abcdef"
 SCENARIOS = ("text", "one_tool", "parallel", "tool_error", "provider_error")
@@ -60,7 +63,7 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
     ],
     "one_tool": [
         ("started",),
-        ("tool.started", "kv_echo", {"payload": {"n": 1}}),
+        ("tool.started", "kv_echo", ECHO_SHAPE),
         ("tool.result", "kv_echo", "succeeded"),
         ("text", "Done."),
         ("said", "Done."),
@@ -68,9 +71,9 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
     ],
     "parallel": [
         ("started",),
-        ("tool.started", "kv_echo", {"payload": {"n": 1}}),
+        ("tool.started", "kv_echo", ECHO_SHAPE),
         ("tool.result", "kv_echo", "succeeded"),
-        ("tool.started", "kv_echo", {"payload": {"n": 2}}),
+        ("tool.started", "kv_echo", ECHO_SHAPE),
         ("tool.result", "kv_echo", "succeeded"),
         ("text", "Both done."),
         ("said", "Both done."),
@@ -78,7 +81,7 @@ EXPECTED: dict[str, list[tuple[Any, ...]]] = {
     ],
     "tool_error": [
         ("started",),
-        ("tool.started", "kv_boom", {"message": "bad"}),
+        ("tool.started", "kv_boom", {"fields": {"/message": "string:3"}, "bytes": 17}),
         ("tool.result", "kv_boom", "failed"),
         ("text", "It failed."),
         ("said", "It failed."),

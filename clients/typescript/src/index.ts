@@ -205,8 +205,9 @@ export class CharterClient {
     return this.request("GET /v1/approvals", { query: options });
   }
 
-  getApproval(approvalId: string): Promise<JsonObject> {
-    return this.request("GET /v1/approvals/{approval_id}", { path: { approval_id: approvalId } });
+  /** One approval; `{ full: true }` adds its whole redacted arguments (operators only). */
+  getApproval(approvalId: string, options: operations["GET /v1/approvals/{approval_id}"]["query"] = {}): Promise<JsonObject> {
+    return this.request("GET /v1/approvals/{approval_id}", { path: { approval_id: approvalId }, query: options });
   }
 
   approve(approvalId: string, options: { reason?: string } = {}): Promise<JsonObject> {

@@ -189,7 +189,7 @@ export interface operations {
   };
   "GET /v1/approvals/{approval_id}": {
     path: { approval_id: string };
-    query: {};
+    query: { full?: boolean };
     body: never;
     response: {
       [key: string]: unknown;

@@ -41,6 +41,10 @@ outside the run, something other than what it appears to name, or a name some fi
   ``events/``, ``artifacts/index.json``, anything under ``.staging/``. Compared case-folded, so
   an export to a case-insensitive file system cannot collide with them either.
 
+A name that holds a known secret value (an API key, a token a tool was given, in any form the
+deployment's redactor recognises) is refused with ``ARTIFACT_NAME_SECRET`` before it reaches a
+disk, an index, an event or the database: :func:`check_name_secret`, given the redactor's test.
+
 References may also be URIs: :func:`split_reference` separates ``s3://bucket/key`` (stores
 decide whether the bucket is theirs: ``ARTIFACT_BUCKET_FOREIGN``) and refuses every other
 scheme (``ARTIFACT_PATH_SCHEME``).
@@ -53,7 +57,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 from charter.errors import InvalidInput
 
@@ -250,3 +254,15 @@ def versions(path: str) -> Iterator[str]:
                 "ARTIFACT_NAME_TOO_LONG", "the versioned name would exceed the length limit"
             )
         yield prefix + candidate
+
+
+def check_name_secret(path: str, contains_secret: Callable[[str], bool] | None) -> None:
+    """Refuse a name that holds a known secret (``contains_secret`` is the redactor's test).
+
+    The message never repeats the name.
+    """
+    if contains_secret is not None and contains_secret(path):
+        raise InvalidInput(
+            "the artifact name contains a secret value; choose another name (not echoed)",
+            reason="ARTIFACT_NAME_SECRET",
+        )

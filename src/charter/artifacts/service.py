@@ -19,7 +19,7 @@ from datetime import datetime
 import anyio.to_thread
 
 from charter.artifacts import failures
-from charter.artifacts.names import normal_path
+from charter.artifacts.names import check_name_secret, normal_path
 from charter.artifacts.ports import ArtifactRegistry, ArtifactStore, ArtifactWriter
 from charter.artifacts.records import (
     ArtifactRecord,
@@ -88,6 +88,12 @@ class ArtifactService:
         self.registry = registry
         self._clock = clock
         self._new_id = new_artifact_id
+        # the runtime sets the deployment redactor's test: names holding a secret are refused
+        self.contains_secret: Callable[[str], bool] | None = None
+
+    def check_name(self, path: str) -> None:
+        """``ARTIFACT_NAME_SECRET`` if ``path`` holds a known secret; call before writing."""
+        check_name_secret(path, self.contains_secret)
 
     def outputs(self, run_id: str) -> CallOutputs:
         return CallOutputs(self.store, run_id)
@@ -136,6 +142,7 @@ class ArtifactService:
         artifact_id: str | None = None,
     ) -> ArtifactRecord:
         """The registration record of ``stored`` (a fresh id, created now); nothing is written."""
+        self.check_name(stored.path)
         return ArtifactRecord(
             artifact_id=artifact_id or self._new_id(),
             run_id=run_id,

@@ -293,6 +293,8 @@ def put(
         service = rt.artifacts
         limit = rt.deployment.artifacts.max_upload_bytes
 
+        service.check_name(path)
+
         def write() -> StoredObject:
             with service.store.open_write(run_id, path, versioned=True) as writer:
                 total = 0

@@ -336,7 +336,7 @@ def approvals_ls(
 
     async def go(rt: Runtime) -> list[dict[str, Any]]:
         rows = await rt.approvals(as_=_principal(as_, as_json), status=status)
-        return [row.to_dict() for row in rows]
+        return [row.listed() for row in rows]
 
     if server:
         rows = _remote(server, as_json, lambda cl: cl.approvals(status=status))
@@ -364,6 +364,44 @@ def approvals_ls(
     console.print(table)
 
 
+@approvals_app.command("show")
+def approvals_show(
+    approval_id: str = typer.Argument(..., help="The approval id."),
+    full: bool = typer.Option(
+        False, "--full", help="Include the full redacted arguments (operators only)."
+    ),
+    as_: str | None = AS,
+    server: str | None = SERVER,
+    project: Path = PROJECT,
+    store: str | None = STORE,
+    deploy: Path | None = DEPLOY,
+    as_json: bool = JSON_OPTION,
+) -> None:
+    """Show one approval: what it is bound to, its argument preview, its status."""
+
+    async def go(rt: Runtime) -> dict[str, Any]:
+        return await rt.get_approval(approval_id, as_=_principal(as_, as_json), full=full)
+
+    if server:
+        row = _remote(server, as_json, lambda cl: cl.get_approval(approval_id, full=full))
+    else:
+        row = _run(project, store, deploy, as_json, go)
+    if as_json:
+        print_json(row)
+        return
+    table = Table(show_header=False)
+    table.add_column("field")
+    table.add_column("value", overflow="fold")
+    for key in ("approval_id", "status", "tool_id", "tool_version", "call_id", "requested_by"):
+        table.add_row(key, str(row.get(key)))
+    table.add_row("expires_at", str(row.get("expires_at")))
+    table.add_row("preview", json.dumps(row.get("summary"), ensure_ascii=False, indent=2))
+    if full:
+        arguments = row.get("full_arguments")
+        table.add_row("arguments", json.dumps(arguments, ensure_ascii=False, indent=2))
+    console.print(table)
+
+
 def _decide(
     approve: bool,
     approval_id: str,
@@ -378,7 +416,7 @@ def _decide(
     async def go(rt: Runtime) -> dict[str, Any]:
         who = _principal(as_, as_json)
         decide = rt.approve if approve else rt.reject
-        return (await decide(approval_id, as_=who, reason=reason)).to_dict()
+        return (await decide(approval_id, as_=who, reason=reason)).listed()
 
     def remote(cl: Client) -> dict[str, Any]:
         if approve:

@@ -128,8 +128,12 @@ class AsyncClient:
         result: list[dict[str, Any]] = await self._json("GET", "/v1/approvals", params=params)
         return result
 
-    async def get_approval(self, approval_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("GET", f"/v1/approvals/{approval_id}")
+    async def get_approval(self, approval_id: str, *, full: bool = False) -> dict[str, Any]:
+        """One approval; ``full`` adds its whole redacted arguments (operators only)."""
+        params = {"full": "true"} if full else {}
+        result: dict[str, Any] = await self._json(
+            "GET", f"/v1/approvals/{approval_id}", params=params
+        )
         return result
 
     async def approve(

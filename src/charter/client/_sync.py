@@ -126,8 +126,10 @@ class Client:
         result: list[dict[str, Any]] = self._json("GET", "/v1/approvals", params=params)
         return result
 
-    def get_approval(self, approval_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._json("GET", f"/v1/approvals/{approval_id}")
+    def get_approval(self, approval_id: str, *, full: bool = False) -> dict[str, Any]:
+        """One approval; ``full`` adds its whole redacted arguments (operators only)."""
+        params = {"full": "true"} if full else {}
+        result: dict[str, Any] = self._json("GET", f"/v1/approvals/{approval_id}", params=params)
         return result
 
     def approve(

@@ -70,6 +70,8 @@ def tool(
     tenancy: str | None = None,
     agent_scopes: Iterable[str] = (),
     redact: Iterable[str] = (),
+    audit: Iterable[str] = (),
+    store_result: bool = True,
     destructive: bool | None = None,
     idempotent: bool | None = None,
     open_world: bool | None = None,
@@ -99,6 +101,8 @@ def tool(
     tenancy: str | None = None,
     agent_scopes: Iterable[str] = (),
     redact: Iterable[str] = (),
+    audit: Iterable[str] = (),
+    store_result: bool = True,
     destructive: bool | None = None,
     idempotent: bool | None = None,
     open_world: bool | None = None,
@@ -129,6 +133,10 @@ def tool(
         options["agent_scopes"] = list(agent_scopes)
     if redact:
         options["redact"] = list(redact)
+    if audit:
+        options["audit"] = list(audit)
+    if not store_result:
+        options["store_result"] = False
     if artifacts is not None:
         options["artifacts"] = dict(artifacts)
     annotations = {

@@ -169,6 +169,9 @@ class ToolContract(BaseModel):
     tenancy: Tenancy = Tenancy.TENANT_SCOPED
     agent_scopes: tuple[str, ...] = ()
     redact: tuple[str, ...] = ()
+    # argument fields whose (redacted) values events and call rows keep; others: shape only
+    audit: tuple[str, ...] = ()
+    store_result: bool = True  # False: the receipt keeps the result's fingerprint only
     upstream: Upstream | None = None  # a downstream MCP server's tool, pinned by digest
     artifacts: ArtifactSpec | None = None  # files the tool writes or reads (docs/artifacts.md)
 
@@ -205,7 +208,7 @@ class ToolContract(BaseModel):
                 raise ValueError(f"{item!r} is not a valid permission or scope name")
         return tuple(sorted(set(value)))
 
-    @field_validator("redact")
+    @field_validator("redact", "audit")
     @classmethod
     def _check_pointers(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         for item in value:
@@ -245,10 +248,14 @@ class ToolContract(BaseModel):
     def canonical(self) -> dict[str, Any]:
         """The JSON form that is hashed: every field, defaults applied, enums as strings.
 
-        ``upstream`` and ``artifacts`` appear only when set (and not empty), so contracts
-        without them keep their digests.
+        ``upstream``, ``artifacts``, ``audit`` and ``store_result`` appear only when set (and
+        not empty or not the default), so contracts without them keep their digests.
         """
         out = self.model_dump(mode="json")
+        if not out.get("audit"):
+            out.pop("audit", None)
+        if out.get("store_result") is True:
+            out.pop("store_result", None)
         if out.get("upstream") is None:
             out.pop("upstream", None)
         if self.artifacts is None or self.artifacts.empty:

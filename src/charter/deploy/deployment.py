@@ -36,12 +36,14 @@ import yaml
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
 from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
 from charter.deploy.reader import _join, _Reader
+from charter.deploy.redaction import known_secrets, parse_redaction, sections_secrets
 from charter.deploy.remote_settings import DEFAULT_READINESS_TTL_S, remote_settings
 from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError
 from charter.executors.egress import EgressPolicy
 from charter.kernel.limits import LimitSettings, PendingCaps
 from charter.kernel.principals import Principal, PrincipalKind
+from charter.kernel.redaction import RedactionSettings
 from charter.kernel.settings import Mode
 from charter.project.yamlio import strict_load, yaml_problem
 
@@ -149,6 +151,10 @@ class Deployment:
     source: Path | None = None  # the file it was read from; None for the local default
     # name -> "env:VAR" | "file:PATH" | "sha256" (how the principal's key was given)
     credential_refs: Mapping[str, str] = field(default_factory=dict)
+    # the ``redaction:`` section: extra key names, RE2 patterns, secret values by reference
+    redaction: RedactionSettings = field(default_factory=RedactionSettings)
+    # every secret reference the file named (keys, credentials, redaction values)
+    secret_refs: tuple[SecretRef, ...] = field(default=(), repr=False, compare=False)
     # name -> sha256(api key); never the key itself
     _key_digests: Mapping[str, bytes] = field(default_factory=dict, repr=False, compare=False)
     _token_digest: bytes | None = field(default=None, repr=False, compare=False)
@@ -169,6 +175,11 @@ class Deployment:
             return False
         offered = hashlib.sha256(token.encode("utf-8", "surrogateescape")).digest()
         return hmac.compare_digest(offered, self._token_digest)
+
+    def known_secrets(self) -> frozenset[str]:
+        """The values of every secret this deployment references (see
+        :func:`charter.deploy.redaction.known_secrets`)."""
+        return known_secrets(self)
 
     def is_enabled(self, tool_id: str, effect: Effect | str) -> bool:
         """Enablement: kill switch off, and a read tool or a tool enabled by name."""
@@ -303,6 +314,7 @@ _TOP = frozenset(
         "artifacts",
         "readiness",
         "egress",
+        "redaction",
     }
 )
 _ARTIFACTS = frozenset(
@@ -375,6 +387,8 @@ def parse_deployment(
     if doc.get("enable") is not None:
         enabled = r.names(doc["enable"], "enable", re.compile(TOOL_ID.pattern), "tool id")
     kill_switch = r.boolean(doc.get("kill_switch", False), "kill_switch")
+    redaction = parse_redaction(r, doc.get("redaction"), env)
+    sections_secrets(doc, r, env)  # jwt and chat credentials: known to the redactor too
 
     token = refs["approval_token"]
     token_digest = hashlib.sha256(token.resolve()).digest() if token is not None else None
@@ -412,6 +426,8 @@ def parse_deployment(
         default_executor=default_executor,
         source=Path(file) if isinstance(file, Path) else None,
         credential_refs=MappingProxyType(key_refs),
+        redaction=redaction,
+        secret_refs=tuple(r.refs),
         _key_digests=MappingProxyType(key_digests),
         _token_digest=token_digest,
     )
@@ -685,6 +701,7 @@ def local_default_deployment(project_dir: Path) -> Deployment:
         enabled_tools=None,
         default_executor="python",
         credential_refs=MappingProxyType({LOCAL_OPERATOR: operator_key.reference}),
+        secret_refs=(operator_key,),
         _key_digests=MappingProxyType(
             {LOCAL_OPERATOR: hashlib.sha256(operator_key.resolve()).digest()}
         ),

@@ -19,6 +19,7 @@ class _Reader:
 
     def __init__(self, file: Path | str) -> None:
         self.file = file
+        self.refs: list[SecretRef] = []  # every reference read: the redactor knows them all
 
     def fail(self, where: str, message: str) -> ConfigError:
         return ConfigError(
@@ -84,13 +85,17 @@ class _Reader:
         if kind == "env":
             if not isinstance(target, str) or not _ENV_NAME.match(target):
                 raise self.fail(_join(where, "env"), "must be an environment variable name")
-            return SecretRef(env=target)
+            ref = SecretRef(env=target)
+            self.refs.append(ref)
+            return ref
         if not isinstance(target, str) or not target:
             raise self.fail(_join(where, "file"), "must be a file path")
         file = Path(target)
         if not file.is_absolute() and isinstance(self.file, Path):
             file = self.file.parent / file
-        return SecretRef(file=file)
+        ref = SecretRef(file=file)
+        self.refs.append(ref)
+        return ref
 
 
 def _join(where: str, key: str) -> str:

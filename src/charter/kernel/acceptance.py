@@ -8,7 +8,7 @@ oversized result becomes ``{"truncated": true, "maxBytes": N}`` or, where the co
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
@@ -19,7 +19,7 @@ from charter.errors import ContractViolation, ResourceLimit
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Accepted:
-    data: Any
+    data: Any = field(repr=False)
     output_bytes: int
     warnings: tuple[str, ...] = ()
 

@@ -113,7 +113,9 @@ class ApprovalGate:
                     "fingerprint": at.fingerprint,
                     "tenant": ctx.tenant,
                     "actor": at.principal.name,
-                    "summary": at.summary,
+                    "summary": at.summary.preview,  # what the approver sees
+                    "arguments": at.summary.record,  # what the call row keeps
+                    "full_arguments": at.summary.full,  # redacted; `approvals show --full`
                     "effect": contract.effect.value,
                     "danger": contract.danger.value if contract.danger else None,
                     "expires_at": expires_at,

@@ -18,7 +18,7 @@ A contract's ``artifacts`` field (:class:`~charter.contracts.model.ArtifactSpec`
 from __future__ import annotations
 
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 import anyio.to_thread
 
 from charter.artifacts import failures
+from charter.artifacts.names import check_name_secret
 from charter.artifacts.ports import ArtifactWriter
 from charter.artifacts.records import MEDIA_TYPE, ArtifactRecord, Producer, StoredObject, Trust
 from charter.artifacts.registry import decide
@@ -156,8 +157,10 @@ class RunFiles:
         run_id: str,
         contract: ToolContract,
         inputs: Mapping[str, ArtifactRecord],
+        contains_secret: Callable[[str], bool] | None = None,
     ) -> None:
         self._service = service
+        self._contains_secret = contains_secret  # this call's secrets (its arguments)
         self.run_id = run_id
         spec = contract.artifacts
         self._writes = spec is not None and spec.writes
@@ -192,6 +195,8 @@ class RunFiles:
                 details={"media_type": media_type},
             )
         check_identifier(type, what="artifact type")
+        self._service.check_name(path)
+        check_name_secret(path, self._contains_secret)
         with self.lock:
             if self.sealed:
                 raise InvalidInput(

@@ -55,7 +55,7 @@ class AuthorizationInput:
     contract: ToolContract | None  # None when the context did not offer that name
     agent_tools: frozenset[str] | None  # the agent's allowed tools, None without an agent
     enablement: Enablement
-    arguments: Mapping[str, Any] | None = None  # validated arguments, when known
+    arguments: Mapping[str, Any] | None = field(default=None, repr=False)  # when known
     max_danger: Danger = Danger.HIGH
 
 

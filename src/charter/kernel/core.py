@@ -24,6 +24,7 @@ from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter, canonical_bytes
 from charter.contracts.intake import Intake
 from charter.contracts.model import ToolContract
+from charter.contracts.preview import arguments_record, preview
 from charter.contracts.schema import CompiledSchema, compile_schema
 from charter.errors import Failure, ResourceLimit
 from charter.kernel.audit import AuditSink
@@ -132,6 +133,20 @@ class Attempt(Arrival):
         return self.contract
 
 
+@dataclass(frozen=True, slots=True)
+class ArgumentViews:
+    """The three views of a call's redacted arguments the kernel may keep.
+
+    ``record`` (shape, plus the contract's ``audit`` fields) goes into events and call rows;
+    ``preview`` (clamped per field) and ``full`` go only into an approval request, the
+    evidence of what a person approved.
+    """
+
+    record: dict[str, Any] = field(repr=False)
+    preview: Any = field(repr=False)
+    full: Any = field(repr=False)
+
+
 class KernelState:
     """The kernel's dependencies and caches, shared by its parts.
 
@@ -222,11 +237,22 @@ class KernelState:
             self._redactors[contract.digest] = redactor
         return redactor
 
-    def summary(self, contract: ToolContract, arguments: Mapping[str, Any]) -> Any:
-        redacted = self.redactor_for(contract).redact(dict(arguments))
-        if len(canonical_bytes(redacted)) > self.settings.summary_max_bytes:
-            return {"truncated": True, "maxBytes": self.settings.summary_max_bytes}
-        return redacted
+    def call_redactor(self, contract: ToolContract, arguments: Mapping[str, Any]) -> Redactor:
+        """The contract's redactor that also scrubs this call's secret argument values
+        wherever else they appear (inside a URL, under an innocent key, as a key)."""
+        redactor = self.redactor_for(contract)
+        secrets = redactor.secret_values(arguments)
+        return redactor.remember(secrets) if secrets else redactor
+
+    def summary(self, contract: ToolContract, arguments: Mapping[str, Any]) -> ArgumentViews:
+        """What may be kept of a call's arguments (docs/privacy.md): see :class:`ArgumentViews`."""
+        redacted = self.call_redactor(contract, arguments).redact(dict(arguments))
+        size = len(canonical_bytes(redacted))
+        return ArgumentViews(
+            record=arguments_record(redacted, contract.audit, size=size),
+            preview=preview(redacted, self.settings.summary_max_bytes, size=size),
+            full=redacted,
+        )
 
     # -----------------------------------------------------------------------------------
     # reads and small derivations the phases share

@@ -64,7 +64,7 @@ class Dispatcher:
             "fingerprint": at.fingerprint,
             "tenant": ctx.tenant,
             "actor": at.principal.name,
-            "summary": at.summary,
+            "arguments": at.summary.record,  # shape + audit fields, never other values
             "idempotency_key": idem_key,
             "owner": state.owner,
             "task_id": at.task_id,
@@ -147,7 +147,13 @@ class Dispatcher:
             inputs = await call_artifacts.check_inputs(
                 service, ctx.run_id, contract, arguments, verify=False
             )
-            files = call_artifacts.RunFiles(service, ctx.run_id, contract, inputs)
+            files = call_artifacts.RunFiles(
+                service,
+                ctx.run_id,
+                contract,
+                inputs,
+                state.call_redactor(contract, arguments).contains_secret,
+            )
         tool_ctx = ToolContext(
             call_id=at.call_id,
             idempotency_key=at.idempotency_key,
@@ -209,12 +215,8 @@ class Dispatcher:
             return Settled(CallStatus.FAILED, None, outcome.error, 0, outcome.attempts)
         try:
             check_result(outcome.result, self.state.result_schema(contract))
-            redactor = self.state.redactor_for(contract)
             # A tool may echo a secret argument under an innocent key: scrub those values too.
-            secrets = redactor.secret_values(arguments)
-            if secrets:
-                redactor = redactor.remember(secrets)
-            redacted = redactor.redact(outcome.result)
+            redacted = self.state.call_redactor(contract, arguments).redact(outcome.result)
             accepted = clamp(redacted, contract)
         except Failure as exc:
             # The tool ran and answered: an unacceptable result leaves a write's effect done
@@ -240,7 +242,7 @@ class Dispatcher:
         err = answers.safe_error(settled.error)
         receipt = {
             "status": status.value,
-            "data": data,
+            "data": data if contract.store_result else None,
             "error": err,
             "warnings": list(at.warnings),
             "artifact_ids": list(artifact_ids),
@@ -248,6 +250,10 @@ class Dispatcher:
             "attempts": attempts,
             "duration_ms": round(duration_ms, 3),
         }
+        if data is not None and not contract.store_result:
+            # keyed, so it proves which result was returned without keeping it (a stored
+            # result is its own evidence: no second canonical encoding on the common path)
+            receipt["result_fingerprint"] = self.state.fingerprinter.fingerprint(data)
         stage = {CallStatus.SUCCEEDED: "completed", CallStatus.FAILED: "failed"}.get(
             status, "unknown"
         )

@@ -62,7 +62,7 @@ class Envelope:
 
     call_id: str
     status: CallStatus
-    data: Any = None
+    data: Any = field(default=None, repr=False)  # a tool result: never printed
     artifact_ids: tuple[str, ...] = ()
     warnings: tuple[str, ...] = ()
     error: dict[str, Any] | None = None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from charter.contracts.model import ToolContract
@@ -49,7 +49,7 @@ class ExecutionRequest:
     """One call, as the kernel hands it to an executor after every check has passed."""
 
     contract: ToolContract
-    arguments: Mapping[str, Any]
+    arguments: Mapping[str, Any] = field(repr=False)  # never printed (docs/privacy.md)
     context: Context
     deadline_s: float  # seconds from now; the executor gives up (``unknown``) after it
 
@@ -59,11 +59,12 @@ class ExecutionOutcome:
     """What an executor knows about one call."""
 
     status: OutcomeStatus
-    result: Any = None  # JSON-compatible when succeeded
+    result: Any = field(default=None, repr=False)  # JSON-compatible when succeeded
     error: Failure | None = None  # when failed or unknown
     dispatched: bool = True  # False only when refused before any effect could happen
     attempts: int = 1
-    log: str = ""  # redacted, truncated diagnostics (a worker's stderr); never shown to models
+    # redacted, truncated diagnostics (a worker's stderr); never shown to models or printed
+    log: str = field(default="", repr=False)
 
     @property
     def reason(self) -> str | None:

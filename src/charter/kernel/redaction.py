@@ -22,14 +22,28 @@ innocent. The kernel does, per call::
     envelope_data = redactor.redact(result)
     message = redactor.redact_text(str(exc))
 
+A remembered value is scrubbed in every form it is commonly re-encoded in — percent-encoded
+(``quote``/``quote_plus``), base64 (standard and URL-safe, alone or inside a longer base64
+text at any byte alignment) and JSON-escaped (``\\uXXXX``) — and from object keys as well
+as values. A text that still holds a remembered value once its percent or ``\\u`` escapes
+are decoded (a mixed or lower-case escaping) is replaced whole: redaction fails closed.
+:class:`StreamRedactor` applies the same rules to text that arrives in pieces, and
+:class:`RedactingLogFilter` to log records.
+
 Redactors are immutable; every method returns new values and never mutates its input.
 """
 
 from __future__ import annotations
 
+import base64
+import contextlib
 import functools
+import json
+import logging
 import re
+import urllib.parse
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 import re2
@@ -82,6 +96,65 @@ _TEXT_TRIGGERS = (
 )
 
 
+_JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
+MIN_BASE64_CORE = 8  # shorter secrets are matched in base64 only when encoded alone
+
+
+def _b64_cores(raw: bytes, encode: Callable[[bytes], bytes]) -> list[str]:
+    """The base64 text of ``raw`` at each of the three byte alignments inside a longer text.
+
+    With ``k`` bytes before it (mod 3), the characters wholly made of ``raw``'s bits are the
+    same whatever surrounds it: ``encode(pad + raw)[ceil(8k/6) : floor(8(k+n)/6)]``.
+    """
+    out = [encode(raw).decode("ascii").rstrip("=")]
+    if len(raw) >= MIN_BASE64_CORE:
+        for k in range(3):
+            text = encode(b"\0" * k + raw).decode("ascii")
+            core = text[-(-8 * k // 6) : (8 * (k + len(raw))) // 6]
+            out.append(core)
+    return out
+
+
+@functools.lru_cache(maxsize=1024)
+def secret_forms(secret: str) -> tuple[str, ...]:
+    """Every form of ``secret`` that :meth:`Redactor.redact_text` scrubs, longest first."""
+    raw = secret.encode("utf-8", "surrogatepass")
+    forms = {
+        secret,
+        urllib.parse.quote(secret, safe=""),
+        urllib.parse.quote(secret),
+        urllib.parse.quote_plus(secret),
+        json.dumps(secret)[1:-1],
+        json.dumps(secret, ensure_ascii=False)[1:-1],
+        "".join(f"\\u{ord(c):04x}" for c in secret),
+        "".join(f"\\u{ord(c):04X}" for c in secret),
+        *_b64_cores(raw, base64.b64encode),
+        *_b64_cores(raw, base64.urlsafe_b64encode),
+    }
+    return tuple(
+        sorted((f for f in forms if len(f) >= MIN_SCRUB_LENGTH), key=lambda f: (-len(f), f))
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _forms_pattern(forms: tuple[str, ...]) -> re.Pattern[str]:
+    """One alternation of escaped literals over all forms (longest first). Literals only, so
+    Python's engine cannot backtrack badly, and it searches a text without a match in well
+    under a microsecond (RE2's wrapper costs several per call)."""
+    return re.compile("|".join(re.escape(f) for f in forms))
+
+
+def _decoded_views(text: str) -> list[str]:
+    """``text`` with its percent and JSON ``\\u`` escapes decoded (the views that differ)."""
+    views = []
+    if "%" in text:
+        views.append(urllib.parse.unquote_plus(text))
+        views.append(urllib.parse.unquote(text))
+    if "\\u" in text:
+        views.append(_JSON_ESCAPE.sub(lambda m: chr(int(m.group(1), 16)), text))
+    return [v for v in views if v != text]
+
+
 def normalize_key(key: str) -> str:
     """``"X-Auth_Token"`` → ``"xauthtoken"``: lower case, letters and digits only."""
     return _NON_ALNUM.sub("", key.casefold())
@@ -101,6 +174,20 @@ def parse_pointer(pointer: str) -> tuple[str, ...]:
     if pointer == "":
         return ()
     return tuple(p.replace("~1", "/").replace("~0", "~") for p in pointer.split("/")[1:])
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RedactionSettings:
+    """The deployment's ``redaction:`` section (see docs/privacy.md)."""
+
+    keys: tuple[str, ...] = ()  # extra key names: a key containing one is hidden whole
+    patterns: tuple[str, ...] = ()  # RE2 expressions replaced inside every string
+    # secret values by reference (charter.deploy.SecretRef), scrubbed in every form
+    values: tuple[Any, ...] = ()
+
+    def redactor(self, known: Iterable[str] = ()) -> Redactor:
+        """The deployment-wide redactor: these settings plus ``known`` secret values."""
+        return Redactor(keys=self.keys, patterns=self.patterns, values=known)
 
 
 class _Trie:
@@ -137,7 +224,7 @@ class _Request(Protocol):
 class Redactor:
     """Redacts JSON values and free text. Immutable."""
 
-    __slots__ = ("_patterns", "_pointers", "_sources", "_trie", "_values")
+    __slots__ = ("_forms", "_keys", "_patterns", "_pointers", "_sources", "_trie", "_values")
 
     def __init__(
         self,
@@ -145,6 +232,7 @@ class Redactor:
         pointers: Iterable[str] = (),
         patterns: Iterable[str] = (),
         values: Iterable[str] = (),
+        keys: Iterable[str] = (),
     ) -> None:
         self._pointers = tuple(sorted(set(pointers)))
         self._trie = _Trie()
@@ -161,16 +249,36 @@ class Redactor:
                     "(RE2 has no backreferences or lookaround)"
                 ) from None
         self._patterns: tuple[Any, ...] = tuple(compiled)
+        self._keys = tuple(sorted({normalize_key(k) for k in keys} - {""}))
+        self._set_values(values)
+
+    def _set_values(self, values: Iterable[str]) -> None:
         # longest first, so a value that contains another is replaced whole
         self._values = tuple(
             sorted({v for v in values if len(v) >= MIN_SCRUB_LENGTH}, key=lambda v: (-len(v), v))
         )
+        forms = {f for v in self._values for f in secret_forms(v)}
+        self._forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))
 
     def __repr__(self) -> str:
         return (
             f"Redactor(pointers={list(self._pointers)!r}, patterns={len(self._sources)}, "
-            f"remembered={len(self._values)})"
+            f"keys={len(self._keys)}, remembered={len(self._values)})"
         )
+
+    @property
+    def longest_form(self) -> int:
+        """The length of the longest text form of a remembered value (0 if none)."""
+        return len(self._forms[0]) if self._forms else 0
+
+    def is_sensitive_key(self, key: str) -> bool:
+        """A built-in sensitive key name, or one containing a configured key word."""
+        if is_sensitive_key(key):
+            return True
+        if not self._keys:
+            return False
+        norm = normalize_key(key)
+        return any(word in norm for word in self._keys)
 
     @property
     def pointers(self) -> tuple[str, ...]:
@@ -184,9 +292,8 @@ class Redactor:
             new._trie.add(parse_pointer(pointer))
         new._sources = self._sources
         new._patterns = self._patterns
-        new._values = tuple(
-            sorted({v for v in values if len(v) >= MIN_SCRUB_LENGTH}, key=lambda v: (-len(v), v))
-        )
+        new._keys = self._keys
+        new._set_values(values)
         return new
 
     def with_pointers(self, pointers: Iterable[str]) -> Redactor:
@@ -211,11 +318,12 @@ class Redactor:
         if isinstance(value, Mapping):
             out: dict[Any, Any] = {}
             for key, item in value.items():
-                if isinstance(key, str) and is_sensitive_key(key):
-                    out[key] = REDACTED
+                if isinstance(key, str) and self.is_sensitive_key(key):
+                    redacted: Any = REDACTED
                 else:
                     child = node.children.get(str(key)) if node is not None else None
-                    out[key] = self._redact(item, child)
+                    redacted = self._redact(item, child)
+                out[self._redact_key(key, out)] = redacted
             return out
         if isinstance(value, list | tuple):
             items = [
@@ -224,6 +332,19 @@ class Redactor:
             ]
             return items if isinstance(value, list) else tuple(items)
         return value
+
+    def _redact_key(self, key: Any, taken: Mapping[Any, Any]) -> Any:
+        """An object key with known secrets and patterns scrubbed; a collision gets ``#N``."""
+        if not isinstance(key, str):
+            return key
+        clean = self._scrub_known(key) if self._forms or self._patterns else key
+        if clean not in taken:
+            return clean
+        candidate, n = clean, 1
+        while candidate in taken:
+            n += 1
+            candidate = f"{clean}#{n}"
+        return candidate
 
     def secret_values(self, value: Any) -> frozenset[str]:
         """Every string (and number, as text) that :meth:`redact` would hide whole."""
@@ -244,7 +365,7 @@ class Redactor:
         if isinstance(value, Mapping):
             for key, item in value.items():
                 child = node.children.get(str(key)) if node is not None else None
-                sensitive = isinstance(key, str) and is_sensitive_key(key)
+                sensitive = isinstance(key, str) and self.is_sensitive_key(key)
                 self._collect(item, child, hidden or sensitive, found)
         elif isinstance(value, list | tuple):
             for i, item in enumerate(value):
@@ -254,17 +375,36 @@ class Redactor:
     # -- text -----------------------------------------------------------------------------
 
     def redact_text(self, text: str) -> str:
-        """Scrub remembered values, configured patterns and ``key=value`` secrets from text."""
-        for secret in self._values:
-            if secret in text:
-                text = text.replace(secret, REDACTED)
-        for pattern in self._patterns:
-            text = pattern.sub(REDACTED, text)
+        """Scrub remembered values (in every form), patterns and ``key=value`` secrets."""
+        text = self._scrub_known(text)
         folded = text.casefold()
         if any(word in folded for word in _TEXT_TRIGGERS):
             for rule, replacement in _TEXT_RULES:
                 text = rule.sub(replacement, text)
         return str(text)
+
+    def _scrub_known(self, text: str) -> str:
+        """Remembered values in every form, and the configured patterns (no text rules)."""
+        if self._forms:
+            if len(self._forms) <= 4:
+                for form in self._forms:
+                    if form in text:
+                        text = text.replace(form, REDACTED)
+            else:
+                pattern = _forms_pattern(self._forms)
+                if pattern.search(text) is not None:
+                    text = pattern.sub(REDACTED, text)
+            if "%" in text or "\\u" in text:
+                for view in _decoded_views(text):
+                    if any(secret in view for secret in self._values):
+                        return REDACTED  # a form we do not rewrite in place: fail closed
+        for compiled in self._patterns:
+            text = compiled.sub(REDACTED, text)
+        return text
+
+    def contains_secret(self, text: str) -> bool:
+        """True if :meth:`redact_text` would change ``text`` (a known secret or a pattern)."""
+        return self.redact_text(text) != text
 
     def scrub(self, text: str, values: Iterable[str] = ()) -> str:
         """:meth:`redact_text` with extra ``values`` to scrub, for this text only."""
@@ -282,3 +422,113 @@ class Redactor:
             return redactor.scrub(text, redactor.secret_values(request.arguments))
 
         return redact_message
+
+
+class StreamRedactor:
+    """Redacts text that arrives in pieces (chat deltas, progress messages).
+
+    A remembered value split across two pieces is still caught: :meth:`feed` holds back the
+    tail of the text that could be the start of a form of a remembered value (at most that
+    form's length minus one character) and emits the rest; a form that straddles the cut
+    moves the cut before it. Ordinary text is held back only where its last characters begin
+    a secret's form, so a stream without secrets flows on unchanged. :meth:`flush` emits what
+    is held at the end of the stream. Configured patterns are applied to each emitted piece (a
+    pattern match split across pieces is not held back unless it is a remembered value).
+    """
+
+    __slots__ = ("_buffer", "_forms", "_redactor")
+
+    def __init__(self, redactor: Redactor) -> None:
+        self._redactor = redactor
+        self._forms = redactor._forms
+        self._buffer = ""
+
+    @property
+    def pending(self) -> int:
+        """How many characters are held back."""
+        return len(self._buffer)
+
+    def _held(self, buffer: str) -> int:
+        """The length of the longest tail of ``buffer`` that is a proper prefix of a form."""
+        held = 0
+        for form in self._forms:
+            tail = buffer[-(len(form) - 1) :] if len(form) > 1 else ""
+            index = tail.find(form[0])
+            while index != -1 and len(tail) - index > held:
+                if form.startswith(tail[index:]):
+                    held = len(tail) - index
+                    break
+                index = tail.find(form[0], index + 1)
+        return held
+
+    def feed(self, text: str) -> str:
+        """Take the next piece; return the redacted text that is safe to emit now."""
+        buffer = self._buffer + text
+        if not self._forms:
+            self._buffer = ""
+            return self._redactor.redact_text(buffer) if buffer else ""
+        cut = len(buffer) - self._held(buffer)
+        moved = True
+        while moved and cut > 0:
+            moved = False
+            for form in self._forms:
+                start = buffer.find(form, max(cut - len(form) + 1, 0), cut + len(form) - 1)
+                if 0 <= start < cut < start + len(form):
+                    cut, moved = start, True
+        self._buffer = buffer[cut:]
+        return self._redactor.redact_text(buffer[:cut]) if cut > 0 else ""
+
+    def flush(self) -> str:
+        """The redacted rest of the stream; the redactor is empty afterwards."""
+        rest, self._buffer = self._buffer, ""
+        return self._redactor.redact_text(rest) if rest else ""
+
+
+class RedactingLogFilter(logging.Filter):
+    """Scrubs a redactor's secrets from every record that passes a handler it is on.
+
+    The message (with its arguments merged), a formatted exception and stack, and a
+    ``charter`` fields dict are redacted in place; records are never dropped. Install it on
+    handlers (not loggers) so records of third-party loggers that propagate to them are
+    scrubbed too.
+    """
+
+    def __init__(self, *redactors: Redactor) -> None:
+        super().__init__()
+        self._redactors: list[Redactor] = list(redactors)
+
+    def learn(self, redactor: Redactor) -> None:
+        """Also apply ``redactor`` (a runtime's, while it is open)."""
+        self._redactors.append(redactor)
+
+    def forget(self, redactor: Redactor) -> None:
+        """Stop applying ``redactor`` (its runtime closed)."""
+        with contextlib.suppress(ValueError):
+            self._redactors.remove(redactor)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for redactor in (Redactor(), *self._redactors):
+            self._scrub(record, redactor)
+        return True
+
+    def _scrub(self, record: logging.LogRecord, redactor: Redactor) -> None:
+        try:
+            message = record.getMessage()
+        except Exception:  # a malformed record: keep only its template
+            message = str(record.msg)
+        clean = redactor.redact_text(message)
+        if clean != message or record.args:
+            record.msg, record.args = clean, None
+        if record.exc_info and record.exc_info[0] is not None and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = redactor.redact_text(record.exc_text)
+        if record.stack_info:
+            record.stack_info = redactor.redact_text(record.stack_info)
+        fields = getattr(record, "charter", None)
+        if isinstance(fields, dict):
+            setattr(record, "charter", redactor.redact(fields))  # noqa: B010 - extra field
+
+
+LOG_FILTER = RedactingLogFilter()
+"""The filter Charter puts on its log handlers; each open runtime adds its redactor."""

@@ -12,8 +12,10 @@ them exact under concurrency (in one process or many sharing the store):
   at reservation; exceeding one raises :class:`~charter.errors.ResourceLimit`, so nothing is
   reserved.
 
-Call rows carry no raw arguments: a fingerprint, the redacted summary and, once finished, the
-redacted and clamped receipt that a repeated call returns.
+Call rows carry no argument values: a fingerprint, the argument shape (field paths, types,
+sizes) with the values of the contract's ``audit`` fields and, once finished, the redacted and
+clamped receipt that a repeated call returns (its result only if the contract stores results).
+Approval rows keep the redacted preview and arguments a person decides on.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from charter.contracts.preview import legacy_record
 from charter.errors import InvalidInput, ResourceLimit, StoreConflict
 from charter.ledger.rows import (
     EventFacts,
@@ -201,7 +204,10 @@ def _reserve(event: EventFacts, get: Getter, *, state: str) -> Writes:
         "state": state,
         "approval_id": p.get("approval_id"),
         "task_id": p.get("task_id"),
-        "summary": p.get("summary"),
+        # the argument shape (+ audit fields); an event written before shapes has the redacted
+        # summary instead, of which the row keeps the shape (store migration 9/8 rewrote the
+        # rows written before; docs/privacy.md, "older databases")
+        "summary": p["arguments"] if "arguments" in p else legacy_record(p.get("summary")),
         "attempts": 0,
         "receipt": None,
         "owner": None,
@@ -271,6 +277,7 @@ def _approval_requested(event: EventFacts, get: Getter) -> Writes:
         "tenant": _s(p, "tenant"),
         "requested_by": p.get("actor"),
         "summary": p.get("summary"),
+        "full_arguments": p.get("full_arguments"),
         "effect": p.get("effect"),
         "danger": p.get("danger"),
         "requested_at": event.at,

@@ -220,6 +220,13 @@ class ApprovalRow(NamedTuple):
     def to_dict(self) -> dict[str, Any]:
         return dict(self.row)
 
+    def listed(self) -> dict[str, Any]:
+        """The row as listed and shown by default: the clamped preview (``summary``), not the
+        whole redacted arguments (``full_arguments``, for operators who ask)."""
+        out = dict(self.row)
+        out.pop("full_arguments", None)
+        return out
+
 
 class ProposalRow(NamedTuple):
     run_id: str

@@ -27,7 +27,7 @@ class ToolSpec:
 class ToolCallRecord:
     call_id: str
     name: str
-    arguments: str
+    arguments: str = field(repr=False)  # never printed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -35,7 +35,7 @@ class ChatMessage:
     """One message of the provider-neutral history (role user | assistant | tool)."""
 
     role: str
-    text: str = ""
+    text: str = field(default="", repr=False)  # never printed
     tool_calls: tuple[ToolCallRecord, ...] = ()
     tool_call_id: str | None = None
     tool_name: str | None = None
@@ -55,7 +55,7 @@ class TurnRequest:
 class ToolInvocation:
     call_id: str
     name: str
-    arguments: str
+    arguments: str = field(repr=False)  # never printed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,8 +63,8 @@ class ToolOutcome:
     """What the invoker answers: the call status and the (clamped) content for the model."""
 
     status: str
-    content: str
-    data: Any = None
+    content: str = field(repr=False)  # never printed
+    data: Any = field(default=None, repr=False)
 
 
 class ToolInvoker(Protocol):

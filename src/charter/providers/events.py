@@ -30,19 +30,19 @@ SAFE_ERROR_MESSAGE = "The assistant could not complete this turn. Details are in
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TextDelta:
-    text: str
+    text: str = field(repr=False)  # never printed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class MessageCompleted:
-    text: str
+    text: str = field(repr=False)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolCallRequested:
     call_id: str
     name: str
-    arguments: str  # the model's raw JSON text; the kernel parses it strictly
+    arguments: str = field(repr=False)  # the model's raw JSON text; never printed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,7 +50,7 @@ class ToolResultReady:
     call_id: str
     name: str
     status: str
-    content: str  # what the model sees (clamped)
+    content: str = field(repr=False)  # what the model sees (clamped); never printed
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -20,11 +20,13 @@ from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from charter.contracts.preview import arguments_record, preview
 from charter.errors import Failure
 from charter.kernel.acceptance import model_text
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
+from charter.kernel.redaction import StreamRedactor
 from charter.ledger.events import NewEvent, format_at
 from charter.proposals.service import ProposalService, draft_from_result
 from charter.providers.base import (
@@ -245,18 +247,25 @@ class Orchestrator:
                 await queue.put(None)
 
         task = asyncio.create_task(pump())
+        # text deltas pass a stream redactor: a known secret split over two deltas is held
+        # back until it can be scrubbed whole; anything else first emits what is held
+        deltas = StreamRedactor(self.runtime.redactor)
         try:
             while True:
                 item = await queue.get()
                 if item is None:
                     break
                 kind, data = item
-                if kind != "provider":
+                event = pending.pop(0) if kind == "provider" else None
+                if not isinstance(event, TextDelta) and deltas.pending:
+                    yield make("assistant.delta", {"text": deltas.flush()})
+                if event is None:
                     yield make(kind, data)
                     continue
-                event = pending.pop(0)
                 if isinstance(event, TextDelta):
-                    yield make("assistant.delta", {"text": event.text})
+                    safe = deltas.feed(event.text)
+                    if safe:
+                        yield make("assistant.delta", {"text": safe})
                 elif isinstance(event, MessageCompleted):
                     yield make("assistant.completed", {"text": event.text})
                 elif isinstance(event, ToolCallRequested):
@@ -281,6 +290,8 @@ class Orchestrator:
         finally:
             if not task.done():
                 task.cancel()
+        if deltas.pending:
+            yield make("assistant.delta", {"text": deltas.flush()})
         await self._record(
             ctx,
             "chat_turn_completed" if status == "completed" else "chat_turn_failed",
@@ -316,7 +327,10 @@ class KernelInvoker:
     async def emit(self, type_: str, data: dict[str, Any]) -> None:
         await self.queue.put((type_, data))
 
-    def _summary(self, tool: str, arguments: str) -> Any:
+    def _summary(self, tool: str, arguments: str, *, approval: bool = False) -> Any:
+        """The arguments as streamed and stored with the conversation: their shape (+ the
+        contract's audit fields); for an approval, the redacted preview the person decides on
+        (as in the approval request itself; docs/privacy.md)."""
         offered = self.ctx.offered(tool)
         try:
             parsed = json.loads(arguments)
@@ -325,9 +339,11 @@ class KernelInvoker:
         if offered is None:
             return None  # never describe a tool the context did not offer
         contract = self.o.runtime.build.tools[offered.id].contract
-        summary = self.o.runtime.redactor.with_pointers(contract.redact).redact(parsed)
-        _, clipped = clamp(json.dumps(summary, sort_keys=True), 2048)
-        return {"truncated": True} if clipped else summary
+        redactor = self.o.runtime.redactor.with_pointers(contract.redact)
+        redactor = redactor.remember(redactor.secret_values(parsed))
+        if approval:
+            return preview(redactor.redact(parsed), 2048)
+        return arguments_record(redactor.redact(parsed), contract.audit)
 
     async def invoke(self, invocation: ToolInvocation) -> ToolOutcome:
         runtime = self.o.runtime
@@ -351,7 +367,9 @@ class KernelInvoker:
                     "approvalId": envelope.approval["id"],
                     "callId": call_id,
                     "tool": invocation.name,
-                    "arguments": self._summary(invocation.name, invocation.arguments),
+                    "arguments": self._summary(
+                        invocation.name, invocation.arguments, approval=True
+                    ),
                     "expiresAt": envelope.approval["expires_at"],
                 },
             )

@@ -13,6 +13,8 @@ import sys
 from datetime import UTC, datetime
 from typing import Any
 
+from charter.kernel.redaction import LOG_FILTER
+
 LOGGER = "charter.server"
 
 
@@ -33,14 +35,20 @@ class JsonFormatter(logging.Formatter):
 
 
 def configure_logging(level: str = "info") -> None:
-    """Send ``charter.*`` and uvicorn's error log to stderr as JSON lines."""
+    """Send ``charter.*``, uvicorn's error log and every other logger (the root's handler:
+    HTTP clients, SDKs) to stderr as JSON lines, through the redacting filter: the known
+    secrets of every open runtime are scrubbed from each record (docs/privacy.md)."""
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
+    handler.addFilter(LOG_FILTER)
     for name in ("charter", "uvicorn.error"):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
         logger.setLevel(level.upper())
         logger.propagate = False
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())
 
 
 def log(level: int, message: str, **fields: Any) -> None:

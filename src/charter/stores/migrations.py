@@ -8,11 +8,49 @@ Migrations are append-only: never edit one that has shipped, add the next.
 
 from __future__ import annotations
 
+import json
+from collections.abc import Callable
+from typing import Any
+
+from charter.contracts.canonical import canonical_text
+from charter.contracts.preview import legacy_record
 from charter.errors import MigrationError
 
 SCHEMA_TABLE = "charter_schema"
 
-SQLITE: tuple[tuple[str, ...], ...] = (
+
+def shaped_call_row(data: str) -> str:
+    """A call row written before argument shapes, its redacted summary (values) replaced by
+    the summary's shape: what the projection now builds from the same event (docs/privacy.md).
+    """
+    row = json.loads(data)
+    row["summary"] = legacy_record(row.get("summary"))
+    return canonical_text(row)
+
+
+def _shape_sqlite_calls(conn: Any) -> None:
+    rows = conn.execute("SELECT run_id, context_id, call_id, data FROM calls").fetchall()
+    for run_id, context_id, call_id, data in rows:
+        conn.execute(
+            "UPDATE calls SET data = ? WHERE run_id = ? AND context_id = ? AND call_id = ?",
+            (shaped_call_row(data), run_id, context_id, call_id),
+        )
+
+
+async def _shape_postgres_calls(conn: Any) -> None:
+    cur = await conn.execute("SELECT run_id, context_id, call_id, data FROM calls")
+    for run_id, context_id, call_id, data in await cur.fetchall():
+        await conn.execute(
+            "UPDATE calls SET data = %s WHERE run_id = %s AND context_id = %s AND call_id = %s",
+            (shaped_call_row(data), run_id, context_id, call_id),
+        )
+
+
+# A migration is a tuple of SQL statements, or of callables taking the connection (a sync one
+# for SQLite, an async one for PostgreSQL) for rewrites SQL cannot express.
+Statement = str | Callable[[Any], Any]
+
+SQLITE: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE events (
             run_id TEXT NOT NULL, seq INTEGER NOT NULL, type TEXT NOT NULL, at TEXT NOT NULL,
@@ -130,9 +168,12 @@ SQLITE: tuple[tuple[str, ...], ...] = (
             run_id TEXT PRIMARY KEY, reason TEXT NOT NULL, seq BIGINT, message TEXT NOT NULL,
             found_at TEXT NOT NULL, quarantined_at TEXT, quarantined_by TEXT)""",
     ),
+    # Argument values at rest: call rows keep the argument shape, not the redacted summary
+    # (the events keep what they had: they are hash-chained). See docs/privacy.md.
+    (_shape_sqlite_calls,),
 )
 
-POSTGRES: tuple[tuple[str, ...], ...] = (
+POSTGRES: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE events (
             run_id TEXT NOT NULL, seq BIGINT NOT NULL, type TEXT NOT NULL, at TEXT NOT NULL,
@@ -221,6 +262,7 @@ POSTGRES: tuple[tuple[str, ...], ...] = (
             run_id TEXT PRIMARY KEY, reason TEXT NOT NULL, seq BIGINT, message TEXT NOT NULL,
             found_at TEXT NOT NULL, quarantined_at TEXT, quarantined_by TEXT)""",
     ),
+    (_shape_postgres_calls,),  # argument shapes in call rows (see the SQLite list)
 )
 
 

@@ -87,7 +87,10 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
         for version in range(found + 1, known + 1):
             async with conn.transaction():
                 for statement in migrations.POSTGRES[version - 1]:
-                    await conn.execute(statement)
+                    if callable(statement):
+                        await statement(conn)
+                    else:
+                        await conn.execute(statement)
                 await conn.execute(
                     f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (%s, %s)",
                     (version, format_at(datetime.now(UTC))),

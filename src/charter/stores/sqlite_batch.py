@@ -59,7 +59,10 @@ def migrate(conn: sqlite3.Connection, *, where: str) -> int:
             logger.info("migrating %s from schema version %d to %d", where, found, known)
         for version in range(found + 1, known + 1):
             for statement in migrations.SQLITE[version - 1]:
-                conn.execute(statement)
+                if callable(statement):
+                    statement(conn)
+                else:
+                    conn.execute(statement)
             conn.execute(
                 f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (?, ?)",
                 (version, format_at(datetime.now(UTC))),

@@ -76,6 +76,17 @@ async def approvals_page(
     )
 
 
+@router.get("/approvals/{approval_id}/arguments", response_class=HTMLResponse)
+async def approval_arguments(
+    request: Request, approval_id: str, who: Annotated[Operator, Depends(operator)]
+) -> HTMLResponse:
+    """One approval's full redacted arguments (the inbox shows a clamped preview)."""
+    row = await console_of(request).state.runtime.get_approval(
+        approval_id, as_=who.principal, full=True
+    )
+    return render(request, "approval_arguments.html", {"a": row, "page": "approvals"}, who=who)
+
+
 @router.get("/approvals/stream")
 async def approvals_stream(
     request: Request, who: Annotated[Operator, Depends(operator)]

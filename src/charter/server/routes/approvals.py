@@ -12,7 +12,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 
-from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal
 from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER
 from charter.server.problems import problem_responses
@@ -34,7 +33,7 @@ async def list_approvals(
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
     rows = await state.runtime.approvals(as_=principal, status=status, limit=limit)
-    return [row.to_dict() for row in rows]
+    return [row.listed() for row in rows]
 
 
 @router.get(
@@ -46,11 +45,11 @@ async def get_approval(
     approval_id: str,
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
+    full: Annotated[
+        bool, Query(description="Include the full redacted arguments (operators only).")
+    ] = False,
 ) -> dict[str, Any]:
-    row = await state.runtime.find_approval(approval_id, as_=principal)
-    if row is None:
-        raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
-    return row.to_dict()
+    return await state.runtime.get_approval(approval_id, as_=principal, full=full)
 
 
 async def _decide(
@@ -74,7 +73,7 @@ async def _decide(
             tenant=request.headers.get(TENANT_HEADER) or body.tenant,
             reason=body.reason,
         )
-    return decided.to_dict()
+    return decided.listed()
 
 
 DECISION_RESPONSES = problem_responses(401, 403, 404, 409, 413, 415, 422)

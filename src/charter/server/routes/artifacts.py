@@ -108,6 +108,7 @@ async def upload(
         if not path:
             raise InvalidInput("give the file's name (?name= or the form)", reason="UPLOAD_NO_NAME")
         path = path.replace("\\", "/").rsplit("/", 1)[-1] if name is None else path
+        service.check_name(path)
         writer = await anyio.to_thread.run_sync(
             functools.partial(service.store.open_write, run_id, path, versioned=True)
         )

@@ -1,0 +1,71 @@
+"""A scripted model streams a known secret split across two text deltas: the stream redactor
+holds the first half back, so neither the streamed events nor the stored conversation (its
+events and its history) ever hold the secret or either half's join — on SQLite and PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from charter.kernel.redaction import REDACTED, Redactor
+from charter.providers import ScriptedProvider
+from charter.stores.conversations import ConversationStore
+from tests.chat.conftest import FakeClock
+from tests.chat.test_durable import _replica, _turn, postgres_url, project, sqlite_url
+from tests.server._harness import Project
+
+pytestmark = pytest.mark.anyio
+
+SECRET = "tok-Zq81-VERY-private-4471"
+HALF = 11
+SCRIPT = {
+    "rules": [
+        {
+            "match": "",
+            "steps": [
+                {"say": f"Your key is {SECRET[:HALF]}"},
+                {"say": f"{SECRET[HALF:]} — keep it safe."},
+            ],
+        }
+    ]
+}
+
+__all__ = ["postgres_url", "project", "sqlite_url"]  # fixtures used by name
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_a_secret_split_across_two_deltas_is_never_streamed_or_stored(
+    project: Project, backend: str, request: pytest.FixtureRequest
+) -> None:
+    url = request.getfixturevalue(f"{backend}_url")
+    provider = ScriptedProvider.from_document(SCRIPT)
+    async with _replica(project, url, FakeClock(), provider) as (rt, hub):
+        rt.kernel.redactor = Redactor().remember([SECRET])
+        conv, events = await _turn(hub, rt, "what is my key?")
+        store = rt.kernel.store
+        assert isinstance(store, ConversationStore)
+        record = await store.load_conversation(conv.conversation_id)
+        stored = await store.read_conversation_events(conv.conversation_id, after=0)
+    deltas = [e["data"]["text"] for e in events if e["type"] == "assistant.delta"]
+    assert "".join(deltas) == f"Your key is {REDACTED} — keep it safe."
+    streamed = json.dumps(events)
+    assert SECRET not in streamed
+    for piece in deltas:  # no delta ends with the secret's first half
+        assert SECRET[:HALF] not in piece
+    assert record is not None
+    blobs: list[Any] = [record.history, *(e.data for e in stored)]
+    for blob in blobs:
+        text = blob if isinstance(blob, str) else json.dumps(blob)
+        assert SECRET not in text
+        assert SECRET[:HALF] not in text
+
+
+def test_the_script_really_splits_the_secret(tmp_path: Path) -> None:
+    halves = [step["say"] for step in SCRIPT["rules"][0]["steps"]]
+    assert SECRET not in halves[0]
+    assert SECRET not in halves[1]
+    assert SECRET in "".join(halves)
