@@ -97,10 +97,10 @@ async def _check_case(shim: Path, tmp: Path, skip: int, fail: int) -> str:
         row = await rt.get_call(context, "c1", as_="app")
         if status == "failed":  # told "failed, nothing started"
             assert ran == 0
-            assert row["state"] not in ("unknown", "dispatching", "succeeded"), row
+            assert row.state not in ("unknown", "dispatching", "succeeded"), row
         elif status == "succeeded":
             assert ran == 1
-            assert row["state"] == "succeeded", row
+            assert row.state == "succeeded", row
         else:
             assert status == "unknown", first
         again = await rt.call(context, "kv.put", "c1", {"key": "a", "value": "1"}, as_="app")
@@ -109,7 +109,7 @@ async def _check_case(shim: Path, tmp: Path, skip: int, fail: int) -> str:
         report = await verify_run(rt.store, run_id, ledger_key_for(project))
         assert report.ok, report.to_dict()
     assert runs_of(project, "kv.put") <= 1  # never twice
-    return f"{status}/{row['state']}->{again.status.value}"
+    return f"{status}/{row.state}->{again.status.value}"
 
 
 async def test_eio_at_each_storage_operation_of_a_call(shim: Path, tmp_path: Path) -> None:
