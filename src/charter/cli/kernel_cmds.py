@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -165,18 +166,28 @@ def contexts_resolve(
         console.print(f"unresolved attachments: {', '.join(out['unresolved'])}")
 
 
-def _print_envelope(env: Envelope) -> None:
+def _print_envelope(env: Envelope, *, where: list[str], retry: list[str]) -> None:
+    """Print one envelope as text. ``where`` are the options naming the project (or server)
+    and ``retry`` the command that re-submits this call in its context: a pending call prints
+    both next steps whole, ids included, so they can be pasted as they are."""
     colour = {"succeeded": "green", "pending_approval": "yellow"}.get(env.status.value, "red")
     console.print(
         f"[{colour}]{env.status.value}[/]  call {env.call_id}  "
         f"({env.metrics.duration_ms:.1f} ms{', cached' if env.metrics.cached else ''})"
     )
     if env.approval:
-        console.print(
-            f"approval {env.approval['id']} expires {env.approval['expires_at']}; "
-            f"an operator approves with: charter approvals approve "
-            f"{env.approval['id']} --as OPERATOR"
+        approve = shlex.join(
+            ["charter", "approvals", "approve", env.approval["id"], *where, "--as", "OPERATOR"]
         )
+        console.print(
+            f"approval {env.approval['id']} expires {env.approval['expires_at']}",
+            soft_wrap=True,
+        )
+        console.print(f"an operator approves with:  {approve}", soft_wrap=True, markup=False)
+        if retry:
+            console.print(
+                f"then complete the call with: {shlex.join(retry)}", soft_wrap=True, markup=False
+            )
     if env.error:
         console.print(f"{env.error['code']} ({env.error['reason']}): {env.error['message']}")
     for warning in env.warnings:
@@ -237,8 +248,27 @@ def call(
     if as_json:
         print_json(env.to_dict())
     else:
-        _print_envelope(env)
+        where = _where(server, project, store, deploy)
+        retry = []
+        if env.context_id:
+            retry = ["charter", "call", tool, "--context", env.context_id, "--call-id", call_id]
+            retry += ["--args", raw, *where]
+            if as_ is not None and not server:
+                retry += ["--as", as_]
+        _print_envelope(env, where=where, retry=retry)
     raise typer.Exit(EXIT_CODES.get(env.status, 1))
+
+
+def _where(server: str | None, project: Path, store: str | None, deploy: Path | None) -> list[str]:
+    """The options that point a follow-up command at the same project, store or server."""
+    if server:
+        return ["--server", server]
+    where = [] if project == Path(".") else ["--project", str(project)]
+    if store and "@" not in store and not os.environ.get("CHARTER_STORE"):  # no credentials
+        where += ["--store", store]
+    if deploy and not os.environ.get("CHARTER_DEPLOY"):
+        where += ["--deploy", str(deploy)]
+    return where
 
 
 @calls_app.command("show")
