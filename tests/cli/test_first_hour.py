@@ -73,3 +73,38 @@ def test_pending_call_prints_the_commands_that_complete_it(demo: Path) -> None:
     listed = charter("approvals", "ls", "--project", "demo", "--as", "alice", "--json", cwd=here)
     rows = json.loads(listed.stdout)
     assert [r["status"] for r in rows] == ["consumed"]
+
+
+def test_star_permission_grants_everything_as_documented(demo: Path) -> None:
+    deploy = demo / "charter.deploy.yaml"
+    deploy.write_text(
+        deploy.read_text().replace(
+            "principals:\n",
+            'principals:\n  root:\n    kind: operator\n    tenant: acme\n    permissions: ["*"]\n',
+        )
+    )
+    args = '{"title": "t", "body": "b"}'
+    asked = charter(
+        "call", "notes.add", "--profile", "editor", "--as", "root", "--call-id", "r1",
+        "--args", args, "--json", cwd=demo,
+    )  # fmt: skip
+    assert asked.returncode == 3, asked.stdout + asked.stderr
+    pending = json.loads(asked.stdout)
+    # "*" holds approvals:approve too, so root (an operator) may approve.
+    decided = charter("approvals", "approve", pending["approval"]["id"], "--as", "root", cwd=demo)
+    assert decided.returncode == 0, decided.stderr
+    done = charter(
+        "call", "notes.add", "--context", pending["context_id"], "--call-id", "r1",
+        "--args", args, cwd=demo,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_a_bad_permission_is_still_refused_by_name(demo: Path) -> None:
+    deploy = demo / "charter.deploy.yaml"
+    deploy.write_text(deploy.read_text().replace("[notes:read]", '["**"]'))
+    out = charter("call", "notes.search", "--profile", "reader", "--as", "app",
+                  "--call-id", "x", cwd=demo)  # fmt: skip
+    assert out.returncode == 1
+    assert "permissions[0]" in out.stderr
+    assert "is not a valid permission" in out.stderr
