@@ -108,3 +108,96 @@ def test_a_bad_permission_is_still_refused_by_name(demo: Path) -> None:
     assert out.returncode == 1
     assert "permissions[0]" in out.stderr
     assert "is not a valid permission" in out.stderr
+
+
+def test_runs_commands_take_project_and_list_nothing_before_the_first_run(demo: Path) -> None:
+    here = demo.parent
+    empty = charter("runs", "ls", "--project", "demo", cwd=here)
+    assert empty.returncode == 0, empty.stderr
+    assert "No runs yet." in empty.stdout
+    assert json.loads(charter("runs", "ls", "-p", "demo", "--json", cwd=here).stdout) == []
+    made = charter("call", "notes.search", "-p", "demo", "--profile", "reader", "--as", "app",
+                   "--call-id", "s1", "--json", cwd=here)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    run_id = json.loads(made.stdout)["run_id"]
+    listed = json.loads(charter("runs", "ls", "--project", "demo", "--json", cwd=here).stdout)
+    assert [r["run_id"] for r in listed] == [run_id]
+    shown = charter("runs", "show", run_id, "--project", "demo", "--json", cwd=here)
+    assert json.loads(shown.stdout)["run_id"] == run_id
+    events = charter("runs", "events", run_id, "--project", "demo", "--json", cwd=here)
+    assert events.returncode == 0, events.stderr
+    assert "tool_call_recorded" in events.stdout
+    verified = charter("runs", "verify", run_id, "--project", "demo", cwd=here)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    # Nothing was created where the commands ran: the project's own store and key were used.
+    assert not (here / ".charter").exists()
+
+
+def test_bad_status_unknown_profile_and_mistyped_tool_say_what_would_work(demo: Path) -> None:
+    bogus = charter("approvals", "ls", "--as", "alice", "--status", "bogus", cwd=demo)
+    assert bogus.returncode == 1
+    assert "pending, approved, rejected, expired, consumed" in bogus.stderr
+
+    profile = charter("call", "notes.search", "--profile", "redaer", "--as", "app",
+                      "--call-id", "p1", cwd=demo)  # fmt: skip
+    assert profile.returncode == 1
+    assert "unknown profile 'redaer' (known: editor, reader)" in profile.stderr
+    resolved = charter("contexts", "resolve", "--profile", "redaer", "--as", "app", cwd=demo)
+    assert "(known: editor, reader)" in resolved.stderr
+
+    typo = charter("call", "notes.serch", "--profile", "reader", "--as", "app",
+                   "--call-id", "t1", cwd=demo)  # fmt: skip
+    assert typo.returncode == 4
+    assert "did you mean: notes.search?" in typo.stdout
+
+
+BAD_WRITE = '''
+import time
+
+import charter
+
+
+@charter.tool("notes.stamp", effect="write", permissions=["notes:write"], timeout_s=0.5)
+def stamp() -> dict:
+    """Stamp the notebook; slower than its deadline, so its outcome is in doubt."""
+    time.sleep(3)
+    return {}
+'''
+
+
+def test_an_unknown_outcome_says_how_to_resolve_it(demo: Path) -> None:
+    (demo / "tools" / "stamp.py").write_text(BAD_WRITE)
+    config = demo / "charter.yaml"
+    config.write_text(
+        config.read_text()
+        .replace("    - tools/notes.py\n", "    - tools/notes.py\n    - tools/stamp.py\n")
+        .replace("include: [notes.search, notes.get, notes.add]", "include: [notes.stamp]", 1)
+    )
+    deploy = demo / "charter.deploy.yaml"
+    deploy.write_text(
+        deploy.read_text()
+        .replace("enable: [notes.add]", "enable: [notes.add, notes.stamp]")
+        .replace("  notes.add: {executor: python}", "  notes.add: {executor: python}\n"
+                 "  notes.stamp: {executor: python}")
+    )  # fmt: skip
+    asked = charter("call", "notes.stamp", "--profile", "editor", "--as", "app",
+                    "--call-id", "u1", "--json", cwd=demo)  # fmt: skip
+    assert asked.returncode == 3, asked.stdout + asked.stderr
+    pending = json.loads(asked.stdout)
+    approved = charter("approvals", "approve", pending["approval"]["id"], "--as", "alice", cwd=demo)
+    assert approved.returncode == 0, approved.stderr
+    out = charter("call", "notes.stamp", "--context", pending["context_id"],
+                  "--call-id", "u1", cwd=demo)  # fmt: skip
+    assert out.returncode == 8, out.stdout + out.stderr
+    assert out.stdout.startswith("unknown  call u1")
+    lines = out.stdout.splitlines()
+    show = pasted(next(x for x in lines if "calls show" in x), "  ")
+    assert charter(*show, cwd=demo).returncode == 0
+    resolve = next(x for x in lines if "calls resolve" in x)
+    assert "--outcome succeeded|failed|abandoned" in resolve
+    argv = pasted(resolve.replace("succeeded|failed|abandoned", "failed"), "  ")
+    argv[-1] = "alice"
+    argv[argv.index("--reason") + 1] = "nothing was stamped"
+    settled = charter(*argv, cwd=demo)
+    assert settled.returncode == 0, settled.stderr
+    assert "is now failed" in settled.stdout
