@@ -201,3 +201,32 @@ def test_an_unknown_outcome_says_how_to_resolve_it(demo: Path) -> None:
     settled = charter(*argv, cwd=demo)
     assert settled.returncode == 0, settled.stderr
     assert "is now failed" in settled.stdout
+
+
+def test_piped_tables_are_plain_and_never_cut_an_id(demo: Path) -> None:
+    asked = charter("call", "notes.add", "--profile", "editor", "--as", "app", "--call-id", "a1",
+                    "--args", '{"title": "t", "body": "b"}', "--json", cwd=demo)  # fmt: skip
+    pending = json.loads(asked.stdout)
+    box = set("│┃━─┏┗╇")
+    runs = charter("runs", "ls", cwd=demo, columns=40)
+    assert runs.returncode == 0, runs.stderr
+    assert not box & set(runs.stdout)
+    assert "…" not in runs.stdout
+    row = next(x for x in runs.stdout.splitlines() if pending["run_id"] in x)
+    assert row.split()[:3] == [pending["run_id"], "adhoc", "input_required"]
+
+    approvals = charter("approvals", "ls", "--as", "alice", cwd=demo, columns=40)
+    row = next(x for x in approvals.stdout.splitlines() if pending["approval"]["id"] in x)
+    assert row.split()[:4] == [pending["approval"]["id"], "pending", "notes.add", "a1"]
+
+    assert charter("build", cwd=demo).returncode == 0
+    inspected = charter("inspect", cwd=demo, columns=40)
+    assert inspected.returncode == 0, inspected.stderr
+    assert not box & set(inspected.stdout)
+    header = next(x for x in inspected.stdout.splitlines() if x.startswith("id "))
+    assert header.split() == ["id", "name", "version", "effect", "danger", "approval", "digest"]
+    # A long line of text is not broken either: the whole command stays on one line.
+    text = charter("call", "notes.add", "--profile", "editor", "--as", "app", "--call-id", "a2",
+                   "--args", '{"title": "t", "body": "b"}', cwd=demo, columns=40)  # fmt: skip
+    line = next(x for x in text.stdout.splitlines() if "complete the call" in x)
+    assert line.endswith("--as app")

@@ -20,7 +20,7 @@ from typing import Any, TypeVar
 import typer
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.client import Client
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime, open_runtime
@@ -173,7 +173,7 @@ def contexts_resolve(
         table.add_column(col, no_wrap=True)
     for t in out["tools"]:
         table.add_row(t["name"], t["id"], t["version"], t["effect"])
-    console.print(table)
+    print_table(table)
     if out["unresolved"]:
         console.print(f"unresolved attachments: {', '.join(out['unresolved'])}")
 
@@ -433,7 +433,7 @@ def approvals_ls(
             r["expires_at"],
             json.dumps(r.get("summary"), ensure_ascii=False),
         )
-    console.print(table)
+    print_table(table)
 
 
 @approvals_app.command("show")

@@ -22,7 +22,7 @@ import anyio
 import typer
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.cli.artifacts_cmds import deployment_source
 from charter.deploy.deployment import deployment_path
 from charter.errors import InvalidInput, UserError
@@ -158,7 +158,7 @@ def list_runs(
             row.get("updated_at", "?"),
             _ledger_state(r.problem),
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command("quarantine")
@@ -226,12 +226,12 @@ def show(
             tasks.add_row(
                 t["task_id"], t["status"], str(t["attempts"]), t["role"] or "", t["profile"] or ""
             )
-        console.print(tasks)
+        print_table(tasks)
     if doc["artifact_index"]:
         arts = Table("artifact", "path", "media type", "size", "trust")
         for a in doc["artifact_index"]:
             arts.add_row(a["artifact_id"], a["path"], a["media_type"], str(a["size"]), a["trust"])
-        console.print(arts)
+        print_table(arts)
 
 
 def _event_text(event: Event) -> str:
