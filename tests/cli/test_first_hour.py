@@ -230,3 +230,37 @@ def test_piped_tables_are_plain_and_never_cut_an_id(demo: Path) -> None:
                    "--args", '{"title": "t", "body": "b"}', cwd=demo, columns=40)  # fmt: skip
     line = next(x for x in text.stdout.splitlines() if "complete the call" in x)
     assert line.endswith("--as app")
+
+
+def test_the_example_tools_keep_each_tenant_to_its_own_notes(demo: Path) -> None:
+    def call(tool: str, who: str, call_id: str, args: str, profile: str = "reader") -> dict:
+        out = charter("call", tool, "--profile", profile, "--as", who, "--call-id", call_id,
+                      "--args", args, "--json", cwd=demo)  # fmt: skip
+        return dict(json.loads(out.stdout))
+
+    note = '{"title": "acme plans", "body": "secret"}'
+    pending = call("notes.add", "app", "a1", note, profile="editor")
+    approved = charter("approvals", "approve", pending["approval"]["id"], "--as", "alice", cwd=demo)
+    assert approved.returncode == 0, approved.stderr
+    added = charter("call", "notes.add", "--context", pending["context_id"], "--call-id", "a1",
+                    "--args", note, "--json", cwd=demo)  # fmt: skip
+    note_id = json.loads(added.stdout)["data"]["note"]["id"]
+
+    mine = call("notes.search", "app", "s1", '{"query": "acme"}')
+    assert [n["id"] for n in mine["data"]["notes"]] == [note_id]
+    theirs = call("notes.search", "intruder", "s2", '{"query": ""}')
+    assert theirs["status"] == "succeeded"
+    assert theirs["data"] == {"notes": []}
+    peek = call("notes.get", "intruder", "g1", json.dumps({"note_id": note_id}))
+    assert peek["data"] == {"note": None}
+    assert call("notes.get", "app", "g2", json.dumps({"note_id": note_id}))["data"]["note"]
+
+
+def test_demo_shows_cross_tenant_reads_refused(tmp_path: Path) -> None:
+    out = charter("demo", "d", cwd=tmp_path, columns=120)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "intruder searches in its own context: nothing of acme" in out.stdout
+    assert "answered like a missing note" in out.stdout
+    assert '"note": null' in out.stdout
+    assert "Ledger" in out.stdout
+    assert "verified" in out.stdout
