@@ -264,3 +264,33 @@ def test_demo_shows_cross_tenant_reads_refused(tmp_path: Path) -> None:
     assert '"note": null' in out.stdout
     assert "Ledger" in out.stdout
     assert "verified" in out.stdout
+
+
+def test_chat_errors_name_the_cause_and_exit_non_zero(demo: Path) -> None:
+    # charter init's project: the agent is "assistant", the profiles are reader and editor.
+    out = charter("chat", "--agent", "assistant", "--as", "app", "-m", "hello", cwd=demo)
+    assert out.returncode == 1
+    assert "unknown profile 'assistant' (the profile defaults to the agent's name)" in out.stderr
+    assert "known: editor, reader" in out.stderr
+    assert "server log" not in out.stdout + out.stderr
+
+    deploy = demo / "charter.deploy.yaml"
+    plain = deploy.read_text()
+    deploy.write_text(
+        plain + "chat:\n  provider: openai\n  model: m\n  base_url: http://127.0.0.1:9/v1\n"
+        "  api_key_env: CHARTER_TEST_UNSET_KEY\n"
+    )
+    args = ["chat", "--agent", "assistant", "--profile", "editor", "--as", "app", "-m", "hi"]
+    missing = charter(*args, cwd=demo)
+    assert missing.returncode == 1
+    assert "PROVIDER_credential_missing" in missing.stderr
+    assert "API key variable is unset" in missing.stderr
+    assert "server log" not in missing.stdout + missing.stderr
+
+    env = {**os.environ, "CHARTER_TEST_UNSET_KEY": "not-a-real-key", "NO_COLOR": "1"}
+    refused = subprocess.run(
+        [CHARTER, *args], cwd=demo, capture_output=True, text=True, env=env, check=False
+    )
+    assert refused.returncode == 1
+    assert "could not be reached" in refused.stderr
+    assert "not-a-real-key" not in refused.stdout + refused.stderr
