@@ -294,3 +294,39 @@ def test_chat_errors_name_the_cause_and_exit_non_zero(demo: Path) -> None:
     assert refused.returncode == 1
     assert "could not be reached" in refused.stderr
     assert "not-a-real-key" not in refused.stdout + refused.stderr
+
+
+def test_verifying_an_export_outside_the_project_never_creates_keys(demo: Path) -> None:
+    made = charter("call", "notes.search", "--profile", "reader", "--as", "app",
+                   "--call-id", "s1", "--json", cwd=demo)  # fmt: skip
+    run_id = json.loads(made.stdout)["run_id"]
+    exported = demo.parent / "export"
+    assert charter("runs", "export", run_id, str(exported), cwd=demo).returncode == 0
+    elsewhere = demo.parent / "elsewhere"
+    elsewhere.mkdir()
+
+    bare = charter("runs", "verify", str(exported), cwd=elsewhere)
+    assert bare.returncode == 0, bare.stdout + bare.stderr
+    assert "no key given: chain checked, MAC not checked" in bare.stdout
+    assert "LEDGER_MAC_INVALID" not in bare.stdout + bare.stderr
+    assert list(elsewhere.iterdir()) == []
+    as_json = json.loads(charter("runs", "verify", str(exported), "--json", cwd=elsewhere).stdout)
+    assert as_json["ok"] is True
+    assert as_json["mac_checked"] is False
+
+    key_file = demo / ".charter" / "secrets" / "ledger.key"
+    env = {**os.environ, "CHARTER_LEDGER_KEY_FILE": str(key_file), "NO_COLOR": "1"}
+    keyed = subprocess.run([CHARTER, "runs", "verify", str(exported)], cwd=elsewhere,
+                           capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert keyed.returncode == 0, keyed.stdout + keyed.stderr
+    assert "MAC, lifecycles" in keyed.stdout
+    assert list(elsewhere.iterdir()) == []
+
+    # A wrong key is still caught: the MAC is checked whenever a key is given.
+    wrong = elsewhere.parent / "wrong.key"
+    wrong.write_text("00" * 32)
+    env["CHARTER_LEDGER_KEY_FILE"] = str(wrong)
+    refused = subprocess.run([CHARTER, "runs", "verify", str(exported)], cwd=elsewhere,
+                             capture_output=True, text=True, env=env, check=False)  # fmt: skip
+    assert refused.returncode == 1
+    assert "LEDGER_MAC_INVALID" in refused.stderr

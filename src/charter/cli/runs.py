@@ -25,6 +25,7 @@ from rich.table import Table
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.cli.artifacts_cmds import deployment_source
 from charter.deploy.deployment import deployment_path
+from charter.deploy.secret_ref import SecretRef
 from charter.errors import InvalidInput, UserError
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import Event
@@ -36,7 +37,12 @@ from charter.ledger.subscribe import subscribe
 from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
 from charter.runtime import ledger_key_for
-from charter.stores.factory import DEFAULT_STORE_URL, open_store, sqlite_path
+from charter.stores.factory import (
+    DEFAULT_STORE_URL,
+    load_ledger_key,
+    open_store,
+    sqlite_path,
+)
 
 app = typer.Typer(
     help="Runs and their ledgers: list, show, stream events, verify, export.",
@@ -272,10 +278,37 @@ def events(
         _run(in_project(store, project), _READ_ONLY_KEY, work)
 
 
-def report_verify(report: VerifyReport, as_json: bool) -> None:
+def _export_keys(project: Path, deploy: Path | None) -> list[LedgerKey]:
+    """The keys an export's head MAC may be checked with; none is ever created. An explicit
+    ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` first (a key file read both as the
+    runtime's variable reads it and as a deployment's ``{file: PATH}`` does), else the
+    project's key if it has a deployment or a local key; else no key at all."""
+    named = os.environ.get("CHARTER_LEDGER_KEY_FILE")
+    if os.environ.get("CHARTER_LEDGER_KEY") or named:
+        keys = [load_ledger_key()]
+        if named and not os.environ.get("CHARTER_LEDGER_KEY"):
+            raw = SecretRef(file=named).load(what="CHARTER_LEDGER_KEY_FILE")
+            keys.append(LedgerKey.derive_id(raw))
+        return keys
+    local = project / ".charter" / "ledger.key"
+    if deployment_path(deploy, project_dir=project) is not None or local.exists():
+        return [ledger_key_for(project, deploy)]
+    return []
+
+
+def report_verify(report: VerifyReport, as_json: bool, *, mac_checked: bool = True) -> None:
     """Print a verification report; exit 1 when it found a problem."""
     if as_json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "mac_checked": mac_checked})
+    elif not mac_checked:
+        console.print("no key given: chain checked, MAC not checked", style="yellow")
+    if report.ok and not mac_checked and not as_json:
+        console.print(
+            f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
+            "lifecycles and projections verified (not the head MAC)"
+        )
+    elif as_json:
+        pass
     elif report.ok:
         console.print(
             f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
@@ -303,18 +336,24 @@ def verify(
     """Replay the chain and the state machines, rebuild projections, compare with stored;
     then check every artifact file's sha256 and size (an export must hold no other file)."""
     with reported_errors(as_json):
-        key = ledger_key_for(project, deploy)
         path = Path(target)
         if path.is_dir():
-            report = verify_directory(path, key, artifact_files=files)
-        else:
-            source = deployment_source(target, deploy, project) if files else None
-            report = _run(
-                in_project(store, project),
-                key,
-                lambda s: verify_run(s, target, key, artifacts=source),
-                checked=False,
-            )
+            keys = _export_keys(project, deploy)
+            report = verify_directory(path, keys[0] if keys else None, artifact_files=files)
+            for other in keys[1:]:
+                if report.reason != "LEDGER_MAC_INVALID":
+                    break
+                report = verify_directory(path, other, artifact_files=files)
+            report_verify(report, as_json, mac_checked=bool(keys))
+            return
+        key = ledger_key_for(project, deploy)
+        source = deployment_source(target, deploy, project) if files else None
+        report = _run(
+            in_project(store, project),
+            key,
+            lambda s: verify_run(s, target, key, artifacts=source),
+            checked=False,
+        )
     report_verify(report, as_json)
 
 
