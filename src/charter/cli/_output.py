@@ -10,13 +10,18 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.measure import Measurement
 from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
 
 from charter.errors import BuildError, CharterError, Failure, UserError
 from charter.kernel.envelope import Envelope
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: a long line is never broken with an inserted newline (a terminal wraps it for the
+# eye), so ids and commands stay whole when copied or piped. Tables go through print_table.
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of text.")
 
@@ -35,8 +40,39 @@ def show_envelope(title: str, env: Envelope) -> None:
         "cached": env.metrics.cached,
     }
     console.print(
-        Panel(json.dumps(body, indent=2, ensure_ascii=False), title=title, title_align="left")
+        Panel(json.dumps(body, indent=2, ensure_ascii=False), title=title, title_align="left"),
+        soft_wrap=False,
     )
+
+
+def _plain(cell: Any) -> str:
+    if isinstance(cell, str):
+        text = Text.from_markup(cell).plain
+    else:
+        text = str(getattr(cell, "plain", cell))
+    return " ".join(text.split("\n"))
+
+
+def print_table(table: Table) -> None:
+    """Print a table whole. On a terminal wide enough, as a rich table; piped, or when it would
+    not fit, as plain aligned columns: no box, nothing cut or wrapped, so every id can be
+    copied as it is and the output reads well in ``grep``/``awk``."""
+    natural = Measurement.get(console, console.options.update_width(1 << 16), table).maximum
+    if console.is_terminal and natural <= console.width:
+        console.print(table)
+        return
+    headers = [_plain(c.header) for c in table.columns]
+    cols = [[_plain(cell) for cell in c.cells] for c in table.columns]
+    rows = [headers, *zip(*cols, strict=True)] if cols else [headers]
+    widths = [max(len(row[i]) for row in rows) for i in range(len(headers))]
+    out = []
+    if table.title:
+        out.append(_plain(table.title))
+    for row in rows:
+        cells = [cell.ljust(width) for cell, width in zip(row, widths, strict=True)]
+        out.append("  ".join(cells).rstrip())
+    sys.stdout.write("\n".join(out) + "\n")
+    sys.stdout.flush()
 
 
 def print_json(value: Any) -> None:

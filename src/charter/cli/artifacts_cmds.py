@@ -32,7 +32,7 @@ from rich.table import Table
 from charter.artifacts.ledger_source import store_source
 from charter.artifacts.ports import ArtifactStore
 from charter.artifacts.records import MEDIA_TYPE, ArtifactRecord, Producer, StoredObject, Trust
-from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, _principal, _remote, _run
 from charter.client import Client
 from charter.deploy.deployment import load_deployment
@@ -191,7 +191,7 @@ def ls(
             r["trust"],
             r["created_at"],
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command("get")

@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from charter.cli._output import JSON_OPTION, console, fail, reported_errors
+from charter.cli._output import JSON_OPTION, console, err_console, fail, reported_errors
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE
 from charter.client import AsyncClient
 from charter.errors import TransientExternal
@@ -31,11 +31,22 @@ from charter.runtime import open_runtime
 EXIT_WORDS = frozenset({"/exit", "/quit", "exit", "quit"})
 
 
-def render(event: dict[str, Any]) -> None:
-    """One stream event on the terminal."""
+HINTS = {
+    "PROVIDER_credential_missing": "the provider's API key variable is unset (chat.api_key_env)",
+    "PROVIDER_ConnectError": "the provider could not be reached (chat.base_url)",
+    "PROVIDER_APIConnectionError": "the provider could not be reached (chat.base_url)",
+    "PROVIDER_http_401": "the provider refused the API key",
+}
+
+
+def render(event: dict[str, Any], *, local: bool = False) -> None:
+    """One stream event on the terminal. In local mode there is no server log: an error is
+    shown by its reason, and the details were logged to this terminal's stderr."""
     kind, data = event["type"], event["data"]
     if kind == "conversation.started":
-        console.print(f"[dim]provider {data.get('provider')} · run {data.get('runId')}[/dim]")
+        console.print(
+            f"[dim]provider {data.get('provider') or 'none'} · run {data.get('runId')}[/dim]"
+        )
     elif kind == "assistant.delta":
         console.print(data.get("text", ""), end="", markup=False, highlight=False)
     elif kind == "assistant.completed":
@@ -61,7 +72,15 @@ def render(event: dict[str, Any]) -> None:
             highlight=False,
         )
     elif kind == "conversation.error":
-        console.print(f"[red]{data.get('message')}[/red]")
+        reason = data.get("reason")
+        if local and reason:
+            hint = HINTS.get(reason, "")
+            err_console.print(
+                f"[bold red]error:[/] the turn failed ({reason}){': ' + hint if hint else ''}",
+                highlight=False,
+            )
+        else:
+            console.print(f"[red]{data.get('message')}[/red]")
     elif kind == "conversation.completed" and data.get("status") != "completed":
         console.print(f"[dim](turn {data.get('status')})[/dim]")
 
@@ -69,7 +88,10 @@ def render(event: dict[str, Any]) -> None:
 Turn = Callable[[str], AsyncIterator[dict[str, Any]]]
 
 
-async def _loop(turn: Turn, message: str | None, as_json: bool) -> None:
+async def _loop(turn: Turn, message: str | None, as_json: bool, *, local: bool = False) -> bool:
+    """Run turns until EOF or an exit word (or the one ``message``); True if every turn
+    completed."""
+    ok = True
     while True:
         if message is not None:
             text = message
@@ -77,18 +99,23 @@ async def _loop(turn: Turn, message: str | None, as_json: bool) -> None:
             try:
                 text = await asyncio.to_thread(input, "you> ")
             except EOFError:
-                return
+                return ok
             if text.strip() in EXIT_WORDS:
-                return
+                return ok
             if not text.strip():
                 continue
         async for event in turn(text):
+            if event["type"] == "conversation.completed" and event["data"].get("status") in (
+                "failed",
+                "cancelled",
+            ):
+                ok = False
             if as_json:  # one event per line (JSON lines)
                 typer.echo(json.dumps(event, ensure_ascii=False, separators=(",", ":")))
             else:
-                render(event)
+                render(event, local=local)
         if message is not None:
-            return
+            return ok
 
 
 def _local_turns(
@@ -152,14 +179,14 @@ def chat(
 ) -> None:
     """Chat with an agent: streamed text, tool activity and pending approvals as they come."""
 
-    async def remote(url: str) -> None:
+    async def remote(url: str) -> bool:
         key = os.environ.get("CHARTER_API_KEY")
         if not key:
             fail("--server needs the API key in CHARTER_API_KEY", as_json=as_json)
         async with AsyncClient(url, key) as client:
-            await _loop(_remote_turns(client, profile, agent), message, as_json)
+            return await _loop(_remote_turns(client, profile, agent), message, as_json)
 
-    async def local() -> None:
+    async def local() -> bool:
         if as_ is None:
             fail("give --as PRINCIPAL (local mode) or --server URL", as_json=as_json)
         async with open_runtime(project, store=store, deploy=deploy) as rt:
@@ -167,6 +194,13 @@ def chat(
             chosen = profile or config.profile or agent or config.agent
             if chosen is None:
                 fail("give --profile or --agent", as_json=as_json)
+            if chosen not in rt.build.profiles:
+                known = ", ".join(sorted(rt.build.profiles)) or "(none)"
+                why = "" if chosen == profile else " (the profile defaults to the agent's name)"
+                fail(
+                    f"unknown profile {chosen!r}{why}; give --profile (known: {known})",
+                    as_json=as_json,
+                )
             orchestrator = Orchestrator(
                 rt,
                 provider=config.provider,
@@ -175,11 +209,14 @@ def chat(
             )
             hub = TurnHub(orchestrator, clock=rt.clock)
             turn, _ = _local_turns(hub, rt.principal(as_), chosen, agent or config.agent)
-            await _loop(turn, message, as_json)
+            ok = await _loop(turn, message, as_json, local=True)
             await hub.close()
+            return ok
 
     with reported_errors(as_json):
-        asyncio.run(remote(server) if server else local())
+        ok = asyncio.run(remote(server) if server else local())
+    if not ok:
+        raise typer.Exit(1)
 
 
 def register(root: typer.Typer) -> None:

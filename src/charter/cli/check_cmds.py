@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
 from charter.kernel.readiness_port import ReadinessReport
 from charter.runtime import check_readiness
 
@@ -38,7 +38,7 @@ def _print(report: ReadinessReport) -> None:
             "[green]ready[/]" if t.ready else "[red]not ready[/]",
             f"{t.reason}: {t.message}" if t.reason else (t.message or ""),
         )
-    console.print(table)
+    print_table(table)
     if report.ready:
         console.print("[green]every required tool is ready[/]")
     else:

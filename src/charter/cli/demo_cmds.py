@@ -61,15 +61,28 @@ async def _demo(directory: Path) -> bool:
                 ctx.context_id, "notes.search", "demo-search-1", {"query": "demo"}, as_="app"
             ),
         )
-        intruder = await rt.resolve_context("intruder", "reader")
         show_envelope(
-            "10. intruder (tenant globex) uses acme's context",
+            "10. intruder (tenant globex) uses acme's context: refused",
             await rt.call(ctx.context_id, "notes.search", "x", {"query": ""}, as_="intruder"),
         )
-        del intruder
+        theirs = await rt.resolve_context("intruder", "reader")
+        show_envelope(
+            "11. intruder searches in its own context: nothing of acme",
+            await rt.call(
+                theirs.context_id, "notes.search", "x-1", {"query": "demo"}, as_="intruder"
+            ),
+        )
+        added = await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app")
+        note_id = (added.data or {}).get("note", {}).get("id", 1)
+        show_envelope(
+            f"12. intruder reads acme's note {note_id} by id: answered like a missing note",
+            await rt.call(
+                theirs.context_id, "notes.get", "x-2", {"note_id": note_id}, as_="intruder"
+            ),
+        )
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(directory))
         console.print(
-            f"[bold]11. Ledger[/] {report.run_id}: "
+            f"[bold]13. Ledger[/] {report.run_id}: "
             f"{'verified' if report.ok else 'FAILED ' + str(report.reason)} "
             f"({report.events} events)"
         )
@@ -91,7 +104,7 @@ def demo(
 ) -> None:
     """Run the governed flow on the example project: context, a write that waits for an
     operator's approval, an application that may not approve, at-most-once re-submission,
-    an idempotency conflict, a cross-tenant refusal, and a verified ledger.
+    an idempotency conflict, cross-tenant reads refused, and a verified ledger.
 
     `charter demo tutoring-panel [DIR]` runs it against a separate HTTP executor process;
     `charter demo report-pipeline [DIR]` runs a catalog workflow's task DAG end to end."""

@@ -8,8 +8,10 @@ principal cannot approve, a context serves only the principal it was resolved fo
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import os
+import shlex
 import sys
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -18,7 +20,7 @@ from typing import Any, TypeVar
 import typer
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.client import Client
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime, open_runtime
@@ -100,6 +102,16 @@ def _remote(server: str, as_json: bool, fn: Callable[[Client], T]) -> T:
     raise AssertionError("unreachable")  # pragma: no cover - reported_errors exits
 
 
+def _known_profile(rt: Runtime, profile: str, as_json: bool) -> None:
+    """Refuse an unknown profile by listing the ones the Build has (as ``charter mcp`` does)."""
+    if profile not in rt.build.profiles:
+        known = ", ".join(sorted(rt.build.profiles)) or "(none)"
+        fail(f"unknown profile {profile!r} (known: {known})", as_json=as_json)
+
+
+APPROVAL_STATUSES = ("pending", "approved", "rejected", "expired", "consumed")
+
+
 def _principal(as_: str | None, as_json: bool) -> str:
     if as_ is None:
         fail("give --as PRINCIPAL (local mode) or --server URL", as_json=as_json)
@@ -132,6 +144,7 @@ def contexts_resolve(
 
     async def go(rt: Runtime) -> dict[str, Any]:
         who = _principal(as_, as_json)
+        _known_profile(rt, profile, as_json)
         ctx = await rt.resolve_context(
             who, profile, agent=agent, objective=objective, attachments=attachments, run_id=run
         )
@@ -160,23 +173,33 @@ def contexts_resolve(
         table.add_column(col, no_wrap=True)
     for t in out["tools"]:
         table.add_row(t["name"], t["id"], t["version"], t["effect"])
-    console.print(table)
+    print_table(table)
     if out["unresolved"]:
         console.print(f"unresolved attachments: {', '.join(out['unresolved'])}")
 
 
-def _print_envelope(env: Envelope) -> None:
+def _print_envelope(env: Envelope, *, where: list[str], retry: list[str]) -> None:
+    """Print one envelope as text. ``where`` are the options naming the project (or server)
+    and ``retry`` the command that re-submits this call in its context: a pending call prints
+    both next steps whole, ids included, so they can be pasted as they are."""
     colour = {"succeeded": "green", "pending_approval": "yellow"}.get(env.status.value, "red")
     console.print(
         f"[{colour}]{env.status.value}[/]  call {env.call_id}  "
         f"({env.metrics.duration_ms:.1f} ms{', cached' if env.metrics.cached else ''})"
     )
     if env.approval:
-        console.print(
-            f"approval {env.approval['id']} expires {env.approval['expires_at']}; "
-            f"an operator approves with: charter approvals approve "
-            f"{env.approval['id']} --as OPERATOR"
+        approve = shlex.join(
+            ["charter", "approvals", "approve", env.approval["id"], *where, "--as", "OPERATOR"]
         )
+        console.print(
+            f"approval {env.approval['id']} expires {env.approval['expires_at']}",
+            soft_wrap=True,
+        )
+        console.print(f"an operator approves with:  {approve}", soft_wrap=True, markup=False)
+        if retry:
+            console.print(
+                f"then complete the call with: {shlex.join(retry)}", soft_wrap=True, markup=False
+            )
     if env.error:
         console.print(f"{env.error['code']} ({env.error['reason']}): {env.error['message']}")
     for warning in env.warnings:
@@ -219,26 +242,70 @@ def call(
         ctx_id = context or cl.resolve_context(str(profile))["context_id"]
         return cl.call(ctx_id, tool, call_id, raw, approval_id=approval)
 
+    hint: list[str] = []
+
     async def go(rt: Runtime) -> Envelope:
         ctx_id = context
         who = as_
         if ctx_id is None:
             assert profile is not None
             assert who is not None
+            _known_profile(rt, profile, as_json)
             ctx_id = (await rt.resolve_context(who, profile)).context_id
         elif who is None:
             found = await rt.get_context(ctx_id)
             if found is None:
                 fail("no such context", as_json=as_json)
             who = found.principal
-        return await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval)
+        env = await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval)
+        if env.error and env.error.get("reason") == "TOOL_NOT_DISCLOSED":
+            offered = await rt.get_context(ctx_id)
+            if offered is not None:
+                # Only among the tools this context offers: a suggestion discloses nothing.
+                ids = {n: t.id for t in offered.tools for n in (t.name, t.id)}
+                close = difflib.get_close_matches(tool, list(ids), n=3, cutoff=0.75)
+                hint.extend(dict.fromkeys(ids[n] for n in close))
+        return env
 
     env = _remote(server, as_json, remote) if server else _run(project, store, deploy, as_json, go)
     if as_json:
         print_json(env.to_dict())
     else:
-        _print_envelope(env)
+        where = _where(server, project, store, deploy)
+        retry = []
+        if env.context_id:
+            retry = ["charter", "call", tool, "--context", env.context_id, "--call-id", call_id]
+            retry += ["--args", raw, *where]
+            if as_ is not None and not server:
+                retry += ["--as", as_]
+        _print_envelope(env, where=where, retry=retry)
+        if hint:
+            console.print(f"did you mean: {', '.join(hint)}?", markup=False)
+        if env.status is CallStatus.UNKNOWN:
+            show = ["charter", "calls", "show", call_id, "--context", str(env.context_id), *where]
+            settle = shlex.join(["charter", "calls", "resolve", call_id])
+            settle += f" --context {env.context_id} --outcome succeeded|failed|abandoned"
+            settle += f' --reason "…" {shlex.join([*where, "--as", "OPERATOR"])}'
+            console.print(
+                "the tool may or may not have acted; it is never run again for this call id. "
+                "Check the system it acts on, then record what you found:",
+                soft_wrap=True,
+            )
+            console.print(f"  {shlex.join(show)}", soft_wrap=True, markup=False)
+            console.print(f"  {settle}", soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_CODES.get(env.status, 1))
+
+
+def _where(server: str | None, project: Path, store: str | None, deploy: Path | None) -> list[str]:
+    """The options that point a follow-up command at the same project, store or server."""
+    if server:
+        return ["--server", server]
+    where = [] if project == Path(".") else ["--project", str(project)]
+    if store and "@" not in store and not os.environ.get("CHARTER_STORE"):  # no credentials
+        where += ["--store", store]
+    if deploy and not os.environ.get("CHARTER_DEPLOY"):
+        where += ["--deploy", str(deploy)]
+    return where
 
 
 @calls_app.command("show")
@@ -333,6 +400,11 @@ def approvals_ls(
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List approvals of your tenant (oldest first)."""
+    if status is not None and status not in APPROVAL_STATUSES:
+        fail(
+            f"--status {status!r} is not a status; use one of {', '.join(APPROVAL_STATUSES)}",
+            as_json=as_json,
+        )
 
     async def go(rt: Runtime) -> list[dict[str, Any]]:
         rows = await rt.approvals(as_=_principal(as_, as_json), status=status)
@@ -361,7 +433,7 @@ def approvals_ls(
             r["expires_at"],
             json.dumps(r.get("summary"), ensure_ascii=False),
         )
-    console.print(table)
+    print_table(table)
 
 
 @approvals_app.command("show")

@@ -18,7 +18,7 @@ from typing import Any
 
 from rich.table import Table
 
-from charter.cli._output import console
+from charter.cli._output import console, print_table
 from charter.errors import Failure
 from charter.kernel.envelope import Envelope
 from charter.ledger.verify import verify_run
@@ -142,7 +142,7 @@ async def report_pipeline_demo(directory: Path) -> bool:
                 row.path,
                 f"{row.producer.get('task_id')} / {row.producer.get('tool_id')}",
             )
-        console.print(table)
+        print_table(table)
         report_id = result.artifacts.get("report")
         if report_id is not None:
             rows = await rt.artifact_rows(result.run_id)

@@ -7,7 +7,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
 from charter.project.build import (
     Build,
     build_project,
@@ -134,20 +134,20 @@ def inspect(
             c.approval.value if c.approval else "",
             c.digest[:19],
         )
-    console.print(table)
+    print_table(table)
     profiles = Table(title="Profiles", title_justify="left")
     profiles.add_column("profile")
     profiles.add_column("tools", overflow="fold")
     for name, prof in sorted(b.profiles.items()):
         profiles.add_row(name, ", ".join(prof.tools) or "(none)")
-    console.print(profiles)
+    print_table(profiles)
     if b.agents:
         agents = Table(title="Agents", title_justify="left")
         agents.add_column("agent")
         agents.add_column("tools", overflow="fold")
         for name, agent in sorted(b.agents.items()):
             agents.add_row(name, ", ".join(agent.tools) or "(none)")
-        console.print(agents)
+        print_table(agents)
 
 
 def _print_diff(d: BuildDiff) -> None:

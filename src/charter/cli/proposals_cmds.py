@@ -16,7 +16,7 @@ from typing import Any
 import typer
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, print_json
+from charter.cli._output import JSON_OPTION, console, print_json, print_table
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, _principal, _remote, _run
 from charter.client import Client
 from charter.proposals import ProposalService, load_proposal_settings
@@ -99,7 +99,7 @@ def proposals_ls(
             str(r.get("baseline_version")),
             str(r.get("requested_by")),
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command("show")

@@ -1,11 +1,12 @@
 """``charter runs …``: list, show, follow, verify and export run ledgers.
 
-Every command takes ``--store URL`` (env ``CHARTER_STORE``, default
-``sqlite:///.charter/charter.db`` relative to the current directory) and ``--json``. Verify and
-export need the ledger key (``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` /
-``.charter/ledger.key``; see :mod:`charter.stores.factory`), and read artifact files through
-the artifact store of the deployment (``--deploy`` / ``CHARTER_DEPLOY`` /
-``charter.deploy.yaml`` in the current directory) unless ``--no-artifact-files``.
+Every command takes ``--project DIR`` (default: the current directory), ``--store URL`` (env
+``CHARTER_STORE``, default ``sqlite:///.charter/charter.db``; a relative SQLite path is taken
+in the project, as the runtime does) and ``--json``. Verify and export need the ledger key
+(the deployment's, or ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` /
+``.charter/ledger.key``; see :func:`charter.runtime.ledger_key_for`), and read artifact files
+through the artifact store of the deployment (``--deploy`` / ``CHARTER_DEPLOY`` /
+``charter.deploy.yaml`` in the project) unless ``--no-artifact-files``.
 """
 
 from __future__ import annotations
@@ -21,9 +22,10 @@ import anyio
 import typer
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, fail, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.cli.artifacts_cmds import deployment_source
 from charter.deploy.deployment import deployment_path
+from charter.deploy.secret_ref import SecretRef
 from charter.errors import InvalidInput, UserError
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import Event
@@ -35,7 +37,12 @@ from charter.ledger.subscribe import subscribe
 from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
 from charter.runtime import ledger_key_for
-from charter.stores.factory import DEFAULT_STORE_URL, open_store
+from charter.stores.factory import (
+    DEFAULT_STORE_URL,
+    load_ledger_key,
+    open_store,
+    sqlite_path,
+)
 
 app = typer.Typer(
     help="Runs and their ledgers: list, show, stream events, verify, export.",
@@ -44,6 +51,9 @@ app = typer.Typer(
 
 STORE_OPTION = typer.Option(
     DEFAULT_STORE_URL, "--store", envvar="CHARTER_STORE", help="Store URL (sqlite, postgresql)."
+)
+PROJECT_OPTION = typer.Option(
+    Path("."), "--project", "-p", help="The project directory (its store, deployment and key)."
 )
 T = TypeVar("T")
 
@@ -61,6 +71,13 @@ FILES_OPTION = typer.Option(
 
 # Any read-only command works without the key; this placeholder is never used to MAC anything.
 _READ_ONLY_KEY = LedgerKey("read-only", b"\x00" * 32)
+
+
+def in_project(url: str, project: Path) -> str:
+    """A relative SQLite URL names a file in the project, as :func:`open_runtime` takes it."""
+    if url.startswith("sqlite:///") and not url.startswith("sqlite:////"):
+        return "sqlite:///" + str((project / url[len("sqlite:///") :]).resolve())
+    return url
 
 
 def _run(
@@ -82,10 +99,10 @@ def _run(
     return anyio.run(main)
 
 
-def _reading_key() -> LedgerKey:
-    """The ledger key when this directory has one (rows are then checked), else the
+def _reading_key(project: Path) -> LedgerKey:
+    """The ledger key when the project has one (rows are then checked), else the
     read-only placeholder (nothing can be checked; nothing is created)."""
-    cwd = Path.cwd()
+    cwd = project
     if (
         os.environ.get("CHARTER_LEDGER_KEY")
         or os.environ.get("CHARTER_LEDGER_KEY_FILE")
@@ -109,12 +126,17 @@ def _ledger_state(problem: RunProblem | None) -> str:
 @app.command("ls")
 def list_runs(
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs."),
+    project: Path = PROJECT_OPTION,
     store: str = STORE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
     """List runs, newest first."""
+    url = in_project(store, project)
+    fresh = url.startswith("sqlite:///") and (project / "charter.yaml").is_file()
+    runs = []  # a project that has made no call yet has no store yet: no runs
     with reported_errors(as_json):
-        runs = _run(store, _reading_key(), lambda s: s.list_runs(limit=limit))
+        if not fresh or sqlite_path(url).exists():
+            runs = list(_run(url, _reading_key(project), lambda s: s.list_runs(limit=limit)))
     if as_json:
         print_json(
             [
@@ -126,6 +148,9 @@ def list_runs(
                 for r in runs
             ]
         )
+        return
+    if not runs:
+        console.print("No runs yet.")
         return
     table = Table("run", "workflow", "status", "events", "created", "updated", "ledger")
     for r in runs:
@@ -139,7 +164,7 @@ def list_runs(
             row.get("updated_at", "?"),
             _ledger_state(r.problem),
         )
-    console.print(table)
+    print_table(table)
 
 
 @app.command("quarantine")
@@ -147,6 +172,7 @@ def quarantine(
     run_id: str,
     reason: str = typer.Option(..., "--reason", help="What was found (kept with the mark)."),
     by: str = typer.Option(..., "--by", help="Who quarantines it (an operator's name)."),
+    project: Path = PROJECT_OPTION,
     store: str = STORE_OPTION,
     deploy: Path | None = DEPLOY_OPTION,
     as_json: bool = JSON_OPTION,
@@ -154,9 +180,12 @@ def quarantine(
     """Mark a run quarantined, outside its ledger: every runtime opened from now on refuses
     it (RUN_LEDGER_INVALID); it can still be exported and verified."""
     with reported_errors(as_json):
-        key = ledger_key_for(Path.cwd(), deploy)
+        key = ledger_key_for(project, deploy)
         problem = _run(
-            store, key, lambda s: s.quarantine(run_id, by=by, reason=reason), checked=False
+            in_project(store, project),
+            key,
+            lambda s: s.quarantine(run_id, by=by, reason=reason),
+            checked=False,
         )
     if as_json:
         print_json(problem.to_dict())
@@ -165,7 +194,12 @@ def quarantine(
 
 
 @app.command("show")
-def show(run_id: str, store: str = STORE_OPTION, as_json: bool = JSON_OPTION) -> None:
+def show(
+    run_id: str,
+    project: Path = PROJECT_OPTION,
+    store: str = STORE_OPTION,
+    as_json: bool = JSON_OPTION,
+) -> None:
     """Show a run's manifest: status, tasks, artifacts, handoffs."""
 
     async def work(s: Store) -> dict[str, Any]:
@@ -179,7 +213,7 @@ def show(run_id: str, store: str = STORE_OPTION, as_json: bool = JSON_OPTION) ->
         return doc
 
     with reported_errors(as_json):
-        doc = _run(store, _reading_key(), work)
+        doc = _run(in_project(store, project), _reading_key(project), work)
     if as_json:
         print_json(doc)
         return
@@ -198,12 +232,12 @@ def show(run_id: str, store: str = STORE_OPTION, as_json: bool = JSON_OPTION) ->
             tasks.add_row(
                 t["task_id"], t["status"], str(t["attempts"]), t["role"] or "", t["profile"] or ""
             )
-        console.print(tasks)
+        print_table(tasks)
     if doc["artifact_index"]:
         arts = Table("artifact", "path", "media type", "size", "trust")
         for a in doc["artifact_index"]:
             arts.add_row(a["artifact_id"], a["path"], a["media_type"], str(a["size"]), a["trust"])
-        console.print(arts)
+        print_table(arts)
 
 
 def _event_text(event: Event) -> str:
@@ -221,6 +255,7 @@ def events(
     follow: bool = typer.Option(
         False, "--follow", "-f", help="Keep waiting for new events until the run ends."
     ),
+    project: Path = PROJECT_OPTION,
     store: str = STORE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
@@ -240,13 +275,40 @@ def events(
                 return
 
     with reported_errors(as_json):
-        _run(store, _READ_ONLY_KEY, work)
+        _run(in_project(store, project), _READ_ONLY_KEY, work)
 
 
-def report_verify(report: VerifyReport, as_json: bool) -> None:
+def _export_keys(project: Path, deploy: Path | None) -> list[LedgerKey]:
+    """The keys an export's head MAC may be checked with; none is ever created. An explicit
+    ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` first (a key file read both as the
+    runtime's variable reads it and as a deployment's ``{file: PATH}`` does), else the
+    project's key if it has a deployment or a local key; else no key at all."""
+    named = os.environ.get("CHARTER_LEDGER_KEY_FILE")
+    if os.environ.get("CHARTER_LEDGER_KEY") or named:
+        keys = [load_ledger_key()]
+        if named and not os.environ.get("CHARTER_LEDGER_KEY"):
+            raw = SecretRef(file=named).load(what="CHARTER_LEDGER_KEY_FILE")
+            keys.append(LedgerKey.derive_id(raw))
+        return keys
+    local = project / ".charter" / "ledger.key"
+    if deployment_path(deploy, project_dir=project) is not None or local.exists():
+        return [ledger_key_for(project, deploy)]
+    return []
+
+
+def report_verify(report: VerifyReport, as_json: bool, *, mac_checked: bool = True) -> None:
     """Print a verification report; exit 1 when it found a problem."""
     if as_json:
-        print_json(report.to_dict())
+        print_json({**report.to_dict(), "mac_checked": mac_checked})
+    elif not mac_checked:
+        console.print("no key given: chain checked, MAC not checked", style="yellow")
+    if report.ok and not mac_checked and not as_json:
+        console.print(
+            f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
+            "lifecycles and projections verified (not the head MAC)"
+        )
+    elif as_json:
+        pass
     elif report.ok:
         console.print(
             f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
@@ -265,6 +327,7 @@ def report_verify(report: VerifyReport, as_json: bool) -> None:
 @app.command("verify")
 def verify(
     target: str = typer.Argument(..., help="A run id, or a directory written by export."),
+    project: Path = PROJECT_OPTION,
     store: str = STORE_OPTION,
     deploy: Path | None = DEPLOY_OPTION,
     files: bool = FILES_OPTION,
@@ -273,18 +336,24 @@ def verify(
     """Replay the chain and the state machines, rebuild projections, compare with stored;
     then check every artifact file's sha256 and size (an export must hold no other file)."""
     with reported_errors(as_json):
-        key = ledger_key_for(Path.cwd(), deploy)
         path = Path(target)
         if path.is_dir():
-            report = verify_directory(path, key, artifact_files=files)
-        else:
-            source = deployment_source(target, deploy, Path.cwd()) if files else None
-            report = _run(
-                store,
-                key,
-                lambda s: verify_run(s, target, key, artifacts=source),
-                checked=False,
-            )
+            keys = _export_keys(project, deploy)
+            report = verify_directory(path, keys[0] if keys else None, artifact_files=files)
+            for other in keys[1:]:
+                if report.reason != "LEDGER_MAC_INVALID":
+                    break
+                report = verify_directory(path, other, artifact_files=files)
+            report_verify(report, as_json, mac_checked=bool(keys))
+            return
+        key = ledger_key_for(project, deploy)
+        source = deployment_source(target, deploy, project) if files else None
+        report = _run(
+            in_project(store, project),
+            key,
+            lambda s: verify_run(s, target, key, artifacts=source),
+            checked=False,
+        )
     report_verify(report, as_json)
 
 
@@ -292,6 +361,7 @@ def verify(
 def export(
     run_id: str,
     directory: Path = typer.Argument(..., help="Where to write (must not exist)."),
+    project: Path = PROJECT_OPTION,
     store: str = STORE_OPTION,
     deploy: Path | None = DEPLOY_OPTION,
     files: bool = FILES_OPTION,
@@ -300,10 +370,10 @@ def export(
     """Write manifest.json, events/00000001.jsonl …, artifacts/index.json and each artifact's
     file (artifacts/files/<path>, checked against its sha256 and size) for a run."""
     with reported_errors(as_json):
-        key = ledger_key_for(Path.cwd(), deploy)
-        source = deployment_source(run_id, deploy, Path.cwd()) if files else None
+        key = ledger_key_for(project, deploy)
+        source = deployment_source(run_id, deploy, project) if files else None
         report = _run(
-            store,
+            in_project(store, project),
             key,
             lambda s: export_run(s, run_id, directory, key, artifacts=source),
             checked=False,

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from charter.cli._output import console, show_envelope
+from charter.cli._output import console, print_table, show_envelope
 from charter.errors import UserError
 from charter.ledger.verify import verify_run
 from charter.project.build import build_project, save_build
@@ -106,7 +106,7 @@ async def tutoring_demo(directory: Path) -> bool:
                     (t.reported_digest or "-")[:19],
                     t.status if t.ready else f"{t.status} {t.reason}",
                 )
-            console.print(table)
+            print_table(table)
             ctx = await rt.resolve_context("panel", "panel", agent="tutor")
             console.print(
                 f"[bold]4. Context[/] {ctx.context_id} for the side panel (tenant northside), "

@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from charter.cli import runs
-from charter.cli._output import JSON_OPTION, console, print_json, reported_errors
+from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.project.suite import suite_from_build
 from charter.proof.context_tests import SuiteReport, run_tests
@@ -37,7 +37,7 @@ def _table(report: SuiteReport) -> None:
     for r in report.results:
         result = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
         table.add_row(r.name, r.origin, result, "\n".join(r.failures))
-    console.print(table)
+    print_table(table)
     console.print(f"{len(report.results) - len(report.failed)} passed, {len(report.failed)} failed")
 
 
@@ -124,7 +124,7 @@ def replay(
         table.add_row(
             str(c.seq), c.call_id, c.tool, c.recorded, f"{style}{c.replayed}", c.reason or ""
         )
-    console.print(table)
+    print_table(table)
     console.print(
         f"ledger verified ({got.verify.events} events); {len(report.changed)} decision(s) "
         "would change; nothing was dispatched"

@@ -332,6 +332,9 @@ _ARTIFACTS = frozenset(
     }
 )
 _SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})
+# A principal's grant: a permission name, a namespace wildcard (``notes:*``) or ``*`` alone,
+# which grants everything (a tool may not *require* ``*``: contracts use PERMISSION).
+_GRANT = re.compile(rf"^(?:\*|{PERMISSION.pattern[1:-1]})$")
 _PRINCIPAL = frozenset({"kind", "tenant", "permissions", "roles", "api_key", "description"})
 _LIMITS = frozenset({"run_tool_calls", "run_elapsed_s", "context_tokens", "max_args_bytes"}) | KEYS
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
@@ -534,7 +537,7 @@ def _principals(
         except ValueError:
             raise r.fail(_join(where, "kind"), "must be application or operator") from None
         permissions = r.names(
-            spec.get("permissions", []), _join(where, "permissions"), PERMISSION, "permission"
+            spec.get("permissions", []), _join(where, "permissions"), _GRANT, "permission"
         )
         roles = r.names(spec.get("roles", []), _join(where, "roles"), _ROLE, "role")
         if "api_key" in spec:

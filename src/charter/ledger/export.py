@@ -281,9 +281,10 @@ def _check_exported_files(files: Path, rows: Sequence[Row]) -> None:
 
 
 def verify_directory(
-    directory: Path, key: LedgerKey, *, artifact_files: bool = True
+    directory: Path, key: LedgerKey | None, *, artifact_files: bool = True
 ) -> VerifyReport:
-    """Verify an exported run offline, with the same reasons as :func:`verify_run`.
+    """Verify an exported run offline, with the same reasons as :func:`verify_run`; with
+    ``key`` None everything but the head's MAC (the caller says so).
 
     Then (unless ``artifact_files`` is false) every file under ``artifacts/files/`` against the
     index: each listed artifact present with its sha256 and size, nothing else there.

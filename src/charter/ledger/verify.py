@@ -472,7 +472,9 @@ class ChainChecker:
         if self._visit is not None:
             self._visit(doc)
 
-    def check_head(self, head: Head | None, key: LedgerKey) -> None:
+    def check_head(self, head: Head | None, key: LedgerKey | None) -> None:
+        """Check the head against the events, and its MAC unless ``key`` is None (an export
+        checked without the key: the chain is checked, the MAC is not)."""
         if head is None:
             raise LedgerProblem("LEDGER_HEAD_MISMATCH", None, "the run has no head record")
         if head.seq > self.last_seq:
@@ -491,7 +493,7 @@ class ChainChecker:
             raise LedgerProblem(
                 "LEDGER_HEAD_MISMATCH", head.seq, "the head hash is not the last event's hash"
             )
-        if not key.mac_matches(self.run_id, head.seq, head.hash, head.mac):
+        if key is not None and not key.mac_matches(self.run_id, head.seq, head.hash, head.mac):
             raise LedgerProblem(
                 "LEDGER_MAC_INVALID",
                 head.seq,

@@ -277,7 +277,11 @@ class Orchestrator:
                 elif isinstance(event, ProviderError):
                     logger.warning("provider error %s: %s", event.kind, event.detail)
                     status = "failed"
-                    yield make("conversation.error", {"message": SAFE_ERROR_MESSAGE})
+                    # The kind is safe to show (credential_missing, http_401, a class name).
+                    yield make(
+                        "conversation.error",
+                        {"message": SAFE_ERROR_MESSAGE, "reason": f"PROVIDER_{event.kind}"},
+                    )
             if task.done() and task.exception() is not None:
                 raise task.exception()  # type: ignore[misc]
         except asyncio.CancelledError:
@@ -286,7 +290,10 @@ class Orchestrator:
         except Exception as exc:  # the provider's own failure: one safe error, details logged
             logger.warning("chat turn failed: %s", type(exc).__name__, exc_info=True)
             status = "failed"
-            yield make("conversation.error", {"message": SAFE_ERROR_MESSAGE})
+            yield make(
+                "conversation.error",
+                {"message": SAFE_ERROR_MESSAGE, "reason": f"PROVIDER_{type(exc).__name__}"},
+            )
         finally:
             if not task.done():
                 task.cancel()

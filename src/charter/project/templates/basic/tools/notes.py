@@ -1,5 +1,9 @@
 """Notes: a tiny notebook kept in a SQLite file of its own (data/notes.db).
 
+Every note belongs to the tenant of the principal that added it, and every function reads and
+writes only the caller's tenant (``ctx.tenant``, set by Charter from the deployment file, never
+by the model): another tenant's notes answer exactly like missing ones.
+
 Each function is an ordinary Python function: call it directly in a unit test. Charter reads
 the @charter.tool declarations when the project is built, and calls the functions through its
 governed kernel at run time.
@@ -24,10 +28,16 @@ def _connect() -> sqlite3.Connection:
     db.row_factory = sqlite3.Row
     db.execute(
         "CREATE TABLE IF NOT EXISTS notes ("
-        " id INTEGER PRIMARY KEY, title TEXT NOT NULL, body TEXT NOT NULL,"
-        " idempotency_key TEXT UNIQUE)"
+        " id INTEGER PRIMARY KEY, tenant TEXT NOT NULL, title TEXT NOT NULL,"
+        " body TEXT NOT NULL, idempotency_key TEXT UNIQUE)"
     )
     return db
+
+
+def _tenant(ctx: charter.Context) -> str:
+    if not ctx.tenant:
+        raise PermissionError("notes are kept per tenant: this call carries no tenant")
+    return ctx.tenant
 
 
 def _row(row: sqlite3.Row) -> dict[str, Any]:
@@ -38,21 +48,26 @@ def _row(row: sqlite3.Row) -> dict[str, Any]:
 def search(
     query: Annotated[str, Field(max_length=200)] = "",
     limit: Annotated[int, Field(ge=1, le=50)] = 10,
+    *,
+    ctx: charter.Context,
 ) -> dict[str, Any]:
     """Search notes whose title or body contains the query (case-insensitive)."""
     with _connect() as db:
         rows = db.execute(
-            "SELECT * FROM notes WHERE title LIKE ?1 OR body LIKE ?1 ORDER BY id LIMIT ?2",
-            (f"%{query}%", limit),
+            "SELECT * FROM notes WHERE tenant = ?1 AND (title LIKE ?2 OR body LIKE ?2)"
+            " ORDER BY id LIMIT ?3",
+            (_tenant(ctx), f"%{query}%", limit),
         ).fetchall()
     return {"notes": [_row(r) for r in rows]}
 
 
 @charter.tool("notes.get", permissions=["notes:read"])
-def get(note_id: Annotated[int, Field(ge=1)]) -> dict[str, Any]:
+def get(note_id: Annotated[int, Field(ge=1)], ctx: charter.Context) -> dict[str, Any]:
     """Read one note by its id."""
     with _connect() as db:
-        row = db.execute("SELECT * FROM notes WHERE id = ?", (note_id,)).fetchone()
+        row = db.execute(
+            "SELECT * FROM notes WHERE id = ? AND tenant = ?", (note_id, _tenant(ctx))
+        ).fetchone()
     return {"note": _row(row) if row else None}
 
 
@@ -66,10 +81,12 @@ def add(
     with _connect() as db:
         # The idempotency key makes the effect happen once even if the same call arrives twice.
         db.execute(
-            "INSERT OR IGNORE INTO notes (title, body, idempotency_key) VALUES (?, ?, ?)",
-            (title, body, ctx.idempotency_key),
+            "INSERT OR IGNORE INTO notes (tenant, title, body, idempotency_key)"
+            " VALUES (?, ?, ?, ?)",
+            (_tenant(ctx), title, body, ctx.idempotency_key),
         )
         row = db.execute(
-            "SELECT * FROM notes WHERE idempotency_key = ?", (ctx.idempotency_key,)
+            "SELECT * FROM notes WHERE idempotency_key = ? AND tenant = ?",
+            (ctx.idempotency_key, _tenant(ctx)),
         ).fetchone()
     return {"note": _row(row)}
