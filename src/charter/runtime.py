@@ -54,6 +54,7 @@ from charter.kernel.audit import (
 )
 from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
+from charter.kernel.endings import RunEndings
 from charter.kernel.envelope import Envelope
 from charter.kernel.executor_port import Executor
 from charter.kernel.inflight import CallsInFlight
@@ -161,9 +162,11 @@ class Runtime:
         run_id: str | None = None,
         session_id: str | None = None,
         workflow_slug: str = ADHOC_SLUG,
+        session: bool = False,
     ) -> ResolvedContext:
         """A context for ``as_`` in ``profile`` (a new run unless ``run_id``; a chat or MCP
-        session names its own ``session_id`` and ``workflow_slug``)."""
+        session names its own ``session_id`` and ``workflow_slug``, and with ``session`` an
+        ended or spent ``run_id`` gives way to a fresh run: :mod:`charter.kernel.sessions`)."""
         return await self.kernel.resolve_context(
             self.principal(as_),
             profile,
@@ -173,6 +176,7 @@ class Runtime:
             run_id=run_id,
             session_id=session_id,
             workflow_slug=workflow_slug,
+            session=session,
         )
 
     async def get_context(self, context_id: str) -> ResolvedContext | None:
@@ -364,6 +368,8 @@ class Runtime:
         operations gauges), oldest first."""
         if as_ is not None:
             tenant = self.principal(as_).tenant
+        # An approval past its lifetime is recorded expired first: never listed as pending.
+        await self.kernel.expire_approvals(tenant=tenant)
         where = _where(tenant=tenant, status=status)
         return await self.store.find_views(ApprovalRow, limit=limit, **where)
 
@@ -375,8 +381,47 @@ class Runtime:
         scope = self.principal(as_).tenant if as_ is not None else tenant
         if scope is None:
             raise InvalidInput("name the principal or the tenant", reason="TENANT_REQUIRED")
-        found = await self.store.find_views(ApprovalRow, approval_id=approval_id, limit=1)
-        return found[0] if found and found[0].tenant == scope else None
+        return await self.kernel.find_approval(approval_id, scope)  # expired when past due
+
+    async def end_run(
+        self, run_id: str, status: str, *, reason: str, as_: str | Principal
+    ) -> dict[str, Any]:
+        """An operator cancels (``status="cancelled"``) or fails (``"failed"``) a run; see
+        :mod:`charter.kernel.endings`. Returns the run row."""
+        return await self._endings().end_run(
+            run_id, status, reason=reason, operator=self.principal(as_)
+        )
+
+    async def cancel_run(self, run_id: str, *, reason: str, as_: str | Principal) -> dict[str, Any]:
+        return await self.end_run(run_id, "cancelled", reason=reason, as_=as_)
+
+    async def fail_run(self, run_id: str, *, reason: str, as_: str | Principal) -> dict[str, Any]:
+        return await self.end_run(run_id, "failed", reason=reason, as_=as_)
+
+    async def end_task(
+        self, run_id: str, task_id: str, status: str, *, reason: str, as_: str | Principal
+    ) -> dict[str, Any]:
+        """An operator cancels, fails or skips a task. Returns the task row."""
+        return await self._endings().end_task(
+            run_id, task_id, status, reason=reason, operator=self.principal(as_)
+        )
+
+    def _endings(self) -> RunEndings:
+        return RunEndings(store=self.kernel.store, redactor=self.kernel.redactor)
+
+    async def maintain(self) -> dict[str, int]:
+        """One round of upkeep (``charter serve`` runs it periodically): calls left
+        ``dispatching`` by a process whose lease lapsed become ``unknown``, approvals past
+        their lifetime are recorded ``expired``, and idle session runs are ended. Safe from
+        any number of processes at once. Returns how many of each this round changed."""
+        reconciled = await self.kernel.reconcile()
+        expired = await self.kernel.expire_approvals()
+        idle = await self.kernel.close_idle_runs()
+        return {
+            "reconciled": len(reconciled),
+            "expired_approvals": len(expired),
+            "idle_runs_closed": len(idle),
+        }
 
     async def get_approval(
         self, approval_id: str, *, as_: str | Principal, full: bool = False
@@ -445,6 +490,8 @@ def _settings(deployment: Deployment) -> KernelSettings:
         policy_hook_deadline_s=deployment.limits.policy_hook_deadline_s,
         pending_approvals_tenant=deployment.limits.pending.tenant,
         pending_approvals_principal=deployment.limits.pending.principal,
+        session_idle_s=deployment.limits.session_idle_s,
+        renew_session_budgets=deployment.limits.renew_session_budgets,
         enablement=Enablement(
             enabled=deployment.enabled_tools
             if deployment.enabled_tools is not None
@@ -702,6 +749,7 @@ async def open_runtime(
         )
         kernel.readiness = readiness
         kernel.limiter = await _limiter(deployment, url, stack)
+        stack.push_async_callback(kernel.lease.aclose)  # before the store closes
         _audit_refusals(the_store, kernel)
         artifacts = artifact_store(deployment, base)
         sweep = getattr(artifacts, "sweep", None)
@@ -717,6 +765,7 @@ async def open_runtime(
             stack.push_async_callback(executor.aclose)
         if reconcile and deployment.mode.value != "off":
             await kernel.reconcile()
+            await kernel.close_idle_runs()
         yield Runtime(kernel=kernel, deployment=deployment, project_dir=project_dir)
 
 

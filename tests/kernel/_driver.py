@@ -13,6 +13,11 @@ object, ``{"results": [...]}``, one result per step:
   envelope as a dict
 * ``{"op": "row", "context": C, "call_id": I, "as": P}`` → the call row
 * ``{"op": "approve", "approval_id": A, "as": P}`` → the approval row
+* ``{"op": "reconcile_until", "context": C, "call_id": I, "as": P}`` → reconcile until the
+  call is no longer ``dispatching``: ``{"changed": N, "state": S}``
+
+``"as_host"`` makes the process pose as a replica on another host (so only its lease tells
+whether it is alive) and ``"lease_ttl_s"`` shortens its lease.
 
 With ``"fork": N`` the driver imports Charter once and forks N children that each run the
 steps as above — separate processes with their own store connections, started in a fraction of
@@ -35,6 +40,7 @@ import os
 import sys
 import time
 import traceback
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -65,12 +71,26 @@ async def _step(rt: Runtime, step: dict[str, Any]) -> Any:
         return (await rt.get_call(step["context"], step["call_id"], as_=step["as"])).to_dict()
     if op == "approve":
         return (await rt.approve(step["approval_id"], as_=step["as"])).to_dict()
+    if op == "reconcile_until":  # reconcile until the call is no longer dispatching
+        changed = 0
+        deadline = time.monotonic() + float(step.get("timeout", 30))
+        while time.monotonic() < deadline:
+            changed += len(await rt.kernel.reconcile())
+            row = await rt.get_call(step["context"], step["call_id"], as_=step["as"])
+            if row.state != "dispatching":
+                return {"changed": changed, "state": row.state}
+            await asyncio.sleep(0.05)
+        return {"changed": changed, "state": "dispatching"}
     raise SystemExit(f"unknown op {op!r}")
 
 
 async def main(spec: dict[str, Any]) -> list[Any]:
     results = []
     async with open_runtime(spec["project"], store=spec["store"]) as rt:
+        if spec.get("as_host"):  # pose as a replica on another host (its lease says so too)
+            rt.kernel.state.owner["host"] = spec["as_host"]
+        if spec.get("lease_ttl_s"):
+            rt.kernel.lease.ttl = timedelta(seconds=float(spec["lease_ttl_s"]))
         if spec.get("ready"):
             Path(spec["ready"]).touch()
             _wait_for(Path(spec["go"]))

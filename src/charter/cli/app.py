@@ -11,6 +11,7 @@ from charter.cli import (
     chat_cmds,
     check_cmds,
     demo_cmds,
+    endings_cmds,
     kernel_cmds,
     mcp_cmds,
     project_cmds,
@@ -43,6 +44,7 @@ chat_cmds.register(app)
 proposals_cmds.register(app)
 workflow_cmds.register(app)
 artifacts_cmds.register(app)
+endings_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 
 

@@ -27,6 +27,7 @@ from charter.cli.artifacts_cmds import deployment_source
 from charter.deploy.deployment import deployment_path
 from charter.deploy.secret_ref import SecretRef
 from charter.errors import InvalidInput, UserError
+from charter.kernel.sessions import listing
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import Event
 from charter.ledger.export import export_run, verify_directory
@@ -126,43 +127,49 @@ def _ledger_state(problem: RunProblem | None) -> str:
 @app.command("ls")
 def list_runs(
     limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs."),
+    everything: bool = typer.Option(
+        False, "--all", help="Also list session runs that ended (idle-closed or renewed)."
+    ),
     project: Path = PROJECT_OPTION,
     store: str = STORE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """List runs, newest first."""
+    """List runs: open ones first, then ended ones, newest first within each. Ended session
+    runs (CLI calls, chats, MCP sessions closed when idle) only with ``--all``."""
     url = in_project(store, project)
     fresh = url.startswith("sqlite:///") and (project / "charter.yaml").is_file()
-    runs = []  # a project that has made no call yet has no store yet: no runs
+    found = []  # a project that has made no call yet has no store yet: no runs
     with reported_errors(as_json):
         if not fresh or sqlite_path(url).exists():
-            runs = list(_run(url, _reading_key(project), lambda s: s.list_runs(limit=limit)))
+            found = list(_run(url, _reading_key(project), lambda s: s.list_runs(limit=limit)))
+    problems = {r.run["run_id"]: r.problem for r in found}
+    rows = listing(
+        [
+            {
+                **r.run,
+                "event_count": r.event_count,
+                "ledger": None if r.problem is None else r.problem.to_dict(),
+            }
+            for r in found
+        ],
+        everything=everything,
+    )
     if as_json:
-        print_json(
-            [
-                {
-                    **r.run,
-                    "event_count": r.event_count,
-                    "ledger": None if r.problem is None else r.problem.to_dict(),
-                }
-                for r in runs
-            ]
-        )
+        print_json(rows)
         return
-    if not runs:
+    if not rows:
         console.print("No runs yet.")
         return
     table = Table("run", "workflow", "status", "events", "created", "updated", "ledger")
-    for r in runs:
-        row = r.run
+    for row in rows:
         table.add_row(
             row["run_id"],
             row.get("workflow_slug", "?"),
             row.get("status", "?"),
-            str(r.event_count),
+            str(row["event_count"]),
             row.get("created_at", "?"),
             row.get("updated_at", "?"),
-            _ledger_state(r.problem),
+            _ledger_state(problems[row["run_id"]]),
         )
     print_table(table)
 

@@ -219,6 +219,28 @@ class AsyncClient:
         result: dict[str, Any] = await self._json("GET", f"/v1/runs/{run_id}/verify")
         return result
 
+    async def cancel_run(self, run_id: str, *, reason: str) -> dict[str, Any]:
+        """An operator cancels a run (calls in flight settle first); returns its manifest."""
+        result: dict[str, Any] = await self._json(
+            "POST", f"/v1/runs/{run_id}/cancel", json={"reason": reason}
+        )
+        return result
+
+    async def fail_run(self, run_id: str, *, reason: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._json(
+            "POST", f"/v1/runs/{run_id}/fail", json={"reason": reason}
+        )
+        return result
+
+    async def end_task(
+        self, run_id: str, task_id: str, action: str, *, reason: str
+    ) -> dict[str, Any]:
+        """``action``: cancel, fail or skip; returns the task row."""
+        result: dict[str, Any] = await self._json(
+            "POST", f"/v1/runs/{run_id}/tasks/{task_id}/{action}", json={"reason": reason}
+        )
+        return result
+
     async def events(self, run_id: str, *, after: int = 0, limit: int = 500) -> dict[str, Any]:
         """One page of events as JSON: ``{"events": [...], "next_after": SEQ}``."""
         result: dict[str, Any] = await self._json(

@@ -58,6 +58,7 @@ __all__ = [
     "Intake",
     "IntakeLimits",
     "check_value",
+    "fingerprint_arguments",
     "parse_arguments",
 ]
 
@@ -365,6 +366,27 @@ def check_value(value: object, *, limits: IntakeLimits = INTAKE_LIMITS) -> dict[
     :func:`parse_arguments`, plus ``ARGS_NOT_JSON`` for non-string keys and non-JSON values.
     """
     return _check_value(value, limits)[0]
+
+
+def fingerprint_arguments(
+    raw: str | bytes | Mapping[str, Any],
+    fingerprinter: Fingerprinter,
+    *,
+    limits: IntakeLimits = INTAKE_LIMITS,
+) -> str:
+    """The fingerprint :meth:`Intake.accept` would give these arguments, without a schema.
+
+    For matching a resubmitted call against a recorded one when the contract is not at hand
+    (an expired context, a context of another Build). Raises :class:`InvalidInput` when the
+    arguments could never have been accepted.
+    """
+    if isinstance(raw, str | bytes):
+        arguments, plain = _parse(raw, limits)
+        data = canonical_bytes_of_plain(arguments) if plain else canonical_bytes(arguments)
+    else:
+        _, data = _check_value(raw, limits)
+    mac = hmac.new(fingerprinter.key, data, hashlib.sha256)
+    return f"hmac-sha256:{fingerprinter.key_id}:{mac.hexdigest()}"
 
 
 # ---------------------------------------------------------------------------------------

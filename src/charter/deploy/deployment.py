@@ -96,6 +96,8 @@ class Limits:
     calls: LimitSettings = field(default_factory=LimitSettings)  # rate, concurrency (limits.py)
     pending: PendingCaps = field(default_factory=PendingCaps)  # pending approvals at once
     policy_hook_deadline_s: float = 0.25  # each ownership hook
+    session_idle_s: float | None = 3600.0  # session runs idle this long are ended
+    renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run
 
 
 _S3_PREFIX = "charter/artifacts/"
@@ -220,6 +222,8 @@ class Deployment:
                 "run_elapsed_s": self.limits.run_elapsed_s,
                 "context_tokens": self.limits.context_tokens,
                 "max_args_bytes": self.limits.max_args_bytes,
+                "session_idle_s": self.limits.session_idle_s,
+                "renew_session_budgets": self.limits.renew_session_budgets,
             },
             "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
             "kill_switch": self.kill_switch,
@@ -336,7 +340,19 @@ _SECRETS = frozenset({"fingerprint_key", "ledger_key", "approval_token"})
 # which grants everything (a tool may not *require* ``*``: contracts use PERMISSION).
 _GRANT = re.compile(rf"^(?:\*|{PERMISSION.pattern[1:-1]})$")
 _PRINCIPAL = frozenset({"kind", "tenant", "permissions", "roles", "api_key", "description"})
-_LIMITS = frozenset({"run_tool_calls", "run_elapsed_s", "context_tokens", "max_args_bytes"}) | KEYS
+_LIMITS = (
+    frozenset(
+        {
+            "run_tool_calls",
+            "run_elapsed_s",
+            "context_tokens",
+            "max_args_bytes",
+            "session_idle_s",
+            "renew_session_budgets",
+        }
+    )
+    | KEYS
+)
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
 
@@ -501,6 +517,10 @@ def _limits(r: _Reader, value: Any) -> Limits:
         args_bytes = int(
             r.positive(section["max_args_bytes"], "limits.max_args_bytes", integer=True)
         )
+    idle = optional("session_idle_s", base.session_idle_s, integer=False)
+    renew = base.renew_session_budgets
+    if "renew_session_budgets" in section:
+        renew = r.boolean(section["renew_session_budgets"], "limits.renew_session_budgets")
     return Limits(
         run_tool_calls=int(run_calls) if run_calls is not None else None,
         run_elapsed_s=run_elapsed,
@@ -509,6 +529,8 @@ def _limits(r: _Reader, value: Any) -> Limits:
         calls=call_limits(r, section),
         pending=pending_caps(r, section),
         policy_hook_deadline_s=hook_deadline_s(r, section),
+        session_idle_s=idle,
+        renew_session_budgets=renew,
     )
 
 

@@ -11,11 +11,16 @@ the executor sets ``context.cancelled`` and answers ``unknown`` / ``TIMEOUT``. A
 cancelled at its next ``await``. **A thread cannot be killed**: a sync tool keeps running in
 its thread until it returns (it should poll ``ctx.cancelled``); when it finally returns, its
 late result is discarded — the call already answered ``unknown``, which is the honest answer
-because its effect may still happen. Use the subprocess executor for a hard deadline.
+because its effect may still happen. The executor hands the kernel (``request.linger``) what
+completes when that thread really ends, and the kernel keeps the run's write lock until then,
+so a later write of the run never overlaps it. Use the subprocess executor for a hard
+deadline: it kills its worker on timeout.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import functools
 import inspect
 import threading
@@ -203,10 +208,17 @@ class PythonExecutor:
             )
 
         bound = functools.partial(tool.function, **kwargs)
+        loop = asyncio.get_running_loop()
+        ended: asyncio.Future[None] = loop.create_future()  # the worker thread returned
 
         def call() -> Any:
-            faults.point("during_dispatch", tool_id)  # test-only: die as the tool starts
-            return bound()
+            try:
+                faults.point("during_dispatch", tool_id)  # test-only: die as the tool starts
+                return bound()
+            finally:
+                if not tool.is_async:
+                    with contextlib.suppress(RuntimeError):  # the loop is gone
+                        loop.call_soon_threadsafe(_settle, ended)
 
         result: Any = None
         raised: Exception | None = None
@@ -224,9 +236,11 @@ class PythonExecutor:
         except BaseException:
             # The caller cancelled us (or the loop is shutting down): tell the tool, propagate.
             ctx.cancelled.set()
+            self._linger(tool.is_async, ended, request)
             raise
         if scope.cancelled_caught:
             ctx.cancelled.set()
+            self._linger(tool.is_async, ended, request)
             return unknown(
                 TimeoutFailure(
                     f"tool {tool_id} did not finish within {request.deadline_s:g} s; "
@@ -243,6 +257,13 @@ class PythonExecutor:
         except Failure as exc:
             exc.call_id, exc.run_id = ctx.call_id, ctx.run_id
             return failed(exc)
+
+    @staticmethod
+    def _linger(is_async: bool, ended: asyncio.Future[None], request: ExecutionRequest) -> None:
+        """A sync tool's thread outlives its timeout or cancellation: hand the caller (the
+        kernel, which then keeps the run's write lock) what completes when it really ends."""
+        if not is_async and not ended.done() and request.linger is not None:
+            request.linger(ended)
 
     def _failure(self, exc: Exception, request: ExecutionRequest) -> Failure:
         """The tool raised: keep a Charter failure's code and reason, redact every message."""
@@ -268,3 +289,8 @@ class PythonExecutor:
             call_id=ctx.call_id,
             run_id=ctx.run_id,
         )
+
+
+def _settle(ended: asyncio.Future[None]) -> None:
+    if not ended.done():
+        ended.set_result(None)

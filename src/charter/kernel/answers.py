@@ -104,9 +104,10 @@ class Answers:
         error = PermissionDenied(denial.message, reason=denial.reason)
         return await self.refuse(at, error, CallStatus.DENIED)
 
-    async def conflict(self, at: Attempt) -> Envelope:
-        """The call id was reserved with other arguments (or for another tool)."""
-        contract = at.bound()
+    async def conflict(self, at: Attempt, tool_id: str | None = None) -> Envelope:
+        """The call id was reserved with other arguments (or for another tool); ``tool_id``
+        names the tool when the attempt has no contract (a context of another Build)."""
+        tool = tool_id if tool_id is not None else at.bound().id
         error = InvalidInput(
             "this call id was already used with different arguments; the original is untouched",
             reason="IDEMPOTENCY_CONFLICT",
@@ -114,7 +115,7 @@ class Answers:
         await self.audit(
             at, "conflict", _ms_since(at.started), reason=error.reason, code=error.code.value
         )
-        return self.answer(at, CallStatus.CONFLICT, error, tool=contract.id, ctx=at.ctx)
+        return self.answer(at, CallStatus.CONFLICT, error, tool=tool, ctx=at.ctx)
 
     # -----------------------------------------------------------------------------------
     # audit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -19,6 +20,10 @@ from charter.kernel.limits import PendingCaps, pending_approvals_refusal
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.views import ApprovalRow, CallRow, RunRow
+
+_RETRIES = 20  # appends decided at the run's head, retried when another append got in first
+_LIVE = frozenset({"pending", "approved"})
+"""Approval states that end with the approval's lifetime."""
 
 
 class ApprovalGate:
@@ -76,6 +81,8 @@ class ApprovalGate:
                 )
             elif status == "pending" and not expired:
                 return self.pending(at, approval.approval_id, approval.expires_at)
+            elif status == "expired":
+                at.warnings.append("APPROVAL_EXPIRED: a new approval was requested")
             elif status in ("pending", "approved") and expired:
                 at.warnings.append("APPROVAL_EXPIRED: a new approval was requested")
                 entries.append(
@@ -124,6 +131,9 @@ class ApprovalGate:
                 },
             )
         )
+        # The run's status is decided from what the store holds at ``head``; the append
+        # succeeds only if nothing was appended since (else the caller decides again).
+        head = await state.store.head(ctx.run_id)
         run = await state.store.read_view(RunRow, ctx.run_id)
         if run is not None and run.status == "running":
             entries.append(
@@ -132,7 +142,9 @@ class ApprovalGate:
                 )
             )
         try:
-            await state.store.append(ctx.run_id, entries)
+            await state.store.append(
+                ctx.run_id, entries, expected_seq=head.seq + 1 if head is not None else None
+            )
         except StoreConflict:
             return None  # a concurrent duplicate reserved the call first: read its row
         except InvalidInput as exc:
@@ -160,10 +172,85 @@ class ApprovalGate:
     # operators' decisions
 
     async def find_approval(self, approval_id: str, tenant: str) -> ApprovalRow | None:
+        """One approval of the tenant; past its lifetime it is ``expired`` (and recorded so)."""
         rows = await self.state.store.find_views(ApprovalRow, approval_id=approval_id, limit=1)
         if not rows or rows[0].tenant != tenant:
             return None
-        return rows[0]
+        row = rows[0]
+        if row.status in _LIVE and self.state.now() >= _parse_at(row.expires_at):
+            await self._expire(row.run_id, [row])
+            return await self.state.store.read_view(ApprovalRow, row.run_id, approval_id)
+        return row
+
+    async def expire_approvals(
+        self, *, tenant: str | None = None, limit: int = 1000
+    ) -> list[ApprovalRow]:
+        """Record ``approval_expired`` for each pending or approved (unused) approval past its
+        lifetime — of one tenant, or of all — and let its run leave ``input_required`` when
+        nothing else of the run waits. Safe to run from several processes at once: an
+        approval another process expired or decided first is skipped. Returns the approvals
+        this call expired (as they were before)."""
+        now = self.state.now()
+        due: dict[str, list[ApprovalRow]] = {}
+        for status in sorted(_LIVE):
+            where = {"status": status} if tenant is None else {"status": status, "tenant": tenant}
+            for row in await self.state.store.find_views(ApprovalRow, limit=limit, **where):
+                if now >= _parse_at(row.expires_at):
+                    due.setdefault(row.run_id, []).append(row)
+        expired: list[ApprovalRow] = []
+        for run_id, rows in due.items():
+            expired += await self._expire(run_id, rows)
+        return expired
+
+    async def _expire(
+        self, run_id: str, rows: Sequence[ApprovalRow], *, actor: str = "kernel"
+    ) -> list[ApprovalRow]:
+        """Expire ``rows`` (approvals of one run) in one append, decided at the run's head;
+        re-read and retry when a concurrent writer got in first."""
+        store = self.state.store
+        for _ in range(_RETRIES):
+            head = await store.head(run_id)
+            live = []
+            for row in rows:
+                current = await store.read_view(ApprovalRow, run_id, row.approval_id)
+                if current is not None and current.status in _LIVE:
+                    live.append(current)
+            if not live:
+                return []
+            entries = [
+                NewEvent(
+                    type="approval_expired",
+                    payload={
+                        "approval_id": r.approval_id,
+                        "context_id": r.context_id,
+                        "call_id": r.call_id,
+                        "actor": actor,
+                    },
+                )
+                for r in live
+            ]
+            entries += await self._resume_unless_waiting(run_id, {r.approval_id for r in live})
+            try:
+                await store.append(
+                    run_id, entries, expected_seq=head.seq + 1 if head is not None else None
+                )
+            except (InvalidInput, StoreConflict):
+                continue  # decided, consumed or expired meanwhile: look again
+            return live
+        return []
+
+    async def _resume_unless_waiting(self, run_id: str, leaving: set[str]) -> list[NewEvent]:
+        """``input_required → running`` when no approval of the run but ``leaving`` still
+        waits (pending and within its lifetime)."""
+        store = self.state.store
+        run = await store.read_view(RunRow, run_id)
+        if run is None or run.status != "input_required":
+            return []
+        now = self.state.now()
+        pending = await store.find_views(ApprovalRow, run_id=run_id, status="pending", limit=10_000)
+        if any(r.approval_id not in leaving and now < _parse_at(r.expires_at) for r in pending):
+            return []
+        return [NewEvent(type="run_status_changed", payload={"status": "running", "by": "kernel"})]
 
     async def decide(
         self,
@@ -203,6 +290,8 @@ class ApprovalGate:
         approval = await self.find_approval(approval_id, scope)
         if approval is None:
             raise PermissionDenied("no such approval", reason="APPROVAL_NOT_FOUND")
+        if approval.status == "expired":
+            raise PermissionDenied("the approval has expired", reason="APPROVAL_EXPIRED")
         if approval.status != "pending":
             raise InvalidInput(
                 f"the approval is already {approval.status}", reason="APPROVAL_NOT_PENDING"
@@ -216,16 +305,28 @@ class ApprovalGate:
             "reason": self.state.redactor.redact_text(reason) if reason else None,
         }
         if self.state.now() >= _parse_at(approval.expires_at):
-            await self.state.store.append(
-                run_id, [NewEvent(type="approval_expired", payload=payload)]
-            )
+            await self._expire(run_id, [approval], actor=actor)
             raise PermissionDenied("the approval has expired", reason="APPROVAL_EXPIRED")
-        entries = [
-            NewEvent(type="approval_approved" if approve else "approval_rejected", payload=payload)
-        ]
-        if not approve:
-            entries += await self.state.resume_run(run_id, exclude=approval_id)
-        await self.state.store.append(run_id, entries)
+        store = self.state.store
+        decision = NewEvent(
+            type="approval_approved" if approve else "approval_rejected", payload=payload
+        )
+        if approve:
+            await store.append(run_id, [decision])
+        else:
+            # A rejection may resume the run; decided at ``head``, retried if the run moved.
+            for _ in range(_RETRIES):
+                head = await store.head(run_id)
+                entries = [decision, *await self.state.resume_run(run_id, exclude=approval_id)]
+                try:
+                    await store.append(
+                        run_id, entries, expected_seq=head.seq + 1 if head is not None else None
+                    )
+                    break
+                except StoreConflict:
+                    continue
+            else:
+                raise StoreConflict("the run kept changing; try again", reason="RUN_BUSY")
         decided = await self.state.store.read_view(ApprovalRow, run_id, approval_id)
         assert decided is not None
         return decided
@@ -233,6 +334,9 @@ class ApprovalGate:
     async def list_approvals(
         self, *, tenant: str, status: str | None = None, limit: int = 100
     ) -> list[ApprovalRow]:
+        """The tenant's approvals; those past their lifetime are expired (and recorded so)
+        first, so none is listed as ``pending`` after its ``expires_at``."""
+        await self.expire_approvals(tenant=tenant)
         where: dict[str, Any] = {"tenant": tenant}
         if status is not None:
             where["status"] = status

@@ -31,6 +31,8 @@ from charter.kernel.audit import AuditSink
 from charter.kernel.authorize import Hook
 from charter.kernel.contexts import ContextProvider, ResolvedContext
 from charter.kernel.executor_port import Executor
+from charter.kernel.flight import Flight
+from charter.kernel.leases import OwnerLease
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import Redactor
 from charter.kernel.settings import KernelSettings
@@ -40,6 +42,8 @@ from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
 from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
 from charter.project.build import Build
+
+_RUN_ENDED = frozenset({"completed", "partial", "failed", "cancelled"})
 
 
 def _parse_at(value: str) -> datetime:
@@ -83,10 +87,11 @@ class Arrival:
     started: float  # ``time.perf_counter()`` at arrival
     trace: dict[str, str]  # ``trace_id`` and ``span_id``
     timeline: Timeline = field(default_factory=Timeline)
+    flight: Flight = field(default_factory=Flight)  # how far it got (charter.kernel.flight)
 
     def attempt(self, ctx: ResolvedContext) -> Attempt:
         """The attempt to decide this call in its (attributed) context."""
-        return Attempt(
+        self.flight.attempt = attempt = Attempt(
             call_id=self.call_id,
             tool=self.tool,
             principal=self.principal,
@@ -95,8 +100,10 @@ class Arrival:
             started=self.started,
             trace=self.trace,
             timeline=self.timeline,
+            flight=self.flight,
             ctx=ctx,
         )
+        return attempt
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -195,7 +202,10 @@ class KernelState:
             "host": socket.gethostname(),
             "pid": os.getpid(),
             "start": _process_start(),
+            "lease": new_id("own"),
         }
+        self.lease = OwnerLease(store, self.now, self.owner, self.settings.lease_ttl_s)
+        self.ended_runs: set[str] = set()  # runs seen terminal (nothing leaves that)
 
     # -----------------------------------------------------------------------------------
     # ids and time
@@ -211,6 +221,10 @@ class KernelState:
 
     def now(self) -> datetime:
         return self.clock()
+
+    def jitter(self, upto: float) -> float:
+        """A random delay in ``[0, upto]`` seconds (backing off a contended append)."""
+        return self._random.uniform(0, upto)
 
     # -----------------------------------------------------------------------------------
     # what a contract compiles to (cached by digest)
@@ -293,6 +307,16 @@ class KernelState:
     def idempotency_key(self, ctx: ResolvedContext, call_id: str, fingerprint: str) -> str:
         raw = f"{ctx.context_id}\x00{call_id}\x00{fingerprint}".encode()
         return "idk-" + hashlib.sha256(raw).hexdigest()[:40]
+
+    async def run_ended(self, run_id: str) -> bool:
+        """Whether the run reached a terminal status (remembered: nothing leaves one)."""
+        if run_id in self.ended_runs:
+            return True
+        run = await self.store.read_view(RunRow, run_id)
+        if run is not None and run.status in _RUN_ENDED:
+            self.ended_runs.add(run_id)
+            return True
+        return False
 
     async def resume_run(self, run_id: str, *, exclude: str) -> list[NewEvent]:
         """``input_required → running`` once no other approval of the run is pending."""

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any, NamedTuple
 
@@ -20,7 +21,7 @@ from charter.errors import (
     StoreError,
 )
 from charter.kernel import artifacts as call_artifacts
-from charter.kernel import faults
+from charter.kernel import faults, flight
 from charter.kernel.acceptance import check_result, clamp
 from charter.kernel.answers import Answers
 from charter.kernel.core import Attempt, KernelState
@@ -47,6 +48,7 @@ class Dispatcher:
     def __init__(self, state: KernelState, answers: Answers) -> None:
         self.state = state
         self.answers = answers
+        self._lingering: set[asyncio.Task[None]] = set()  # write locks held for a thread
 
     async def intent(self, at: Attempt, approval: ApprovalRow | None) -> None:
         """Commit the ``dispatching`` intent durably; set the executor's idempotency key."""
@@ -54,6 +56,7 @@ class Dispatcher:
         assert at.fingerprint is not None
         idem_key = state.idempotency_key(ctx, at.call_id, at.fingerprint)
         entries: list[NewEvent] = []
+        expected: int | None = None
         payload: dict[str, Any] = {
             "stage": "started",
             "context_id": ctx.context_id,
@@ -85,9 +88,16 @@ class Dispatcher:
                     },
                 )
             )
+            # Whether consuming it resumes the run is decided at ``head``: the append must
+            # follow it directly (StoreConflict otherwise: the caller decides again).
+            head = await state.store.head(ctx.run_id)
+            expected = head.seq + 1 if head is not None else None
             entries += await state.resume_run(ctx.run_id, exclude=approval.approval_id)
         entries.append(NewEvent(type="tool_progress", payload=payload))
-        await state.store.append(ctx.run_id, entries)
+        at.flight.phase = flight.INTENT
+        await flight.shielded(
+            at.flight, "intent", state.store.append(ctx.run_id, entries, expected_seq=expected)
+        )
         at.idempotency_key = idem_key
 
     async def execute(self, at: Attempt, request: ExecutionRequest) -> ExecutionOutcome:
@@ -168,17 +178,24 @@ class Dispatcher:
             span_id=at.trace["span_id"],
             artifacts=files,
         )
+        lingering: list[Awaitable[None]] = []
         request = ExecutionRequest(
             contract=contract,
             arguments=arguments,
             context=tool_ctx,
             deadline_s=contract.timeout_s,
+            linger=lingering.append,
         )
+        at.flight.phase = flight.DISPATCH
         if contract.read_only:
             outcome = await self.execute(at, request)
         else:
-            async with state.store.run_lock(ctx.run_id):
+            lock = state.store.run_lock(ctx.run_id)
+            await lock.__aenter__()
+            try:
                 outcome = await self.execute(at, request)
+            finally:
+                await self._release(lock, lingering)
         faults.point("after_result", contract.id)
         settled = self.accept(contract, arguments, outcome, at.warnings)
         registered: list[ArtifactRecord] = []
@@ -195,11 +212,32 @@ class Dispatcher:
                     settled = Settled(CallStatus.FAILED, None, exc, 0, settled.attempts)
             if settled.status is not CallStatus.SUCCEEDED and written:
                 await service.rollback(ctx.run_id, [w.stored for w in written])
-        envelope = await self.finish(at, settled, registered, artifact_ids)
+        at.flight.phase = flight.FINISH
+        envelope = await flight.shielded(
+            at.flight, "outcome", self.finish(at, settled, registered, artifact_ids)
+        )
         if envelope.status is not CallStatus.SUCCEEDED and artifact_ids and service is not None:
             # The outcome could not be recorded: nothing was registered; remove the files.
             await service.rollback(ctx.run_id, [r.stored() for r in registered])
         return envelope
+
+    async def _release(self, lock: AbstractAsyncContextManager[None], lingering: list[Any]) -> None:
+        """Release the run's write lock now — or, when the executor says the tool's thread
+        outlives its answer (a timed-out or cancelled sync tool), once that thread really
+        ends, from a task of its own so the answer is not held back."""
+        if not lingering:
+            await lock.__aexit__(None, None, None)
+            return
+
+        async def release() -> None:
+            try:
+                await asyncio.gather(*lingering, return_exceptions=True)
+            finally:
+                await lock.__aexit__(None, None, None)
+
+        task = asyncio.get_running_loop().create_task(release())
+        self._lingering.add(task)  # a strong reference while it waits
+        task.add_done_callback(self._lingering.discard)
 
     def accept(
         self,

@@ -19,7 +19,7 @@ string detail passes through the :data:`MessageRedactor` the executor was built 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -52,6 +52,10 @@ class ExecutionRequest:
     arguments: Mapping[str, Any] = field(repr=False)  # never printed (docs/privacy.md)
     context: Context
     deadline_s: float  # seconds from now; the executor gives up (``unknown``) after it
+    # Called by an executor with what completes when work it answered for but could not stop
+    # (a sync tool's thread past its deadline or cancellation) really ends; the kernel holds
+    # the run's write lock until then.
+    linger: Callable[[Awaitable[None]], None] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

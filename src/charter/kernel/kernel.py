@@ -19,6 +19,8 @@ provider or adapter layers.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
@@ -58,14 +60,17 @@ from charter.kernel.contexts import (
 )
 from charter.kernel.core import Arrival, KernelState, _parse_at
 from charter.kernel.dispatch import Dispatcher
+from charter.kernel.endcall import closed_context, interrupted
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.executor_port import Executor
+from charter.kernel.leases import OwnerLease
 from charter.kernel.limits import ADMITTED, Admission, Limiter
 from charter.kernel.operators import Operators
 from charter.kernel.policy_deadline import authorize_with_deadline
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.redaction import Redactor
+from charter.kernel.sessions import Sessions
 from charter.kernel.settings import KernelSettings, Mode
 from charter.kernel.store import KernelStore
 from charter.kernel.task_auth import task_denial
@@ -86,8 +91,14 @@ def _requested(approval: ApprovalRow) -> tuple[int, str] | None:
         return None
 
 
-CALL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}$")
+# Matched with ``fullmatch``: ``re.match`` with ``$`` accepts a trailing newline ("a1\n"),
+# which would name a second call for what the caller sees as the same id.
+CALL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 ADHOC_SLUG = "adhoc"
+_log = logging.getLogger("charter.kernel")
+# Reservation, approval bookkeeping and intent are retried when a concurrent caller's append
+# got in first (a duplicate's reservation, another approval changing the run's status).
+_RESERVE_ATTEMPTS = 40
 T = TypeVar("T")
 
 
@@ -175,6 +186,7 @@ class Kernel:
         self.approvals = ApprovalGate(self.state, self.answers)
         self.dispatcher = Dispatcher(self.state, self.answers)
         self.operators = Operators(self.state)
+        self.sessions = Sessions(self.state)
 
     def _now(self) -> datetime:
         return self.state.now()
@@ -215,8 +227,23 @@ class Kernel:
     ) -> list[ApprovalRow]:
         return await self.approvals.list_approvals(tenant=tenant, status=status, limit=limit)
 
+    async def close_idle_runs(self) -> list[RunRow]:
+        """End session runs idle past ``session_idle_s`` (see :mod:`charter.kernel.sessions`)."""
+        return await self.sessions.close_idle()
+
+    async def expire_approvals(self, *, tenant: str | None = None) -> list[ApprovalRow]:
+        """Record the expiry of approvals past their lifetime (see
+        :meth:`ApprovalGate.expire_approvals`)."""
+        return await self.approvals.expire_approvals(tenant=tenant)
+
+    @property
+    def lease(self) -> OwnerLease:
+        """This process's owner lease (:mod:`charter.kernel.leases`)."""
+        return self.state.lease
+
     async def reconcile(self) -> list[CallRow]:
-        """Calls left ``dispatching`` by a dead process on this host become ``unknown``."""
+        """Calls left ``dispatching`` by a process whose lease lapsed (any host), or whose
+        pid is dead on this host, become ``unknown``."""
         return await self.operators.reconcile()
 
     async def resolve_call(
@@ -253,8 +280,15 @@ class Kernel:
         run_id: str | None = None,
         session_id: str | None = None,
         workflow_slug: str = ADHOC_SLUG,
+        session: bool = False,
     ) -> ResolvedContext:
-        """Resolve and record a context; an ad-hoc run is created when ``run_id`` is None."""
+        """Resolve and record a context; an ad-hoc run is created when ``run_id`` is None.
+
+        With ``session`` (chat conversations, MCP sessions), ``run_id`` is the session's
+        current run: when it has ended, or is past its budgets and the deployment renews
+        session budgets, the old run is ended and the context opens a fresh run of the same
+        session (:mod:`charter.kernel.sessions`).
+        """
         state = self.state
         if profile not in state.build.profiles:
             raise InvalidInput(f"unknown profile {profile!r}", reason="PROFILE_UNKNOWN")
@@ -312,6 +346,13 @@ class Kernel:
             )
         now = state.now()
         entries: list[NewEvent] = []
+        if run_id is not None and session:
+            await self._check_run_tenant(run_id, principal)
+            current = await state.store.read_view(RunRow, run_id)
+            if current is not None and await self.sessions.needs_renewal(current):
+                if current.status == "running":
+                    await self.sessions.end(current, "BUDGET_RENEWED")
+                run_id = None
         if run_id is None:
             run_id = state.new_id(workflow_slug)
             entries += [
@@ -424,11 +465,14 @@ class Kernel:
         task_id: str | None = None,
         trace_id: str | None = None,
     ) -> Envelope:
-        """Run one governed call and answer with its v2 envelope. Never raises a Failure.
+        """Run one governed call and answer with its v2 envelope. Never raises.
 
-        A store failure before the intent was committed means nothing was dispatched: the
-        answer is ``failed`` (``internal``), safe to retry with the same call id. After the
-        intent, :meth:`Dispatcher.finish` answers ``unknown`` instead.
+        A failure before the intent was committed means nothing was dispatched: the answer is
+        ``failed`` (a store failure, or ``internal`` / ``INTERNAL_ERROR`` for anything that is
+        not a :class:`Failure`), audited, safe to retry with the same call id. After the
+        intent the call is recorded ``failed`` (executor never asked) or ``unknown``. A
+        cancelled caller gets its ``CancelledError`` back once the call is recorded
+        ``cancelled`` or ``unknown`` (:mod:`charter.kernel.flight`).
         """
         arrival = Arrival(
             call_id=call_id if isinstance(call_id, str) else "",
@@ -450,9 +494,25 @@ class Kernel:
                     envelope = admitted
                 else:
                     admission = admitted
-                    envelope = await self._call(arrival, context_id, arguments)
+                    async with self.state.lease.held():
+                        envelope = await self._call(arrival, context_id, arguments)
             except Failure as exc:
-                envelope = self.answers.answer(arrival, CallStatus.FAILED, exc, tool=tool)
+                envelope = await interrupted(self.state, self.answers, arrival, exc)
+            except asyncio.CancelledError:
+                # Record how far the call got, shielded from the cancellation; then go on.
+                with anyio.CancelScope(shield=True):
+                    await asyncio.shield(interrupted(self.state, self.answers, arrival, None))
+                raise
+            except Exception as exc:
+                # A hook, the redactor, an executor or a store raised what is not a Failure.
+                _log.warning("call %r raised %s; answered internal", call_id, type(exc).__name__)
+                _log.debug("the call path raised", exc_info=True)
+                error = InternalFailure(
+                    f"the call path raised {type(exc).__name__}",
+                    reason="INTERNAL_ERROR",
+                    details={"exception": type(exc).__name__},
+                )
+                envelope = await interrupted(self.state, self.answers, arrival, error)
             finally:
                 with anyio.CancelScope(shield=True):  # a cancelled call still frees its slots
                     await admission.release()
@@ -512,24 +572,34 @@ class Kernel:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
             return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)
         at = arrival.attempt(ctx)
-        if not CALL_ID.match(at.call_id):
+        if CALL_ID.fullmatch(at.call_id) is None:
             invalid = InvalidInput(
                 f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
                 reason="CALL_ID_INVALID",
             )
             return await answers.refuse(at, invalid, CallStatus.REJECTED)
         offered = ctx.offered(at.tool)
-        contract = state.build.tools[offered.id].contract if offered is not None else None
+        bound = state.build.tools.get(offered.id) if offered is not None else None
+        contract = bound.contract if bound is not None else None
         if settings.mode is Mode.OFF:
             return await self.dispatcher.ungoverned(at, contract, arguments)
+        # A context answers only under the Build it was resolved for; an old one (or an
+        # expired one) can still hand back a finished call's receipt, nothing else.
+        if ctx.build_digest != state.build.digest:
+            moved = PermissionDenied(
+                "the context was resolved under another Build; resolve a new one",
+                reason="CONTEXT_BUILD_CHANGED",
+                details={"context_build": ctx.build_digest, "build": state.build.digest},
+            )
+            return await closed_context(state, answers, at, arguments, moved)
         if state.now() >= _parse_at(ctx.expires_at):
-            row = await state.call_row(ctx, at.call_id)
-            if row is not None and row.state in TERMINAL_STATES:
-                return answers.receipt(row, at, cached=True)
             expired = PermissionDenied(
                 "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"
             )
-            return await answers.refuse(at, expired, CallStatus.DENIED)
+            return await closed_context(state, answers, at, arguments, expired)
+        if offered is not None and contract is None:
+            missing = PermissionDenied("the tool is not in this Build", reason="TOOL_NOT_IN_BUILD")
+            return await answers.refuse(at, missing, CallStatus.DENIED)
         observe = settings.mode is Mode.OBSERVE
         # 2. disclosure and authorization (the part that needs no arguments)
         at.timeline.mark("authorization")
@@ -603,10 +673,13 @@ class Kernel:
         # caller wins the reservation, so we then read its row.
         gated = contract.requires_approval and not observe
         approval_to_consume: ApprovalRow | None = None
-        for attempt in range(5):
+        for attempt in range(_RESERVE_ATTEMPTS):
+            if attempt > 2:  # contended: let the winners' appends through first
+                await asyncio.sleep(state.jitter(0.001 * attempt))
+            ended = await state.run_ended(ctx.run_id)  # an ended run answers receipts only
             # A call that needs no approval reserves optimistically: the store refuses a
             # duplicate (StoreConflict) and only then is the existing row read.
-            optimistic = attempt == 0 and not gated
+            optimistic = attempt == 0 and not gated and not ended
             # 5. idempotency reservation: a reserved call id answers from its row
             row = None if optimistic else await state.call_row(ctx, at.call_id)
             if row is not None:
@@ -616,6 +689,11 @@ class Kernel:
                     return answers.receipt(row, at, cached=True)
                 if row.state == "dispatching":
                     return await self.dispatcher.coalesce(at, row)
+            if ended:
+                refusal = PermissionDenied(
+                    "the run has ended; nothing more runs in it", reason="RUN_ENDED"
+                )
+                return await answers.refuse(at, refusal, CallStatus.DENIED)
             # 6. approval gate
             at.timeline.mark("approval")
             if gated:
@@ -642,6 +720,10 @@ class Kernel:
             except StoreConflict:
                 continue
             except InvalidInput as exc:
+                if exc.reason == "ILLEGAL_TRANSITION":
+                    # The run's status changed after the intent decided it (see
+                    # ApprovalGate.check and Dispatcher.intent): decide again.
+                    continue
                 if approval_to_consume is None or exc.reason != "APPROVAL_NOT_APPROVED":
                     raise
                 # A concurrent duplicate consumed the approval first: read its row (coalesce).
@@ -658,7 +740,7 @@ class Kernel:
             break
         else:
             lost = InternalFailure("could not reserve the call id", reason="RESERVATION_LOST")
-            return answers.answer(at, CallStatus.FAILED, lost, tool=contract.id)
+            return await answers.refuse(at, lost, CallStatus.FAILED)
         faults.point("after_intent", contract.id)
         # 8-10. dispatch, acceptance, outcome
         at.timeline.mark("dispatch")

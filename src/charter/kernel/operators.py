@@ -12,7 +12,7 @@ from charter.errors import (
 )
 from charter.kernel.core import KernelState
 from charter.kernel.principals import Principal
-from charter.ledger.events import NewEvent
+from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import RunLedgerInvalid
 from charter.ledger.views import CallRow, ContextRow
 
@@ -24,14 +24,32 @@ class Operators:
         self.state = state
 
     async def reconcile(self) -> list[CallRow]:
-        """Calls left ``dispatching`` by a dead process on this host become ``unknown``."""
+        """Calls left ``dispatching`` by a process that is gone become ``unknown``.
+
+        Gone: its owner lease lapsed or was released (on any host), or — on this host — its
+        pid is dead or reused. A live owner's calls, and this process's own, are left alone.
+        Any number of processes may reconcile at once: the ledger lets one ``unknown`` per
+        call through, the others skip it.
+        """
+        state = self.state
         changed = []
-        for row in await self.state.store.find_views(CallRow, state="dispatching", limit=10_000):
-            owner = row.owner or {}
-            if owner.get("host") != self.state.owner["host"]:
-                continue  # another machine's process; its own restart reconciles it
-            if owner == self.state.owner or _alive(owner):
-                continue
+        rows = await state.store.find_views(CallRow, state="dispatching", limit=10_000)
+        owners = [r.owner or {} for r in rows]
+        leases = await state.lease.read(
+            {str(o["lease"]) for o in owners if o.get("lease") and o != state.owner}
+        )
+        now = format_at(state.now())
+        for row, owner in zip(rows, owners, strict=True):
+            if owner == state.owner:
+                continue  # ours: this process records its outcome
+            if owner.get("lease") and state.lease.supported:
+                lease = leases.get(str(owner["lease"]))
+                lapsed = lease is None or lease.expires_at <= now
+                dead_here = owner.get("host") == state.owner["host"] and not _alive(owner)
+                if not (lapsed or dead_here):
+                    continue
+            elif owner.get("host") != state.owner["host"] or _alive(owner):
+                continue  # no lease to go by: only a dead pid on this host is known gone
             receipt: dict[str, Any] = {
                 "status": "unknown",
                 "data": None,

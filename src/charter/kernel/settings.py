@@ -36,3 +36,6 @@ class KernelSettings:
     policy_hook_deadline_s: float = 0.25  # each ownership hook; overrun → POLICY_ERROR
     pending_approvals_tenant: int | None = 1000  # approvals pending at once per tenant
     pending_approvals_principal: int | None = 100  # ... and per principal
+    lease_ttl_s: float = 30.0  # an owner lease lapses this long after its last renewal
+    session_idle_s: float | None = 3600.0  # session runs idle this long are ended (None: never)
+    renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run

@@ -18,6 +18,13 @@ def current_handoff(task: TaskRow) -> Mapping[str, Any] | None:
     return found[-1] if found else None
 
 
+def next_handoff(task: TaskRow) -> Mapping[str, Any] | None:
+    """The handoff recorded for the task's next attempt, if any."""
+    attempt = task.attempts + 1
+    found = [h for h in task.handoffs if h.get("attempt") == attempt]
+    return found[-1] if found else None
+
+
 def check_start(run: RunRow, task: TaskRow, tasks: Mapping[str, TaskRow]) -> Mapping[str, Any]:
     """Raise unless ``task`` may enter ``running`` now; returns the attempt's handoff."""
     tid = task.task_id
@@ -32,7 +39,9 @@ def check_start(run: RunRow, task: TaskRow, tasks: Mapping[str, TaskRow]) -> Map
             reason="TASK_DEPENDENCIES_OPEN",
             details={"waiting": waiting},
         )
-    handoff = current_handoff(task)
+    # Resuming from input_required starts a new attempt: it needs a handoff recorded for
+    # that attempt, never the one the interrupted attempt started with.
+    handoff = next_handoff(task) if task.status == "input_required" else current_handoff(task)
     if handoff is None:
         reason = "HANDOFF_STALE" if task.handoffs else "HANDOFF_MISSING"
         raise InvalidInput(

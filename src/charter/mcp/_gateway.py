@@ -41,6 +41,7 @@ from charter.mcp._results import envelope_result, failure_result
 from charter.runtime import Runtime
 
 MCP_SESSION_SLUG = "mcp-session"
+_RENEW = frozenset({"RUN_ENDED", "RUN_TIME_BUDGET_EXCEEDED", "RUN_CALL_BUDGET_EXCEEDED"})
 IDEMPOTENCY_KEY = "idempotency_key"
 _KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
 _KEY_SCAN = 20  # calls with one idempotency key looked at (other principals' keys may clash)
@@ -95,6 +96,7 @@ class Gateway:
                 run_id=session.run_id,
                 session_id=f"mcp-{session.tag}",
                 workflow_slug=MCP_SESSION_SLUG,
+                session=True,  # an ended or spent run gives way to a fresh one
             )
             session.run_id = ctx.run_id
             session.context = ctx
@@ -166,6 +168,16 @@ class Gateway:
             if len(session.key_contexts) > _KEYS_KEPT:  # the store remembers the rest
                 del session.key_contexts[next(iter(session.key_contexts))]
         env = await self.runtime.call(context_id, name, call_id, args, as_=principal)
+        if key is None and env.error is not None and env.error.get("reason") in _RENEW:
+            # The session's run ended (idle, or by an operator) or spent its budgets: the
+            # session goes on in a fresh run (charter.kernel.sessions), once.
+            session.context = None
+            try:
+                ctx = await self.context(principal, session)
+            except Failure as exc:
+                return failure_result(exc, name=name)
+            if ctx.run_id != env.run_id:
+                env = await self.runtime.call(ctx.context_id, name, call_id, args, as_=principal)
         return envelope_result(env, name=name, call_id=call_id, keyed=key is not None)
 
     async def _keyed_context(self, principal: Principal, key: str, current: str) -> str:

@@ -150,6 +150,7 @@ class Orchestrator:
             run_id=request.run_id,
             session_id=request.conversation_id,
             workflow_slug=CHAT_SLUG,
+            session=True,  # an ended or spent run gives way to a fresh one
         )
 
     def instructions(self, request: ChatRequest, ctx: ResolvedContext) -> str:

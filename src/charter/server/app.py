@@ -13,6 +13,8 @@ Other ASGI apps (the MCP server at ``/mcp/{profile}``, a console) mount beside `
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -29,7 +31,7 @@ from starlette.types import ASGIApp
 
 from charter import telemetry
 from charter._version import __version__
-from charter.errors import ErrorCode, Failure, UserError
+from charter.errors import CharterError, ErrorCode, Failure, UserError
 from charter.ledger.chain import LedgerKey
 from charter.runtime import Runtime
 from charter.server.auth import APPROVAL_TOKEN_HEADER, Authenticator
@@ -84,12 +86,16 @@ def create_app(
     mounts: Mapping[str, ASGIApp] | None = None,
     max_body_bytes: int | None = None,
     sse_keepalive_s: float = 15.0,
+    maintain_s: float | None = 15.0,
 ) -> FastAPI:
     """The HTTP API over ``runtime`` — or over the runtime ``opener`` opens at start-up
     (``charter serve`` does that, so the store's pool lives on the server's event loop).
 
     ``jwt_config`` defaults to the deployment file's ``jwt:`` section; ``readiness`` adds
-    checks to ``/readyz``; ``mounts`` maps path prefixes to other ASGI apps.
+    checks to ``/readyz``; ``mounts`` maps path prefixes to other ASGI apps. Every
+    ``maintain_s`` seconds (None: never) the server runs :meth:`Runtime.maintain`: calls of
+    processes whose lease lapsed become ``unknown``, approvals past their lifetime
+    ``expired``.
     """
     if (runtime is None) == (opener is None):
         raise TypeError("give exactly one of runtime or opener")
@@ -105,12 +111,20 @@ def create_app(
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         if opener is None:
-            async with mcp_mount.starting(app.state.charter), _phases(app.state.charter):
+            async with (
+                mcp_mount.starting(app.state.charter),
+                _phases(app.state.charter),
+                _upkeep(app, maintain_s),
+            ):
                 yield
             return
         async with opener() as opened:
             app.state.charter = make_state(opened, **options)
-            async with mcp_mount.starting(app.state.charter), _phases(app.state.charter):
+            async with (
+                mcp_mount.starting(app.state.charter),
+                _phases(app.state.charter),
+                _upkeep(app, maintain_s),
+            ):
                 log(logging.INFO, "ready", environment=opened.deployment.environment)
                 yield
 
@@ -259,3 +273,33 @@ def _rewrite_openapi(doc: dict[str, Any]) -> None:
                 operation["security"] = [{"bearer": []}, {"approvalToken": []}]
             else:
                 operation["security"] = [{"bearer": []}]
+
+
+@asynccontextmanager
+async def _upkeep(app: FastAPI, every_s: float | None) -> AsyncIterator[None]:
+    """Run :meth:`Runtime.maintain` every ``every_s`` seconds while the server lives."""
+    if every_s is None:
+        yield
+        return
+
+    async def loop() -> None:
+        while True:
+            await asyncio.sleep(every_s)
+            state = app.state.charter
+            if state is None:
+                continue
+            try:
+                done = await state.runtime.maintain()
+            except CharterError as exc:  # a store outage: try again next round
+                log(logging.WARNING, "upkeep failed", error=str(exc))
+                continue
+            if any(done.values()):
+                log(logging.INFO, "upkeep", **done)
+
+    task = asyncio.get_running_loop().create_task(loop())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task

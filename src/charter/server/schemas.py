@@ -104,6 +104,10 @@ class DecisionRequest(Strict):
     )
 
 
+class EndRequest(Strict):
+    reason: str = Field(min_length=1, max_length=2048, description="Why (recorded, redacted).")
+
+
 class RunRequest(Strict):
     session_id: str | None = Field(default=None, max_length=128)
 

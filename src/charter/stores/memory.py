@@ -26,10 +26,11 @@ from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.ledger.trust import LedgerTrust, RunProblem
 from charter.ledger.views import TypedReads
 from charter.stores.conversations import MemoryConversations
+from charter.stores.leases import MemoryLeases
 from charter.stores.locks import LocalRunLocks
 
 
-class MemoryStore(TypedReads, MemoryConversations):
+class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
     def __init__(
         self,
         *,

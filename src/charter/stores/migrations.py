@@ -171,6 +171,13 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
     # Argument values at rest: call rows keep the argument shape, not the redacted summary
     # (the events keep what they had: they are hash-chained). See docs/privacy.md.
     (_shape_sqlite_calls,),
+    # Owner leases (charter.stores.leases): a heartbeat row per process that dispatches, so
+    # calls a lost process left in flight are reconciled by any other process.
+    (
+        """CREATE TABLE leases (
+            owner_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL,
+            start TEXT NOT NULL, renewed_at TEXT NOT NULL, expires_at TEXT NOT NULL)""",
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -263,6 +270,11 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
             found_at TEXT NOT NULL, quarantined_at TEXT, quarantined_by TEXT)""",
     ),
     (_shape_postgres_calls,),  # argument shapes in call rows (see the SQLite list)
+    (  # owner leases (see the SQLite list's migration 11)
+        """CREATE TABLE leases (
+            owner_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid BIGINT NOT NULL,
+            start TEXT NOT NULL, renewed_at TEXT NOT NULL, expires_at TEXT NOT NULL)""",
+    ),
 )
 
 

@@ -60,6 +60,7 @@ from charter.stores.flags import (
     UPSERT_QUARANTINE,
     flag_problem,
 )
+from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
@@ -149,7 +150,7 @@ async def _read_after(
 _TRUST_ATTEMPTS = 4  # appends tried again after verifying what another process appended
 
 
-class PostgresStore(TypedReads, PostgresConversations):
+class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
     def __init__(
         self,
         url: str,

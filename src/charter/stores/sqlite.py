@@ -62,6 +62,7 @@ from charter.stores.flags import (
     UPSERT_QUARANTINE,
     flag_problem,
 )
+from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
 from charter.stores.sqlite_batch import _connect, _head, _heads, _list, _Pending, _row, migrate
 from charter.stores.sqlite_conversations import SQLiteConversations
@@ -93,7 +94,7 @@ class _Job:
     future: asyncio.Future[Sequence[Event]]
 
 
-class SQLiteStore(TypedReads, SQLiteConversations):
+class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
     def __init__(
         self,
         path: str | Path,

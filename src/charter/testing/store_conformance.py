@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from contextlib import AbstractAsyncContextManager
+from dataclasses import replace
 from typing import Any, Protocol
 
 import anyio
@@ -45,6 +46,7 @@ from charter.ledger.ports import Store
 from charter.ledger.projections import artifact_key, manifest, run_key, task_key
 from charter.ledger.subscribe import read_events, subscribe
 from charter.ledger.verify import verify_run
+from charter.stores.leases import Lease, LeaseStore
 from charter.testing.clock import FakeClock
 from charter.testing.raises import raises
 from charter.testing.scenarios import (
@@ -399,6 +401,33 @@ class StoreConformance(TypedReadConformance):
         with raises(LedgerIntegrityError) as info:
             await read_events(store, "run-h", after=2, after_hash=GENESIS_HASH)
         assert info.value.reason == "LEDGER_HASH_MISMATCH"
+
+    # -- owner leases -----------------------------------------------------------------------
+
+    async def test_leases_are_renewed_read_and_released(self, store: Store) -> None:
+        assert isinstance(store, LeaseStore)
+        first = Lease(
+            owner_id="own-a",
+            host="h1",
+            pid=42,
+            start="100",
+            renewed_at="2025-01-01T00:00:00.000000Z",
+            expires_at="2025-01-01T00:00:30.000000Z",
+        )
+        other = replace(first, owner_id="own-b", pid=43)
+        await store.renew_lease(first)
+        await store.renew_lease(other)
+        assert await store.read_leases(["own-a", "own-b", "own-c"]) == {
+            "own-a": first,
+            "own-b": other,
+        }
+        renewed = replace(first, renewed_at=first.expires_at, expires_at="2025-01-01T00:01:00Z")
+        await store.renew_lease(renewed)
+        assert await store.read_leases(["own-a"]) == {"own-a": renewed}
+        await store.release_lease("own-a")
+        await store.release_lease("own-a")  # releasing twice is harmless
+        assert await store.read_leases(["own-a", "own-b"]) == {"own-b": other}
+        assert await store.read_leases([]) == {}
 
 
 def open_store(factory: StoreFactory, key: LedgerKey) -> AbstractAsyncContextManager[Store]:

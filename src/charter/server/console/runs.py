@@ -13,17 +13,20 @@ from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
-from fastapi.responses import HTMLResponse, Response
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
 
-from charter.errors import ConfigError, PermissionDenied
+from charter.errors import ConfigError, InvalidInput, PermissionDenied
+from charter.kernel.sessions import listing
 from charter.ledger.events import Event
 from charter.ledger.projections import manifest
 from charter.server.console.web import (
     TEMPLATES,
     Console,
     Operator,
+    checked_form,
     console_of,
+    field,
     operator,
     render,
 )
@@ -59,8 +62,14 @@ async def runs_page(
     workflow: str = "",
     since: str = "",
     until: str = "",
+    ended: str = "",
 ) -> HTMLResponse:
-    runs = await tenant_runs(console_of(request), who.principal.tenant)
+    # Open runs first; ended session runs (idle-closed, renewed) only when asked for (or
+    # when a status filter names their status).
+    runs = listing(
+        await tenant_runs(console_of(request), who.principal.tenant),
+        everything=bool(ended) or bool(status),
+    )
     statuses = sorted({str(r["status"]) for r in runs})
     workflows = sorted({str(r["workflow_slug"]) for r in runs})
     shown = [
@@ -79,7 +88,13 @@ async def runs_page(
             "total": len(runs),
             "statuses": statuses,
             "workflows": workflows,
-            "filters": {"status": status, "workflow": workflow, "since": since, "until": until},
+            "filters": {
+                "status": status,
+                "workflow": workflow,
+                "since": since,
+                "until": until,
+                "ended": ended,
+            },
             "page": "runs",
         },
         who=who,
@@ -203,3 +218,36 @@ async def download_artifact(
 
 def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "._-" else "_" for c in name)[:120] or "artifact"
+
+
+_TASK_ENDINGS = {"cancel": "cancelled", "fail": "failed", "skip": "skipped"}
+
+
+async def _end(request: Request, run_id: str, status: str, task_id: str | None = None) -> Response:
+    who, form = await checked_form(request)
+    console = console_of(request)
+    await console.state.check_run(run_id, who.principal)
+    reason = field(form, "reason")
+    rt = console.state.runtime
+    if task_id is None:
+        await rt.end_run(run_id, status, reason=reason, as_=who.principal)
+    else:
+        await rt.end_task(run_id, task_id, status, reason=reason, as_=who.principal)
+    return RedirectResponse(f"/console/runs/{run_id}", status_code=303)
+
+
+@router.post("/runs/{run_id}/cancel")
+async def cancel_run(request: Request, run_id: str) -> Response:
+    return await _end(request, run_id, "cancelled")
+
+
+@router.post("/runs/{run_id}/fail")
+async def fail_run(request: Request, run_id: str) -> Response:
+    return await _end(request, run_id, "failed")
+
+
+@router.post("/runs/{run_id}/tasks/{task_id}/{action}")
+async def end_task(request: Request, run_id: str, task_id: str, action: str) -> Response:
+    if action not in _TASK_ENDINGS:
+        raise InvalidInput("the action is cancel, fail or skip", reason="TASK_ENDING_INVALID")
+    return await _end(request, run_id, _TASK_ENDINGS[action], task_id)

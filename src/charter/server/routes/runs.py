@@ -1,5 +1,6 @@
 """``/v1/runs``: create an ad-hoc run, list your tenant's runs, read a manifest, read or
-stream its events (JSON or SSE), verify its ledger."""
+stream its events (JSON or SSE), verify its ledger; operators cancel or fail a run and cancel,
+fail or skip a task (``charter.kernel.endings``)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from charter.ledger.events import Event, NewEvent
 from charter.ledger.ids import new_id
 from charter.ledger.projections import artifact_index, manifest
 from charter.server.problems import problem_responses
-from charter.server.schemas import EventsOut, VerifyOut
+from charter.server.schemas import EndRequest, EventsOut, VerifyOut
 from charter.server.sse import event_stream, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state
 from charter.workflows.entry import CatalogRunRequest, create_catalog_run, inputs_from_request
@@ -155,3 +156,64 @@ async def verify(
         raise ConfigError("this server was started without the ledger key")
     report = await state.runtime.verify(run_id, state.ledger_key)
     return report.to_dict()
+
+
+_RUN_ACTIONS = {"cancel": "cancelled", "fail": "failed"}
+_TASK_ACTIONS = {"cancel": "cancelled", "fail": "failed", "skip": "skipped"}
+
+
+async def _end_run(
+    state: ServerState, principal: Principal, run_id: str, status: str, body: EndRequest
+) -> dict[str, Any]:
+    await state.check_run(run_id, principal)
+    await state.runtime.end_run(run_id, status, reason=body.reason, as_=principal)
+    return await _manifest(state, run_id)
+
+
+@router.post(
+    "/runs/{run_id}/cancel",
+    responses=problem_responses(401, 403, 404, 422),
+    summary="An operator cancels an open run (its calls in flight settle first)",
+)
+async def cancel_run(
+    run_id: str,
+    body: EndRequest,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    return await _end_run(state, principal, run_id, "cancelled", body)
+
+
+@router.post(
+    "/runs/{run_id}/fail",
+    responses=problem_responses(401, 403, 404, 422),
+    summary="An operator fails an open run (its calls in flight settle first)",
+)
+async def fail_run(
+    run_id: str,
+    body: EndRequest,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    return await _end_run(state, principal, run_id, "failed", body)
+
+
+@router.post(
+    "/runs/{run_id}/tasks/{task_id}/{action}",
+    responses=problem_responses(401, 403, 404, 422),
+    summary="An operator cancels, fails or skips a task (action: cancel | fail | skip)",
+)
+async def end_task(
+    run_id: str,
+    task_id: str,
+    action: str,
+    body: EndRequest,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    if action not in _TASK_ACTIONS:
+        raise InvalidInput("the action is cancel, fail or skip", reason="TASK_ENDING_INVALID")
+    await state.check_run(run_id, principal)
+    return await state.runtime.end_task(
+        run_id, task_id, _TASK_ACTIONS[action], reason=body.reason, as_=principal
+    )

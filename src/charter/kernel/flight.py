@@ -1,0 +1,71 @@
+"""How far one call got, so that whatever interrupts it ends it honestly.
+
+Each call's :class:`~charter.kernel.core.Arrival` carries a :class:`Flight` (shared with its
+:class:`~charter.kernel.core.Attempt`). The phases mark it as they pass, and when the call is
+cancelled or something raises, ``Kernel.call`` asks it what is already durable:
+
+* ``checks`` — nothing reserved yet: a cancellation is audited ``cancelled``, an exception
+  answers ``failed`` / ``internal`` (audited); nothing is left behind;
+* ``intent`` — this call's ``dispatching`` intent is being (or has been) committed, the
+  executor not yet asked: the intent's append is awaited to its end, then the call is
+  recorded ``cancelled`` (or ``failed``): nothing ran;
+* ``dispatch`` — the executor was asked: the call is recorded ``unknown`` (``CALL_CANCELLED``
+  or ``INTERNAL_ERROR``): its effect may or may not have happened;
+* ``finish`` — the executor answered and the outcome's append is under way: it is awaited, so
+  the real outcome is what gets recorded.
+
+The appends of the intent and of the outcome run as tasks shielded from the caller's
+cancellation (:func:`shielded`): the task finishes and the flight knows its result.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+CHECKS, INTENT, DISPATCH, FINISH = "checks", "intent", "dispatch", "finish"
+
+
+@dataclass(slots=True, eq=False)
+class Flight:
+    phase: str = CHECKS
+    attempt: Any = None  # the Attempt, once the context is known
+    intent: asyncio.Future[Any] | None = None  # the shielded append of the intent
+    outcome: asyncio.Future[Any] | None = None  # the shielded recording of the outcome
+
+    async def settled(self) -> None:
+        """Wait until the shielded appends of this call have finished; never raises."""
+        pending = [f for f in (self.intent, self.outcome) if f is not None and not f.done()]
+        if pending:
+            await asyncio.wait(pending)
+
+    @property
+    def reserved(self) -> bool:
+        """Whether this call's own intent was committed (not a concurrent duplicate's)."""
+        return _ok(self.intent)
+
+    @property
+    def recorded(self) -> Any:
+        """The outcome's answer when it was recorded, else None."""
+        return self.outcome.result() if self.outcome is not None and _ok(self.outcome) else None
+
+
+def _ok(future: asyncio.Future[Any] | None) -> bool:
+    return (
+        future is not None
+        and future.done()
+        and not future.cancelled()
+        and future.exception() is None
+    )
+
+
+async def shielded(flight: Flight, slot: str, work: Awaitable[T]) -> T:
+    """Run ``work`` (the intent's or the outcome's append) as a task the caller's
+    cancellation cannot stop; ``flight`` keeps it in ``slot`` (``intent`` or ``outcome``)."""
+    task: asyncio.Future[T] = asyncio.ensure_future(work)
+    setattr(flight, slot, task)
+    return await asyncio.shield(task)
