@@ -334,25 +334,28 @@ async def test_an_approved_write_whose_contract_changed_asks_again_and_runs_once
     shutil.copy(HERE / "fault_tools_v2.py", project / "tools.py")
     async with charter.open(project, store=store) as rt:
         new_digest = rt.build.tools["shop.order"].contract.digest
-        again = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        # the old context is bound to the old Build (issue 18): refused, nothing runs
+        stale = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        assert stale.status.value == "denied", stale
+        assert stale.error is not None
+        assert stale.error["reason"] == "CONTEXT_BUILD_CHANGED"
+        assert executor.executions("shop.order") == before  # nothing ran on the old approval
+        # a context of the new Build asks again, bound to the new digest, and runs once
+        fresh = await rt.resolve_context("app", "shopper", run_id=ctx.run_id)
+        again = await rt.call(fresh.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
         assert again.status.value == "pending_approval", again.error
         assert again.approval is not None
         assert again.approval["id"] != old_id
-        assert any(w.startswith("APPROVAL_STALE") for w in again.warnings)
         approvals = {a.approval_id: a.to_dict() for a in await rt.approvals(as_="op", status=None)}
-        assert (approvals[old_id]["status"], approvals[old_id]["reason"]) == (
-            "expired",
-            "APPROVAL_STALE",
-        )
         assert approvals[again.approval["id"]]["contract_digest"] == new_digest
-        assert executor.executions("shop.order") == before  # nothing ran on the old approval
+        assert executor.executions("shop.order") == before
         await rt.approve(again.approval["id"], as_="op")
-        done = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        done = await rt.call(fresh.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
         assert done.status.value == "succeeded", done.error
-        repeat = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        repeat = await rt.call(fresh.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
         assert repeat.metrics.cached
         assert executor.executions("shop.order") == before + 1
-        row = await rt.get_call(ctx.context_id, "chg", as_="app")
+        row = await rt.get_call(fresh.context_id, "chg", as_="app")
         assert row is not None
         assert row.contract_digest == new_digest
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project, None))
