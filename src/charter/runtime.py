@@ -54,7 +54,7 @@ from charter.kernel.audit import (
 )
 from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
-from charter.kernel.endings import RunEndings
+from charter.kernel.endings import RunOperations
 from charter.kernel.envelope import Envelope
 from charter.kernel.executor_port import Executor
 from charter.kernel.inflight import CallsInFlight
@@ -165,8 +165,7 @@ class Runtime:
         session: bool = False,
     ) -> ResolvedContext:
         """A context for ``as_`` in ``profile`` (a new run unless ``run_id``; a chat or MCP
-        session names its own ``session_id`` and ``workflow_slug``, and with ``session`` an
-        ended or spent ``run_id`` gives way to a fresh run: :mod:`charter.kernel.sessions`)."""
+        session names its ``session_id``, ``workflow_slug`` and ``session``: kernel.sessions)."""
         return await self.kernel.resolve_context(
             self.principal(as_),
             profile,
@@ -383,45 +382,10 @@ class Runtime:
             raise InvalidInput("name the principal or the tenant", reason="TENANT_REQUIRED")
         return await self.kernel.find_approval(approval_id, scope)  # expired when past due
 
-    async def end_run(
-        self, run_id: str, status: str, *, reason: str, as_: str | Principal
-    ) -> dict[str, Any]:
-        """An operator cancels (``status="cancelled"``) or fails (``"failed"``) a run; see
-        :mod:`charter.kernel.endings`. Returns the run row."""
-        return await self._endings().end_run(
-            run_id, status, reason=reason, operator=self.principal(as_)
-        )
-
-    async def cancel_run(self, run_id: str, *, reason: str, as_: str | Principal) -> dict[str, Any]:
-        return await self.end_run(run_id, "cancelled", reason=reason, as_=as_)
-
-    async def fail_run(self, run_id: str, *, reason: str, as_: str | Principal) -> dict[str, Any]:
-        return await self.end_run(run_id, "failed", reason=reason, as_=as_)
-
-    async def end_task(
-        self, run_id: str, task_id: str, status: str, *, reason: str, as_: str | Principal
-    ) -> dict[str, Any]:
-        """An operator cancels, fails or skips a task. Returns the task row."""
-        return await self._endings().end_task(
-            run_id, task_id, status, reason=reason, operator=self.principal(as_)
-        )
-
-    def _endings(self) -> RunEndings:
-        return RunEndings(store=self.kernel.store, redactor=self.kernel.redactor)
-
-    async def maintain(self) -> dict[str, int]:
-        """One round of upkeep (``charter serve`` runs it periodically): calls left
-        ``dispatching`` by a process whose lease lapsed become ``unknown``, approvals past
-        their lifetime are recorded ``expired``, and idle session runs are ended. Safe from
-        any number of processes at once. Returns how many of each this round changed."""
-        reconciled = await self.kernel.reconcile()
-        expired = await self.kernel.expire_approvals()
-        idle = await self.kernel.close_idle_runs()
-        return {
-            "reconciled": len(reconciled),
-            "expired_approvals": len(expired),
-            "idle_runs_closed": len(idle),
-        }
+    @property
+    def operations(self) -> RunOperations:
+        """Operators end runs and tasks; upkeep (:class:`~charter.kernel.endings.RunOperations`)."""
+        return RunOperations(self.kernel, self.principal)
 
     async def get_approval(
         self, approval_id: str, *, as_: str | Principal, full: bool = False
@@ -764,8 +728,7 @@ async def open_runtime(
         for executor in executors.values():
             stack.push_async_callback(executor.aclose)
         if reconcile and deployment.mode.value != "off":
-            await kernel.reconcile()
-            await kernel.close_idle_runs()
+            await kernel.maintain_on_open()
         yield Runtime(kernel=kernel, deployment=deployment, project_dir=project_dir)
 
 

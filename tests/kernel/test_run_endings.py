@@ -97,12 +97,14 @@ async def test_only_an_operator_with_a_reason_ends_a_run(tmp_path: Path) -> None
     async with open_runtime(project, store="memory:") as rt:
         ctx = await rt.resolve_context("app", "all")
         with pytest.raises(PermissionDenied) as human:
-            await rt.cancel_run(ctx.run_id, reason="x", as_="app")
+            await rt.operations.end_run(ctx.run_id, "cancelled", reason="x", as_="app")
         assert human.value.reason == "ENDER_NOT_HUMAN"
         with pytest.raises(InvalidInput) as why:
-            await rt.cancel_run(ctx.run_id, reason="  ", as_="alice")
+            await rt.operations.end_run(ctx.run_id, "cancelled", reason="  ", as_="alice")
         assert why.value.reason == "REASON_REQUIRED"
-        failed = await rt.fail_run(ctx.run_id, reason="the agent looped", as_="alice")
+        failed = await rt.operations.end_run(
+            ctx.run_id, "failed", reason="the agent looped", as_="alice"
+        )
         assert failed["status"] == "failed"
         assert failed["error"]["code"] == "internal"
 
@@ -116,7 +118,7 @@ async def test_a_call_in_flight_is_waited_for(tmp_path: Path) -> None:
         )
         while runs_of(project, "kv.slow") == 0:
             await asyncio.sleep(0.01)
-        ended = await rt.cancel_run(ctx.run_id, reason="enough", as_="alice")
+        ended = await rt.operations.end_run(ctx.run_id, "cancelled", reason="enough", as_="alice")
         assert ended["status"] == "cancelled"
         out = await call
         assert out.status is CallStatus.SUCCEEDED  # it finished before the run ended

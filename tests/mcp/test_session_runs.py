@@ -31,7 +31,9 @@ async def test_the_session_continues_in_a_fresh_run_after_its_run_ended(tmp_path
         assert not first.is_error, _flow.text(first)
         run_id = (first.meta or {})["charter/run_id"]
         async with open_runtime(project) as rt:
-            ended = await rt.cancel_run(run_id, reason="start over", as_="alice")
+            ended = await rt.operations.end_run(
+                run_id, "cancelled", reason="start over", as_="alice"
+            )
             assert ended["status"] == "cancelled"
         again = await client.call_tool("kv_get", {"key": "a"})
         assert not again.is_error, _flow.text(again)

@@ -45,7 +45,7 @@ def _end_run(
         who = _principal(as_, as_json)
 
         async def go(rt: Runtime) -> dict[str, Any]:
-            return await rt.end_run(run_id, status, reason=reason, as_=who)
+            return await rt.operations.end_run(run_id, status, reason=reason, as_=who)
 
         row = _run(project, store, deploy, as_json, go)
     if as_json:
@@ -105,7 +105,7 @@ def _task_command(action: str, status: str) -> None:
             who = _principal(as_, as_json)
 
             async def go(rt: Runtime) -> dict[str, Any]:
-                return await rt.end_task(run_id, task_id, status, reason=reason, as_=who)
+                return await rt.operations.end_task(run_id, task_id, status, reason=reason, as_=who)
 
             row = _run(project, store, deploy, as_json, go)
         if as_json:

@@ -18,6 +18,7 @@ denied (``RUN_ENDED``).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from charter.errors import InvalidInput, PermissionDenied
@@ -232,3 +233,29 @@ def _error(note: str) -> dict[str, Any]:
         "retryable": False,
         "details": {"reason": "OPERATOR_FAILED"},
     }
+
+
+class RunOperations:
+    """What operators do to runs and tasks, and the upkeep, as the runtime offers them: the
+    principal is named (``as_``) and resolved by the runtime's deployment."""
+
+    def __init__(self, kernel: Any, principal: Callable[[Any], Principal]) -> None:
+        self.kernel = kernel
+        self.principal = principal
+
+    async def end_run(self, run_id: str, status: str, *, reason: str, as_: Any) -> dict[str, Any]:
+        """Cancel (``status="cancelled"``) or fail (``"failed"``) a run; returns its row."""
+        return dict(await self.kernel.end_run(run_id, status, reason, self.principal(as_)))
+
+    async def end_task(
+        self, run_id: str, task_id: str, status: str, *, reason: str, as_: Any
+    ) -> dict[str, Any]:
+        """Cancel, fail or skip a task; returns its row."""
+        return dict(
+            await self.kernel.end_task(run_id, task_id, status, reason, self.principal(as_))
+        )
+
+    async def maintain(self) -> dict[str, int]:
+        """One round of upkeep, as ``charter serve`` runs it (see ``Kernel.maintain``)."""
+        counts: dict[str, int] = await self.kernel.maintain()
+        return counts

@@ -61,6 +61,7 @@ from charter.kernel.contexts import (
 from charter.kernel.core import Arrival, KernelState, _parse_at
 from charter.kernel.dispatch import Dispatcher
 from charter.kernel.endcall import closed_context, interrupted
+from charter.kernel.endings import RunEndings
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.executor_port import Executor
 from charter.kernel.leases import OwnerLease
@@ -226,6 +227,39 @@ class Kernel:
         self, *, tenant: str, status: str | None = None, limit: int = 100
     ) -> list[ApprovalRow]:
         return await self.approvals.list_approvals(tenant=tenant, status=status, limit=limit)
+
+    async def end_run(
+        self, run_id: str, status: str, reason: str, operator: Principal
+    ) -> dict[str, Any]:
+        """An operator cancels or fails a run (:mod:`charter.kernel.endings`)."""
+        endings = RunEndings(store=self.store, redactor=self.redactor)
+        return await endings.end_run(run_id, status, reason=reason, operator=operator)
+
+    async def end_task(
+        self, run_id: str, task_id: str, status: str, reason: str, operator: Principal
+    ) -> dict[str, Any]:
+        """An operator cancels, fails or skips a task (:mod:`charter.kernel.endings`)."""
+        endings = RunEndings(store=self.store, redactor=self.redactor)
+        return await endings.end_task(run_id, task_id, status, reason=reason, operator=operator)
+
+    async def maintain(self) -> dict[str, int]:
+        """One round of upkeep (``charter serve`` runs it periodically): calls left
+        ``dispatching`` by a process whose lease lapsed become ``unknown``, approvals past
+        their lifetime are recorded ``expired``, and idle session runs are ended. Safe from
+        any number of processes at once. Returns how many of each this round changed."""
+        reconciled = await self.reconcile()
+        expired = await self.expire_approvals()
+        idle = await self.close_idle_runs()
+        return {
+            "reconciled": len(reconciled),
+            "expired_approvals": len(expired),
+            "idle_runs_closed": len(idle),
+        }
+
+    async def maintain_on_open(self) -> None:
+        """What a runtime does when it opens: reconcile, and end idle session runs."""
+        await self.reconcile()
+        await self.close_idle_runs()
 
     async def close_idle_runs(self) -> list[RunRow]:
         """End session runs idle past ``session_idle_s`` (see :mod:`charter.kernel.sessions`)."""

@@ -93,9 +93,9 @@ def create_app(
 
     ``jwt_config`` defaults to the deployment file's ``jwt:`` section; ``readiness`` adds
     checks to ``/readyz``; ``mounts`` maps path prefixes to other ASGI apps. Every
-    ``maintain_s`` seconds (None: never) the server runs :meth:`Runtime.maintain`: calls of
-    processes whose lease lapsed become ``unknown``, approvals past their lifetime
-    ``expired``.
+    ``maintain_s`` seconds (None: never) the server runs its upkeep
+    (``Runtime.operations.maintain``): calls of processes whose lease lapsed become
+    ``unknown``, approvals past their lifetime ``expired``, idle session runs end.
     """
     if (runtime is None) == (opener is None):
         raise TypeError("give exactly one of runtime or opener")
@@ -277,7 +277,7 @@ def _rewrite_openapi(doc: dict[str, Any]) -> None:
 
 @asynccontextmanager
 async def _upkeep(app: FastAPI, every_s: float | None) -> AsyncIterator[None]:
-    """Run :meth:`Runtime.maintain` every ``every_s`` seconds while the server lives."""
+    """Run :meth:`Runtime.operations.maintain` every ``every_s`` seconds while the server lives."""
     if every_s is None:
         yield
         return
@@ -289,7 +289,7 @@ async def _upkeep(app: FastAPI, every_s: float | None) -> AsyncIterator[None]:
             if state is None:
                 continue
             try:
-                done = await state.runtime.maintain()
+                done = await state.runtime.operations.maintain()
             except CharterError as exc:  # a store outage: try again next round
                 log(logging.WARNING, "upkeep failed", error=str(exc))
                 continue

@@ -230,9 +230,9 @@ async def _end(request: Request, run_id: str, status: str, task_id: str | None =
     reason = field(form, "reason")
     rt = console.state.runtime
     if task_id is None:
-        await rt.end_run(run_id, status, reason=reason, as_=who.principal)
+        await rt.operations.end_run(run_id, status, reason=reason, as_=who.principal)
     else:
-        await rt.end_task(run_id, task_id, status, reason=reason, as_=who.principal)
+        await rt.operations.end_task(run_id, task_id, status, reason=reason, as_=who.principal)
     return RedirectResponse(f"/console/runs/{run_id}", status_code=303)
 
 

@@ -166,7 +166,7 @@ async def _end_run(
     state: ServerState, principal: Principal, run_id: str, status: str, body: EndRequest
 ) -> dict[str, Any]:
     await state.check_run(run_id, principal)
-    await state.runtime.end_run(run_id, status, reason=body.reason, as_=principal)
+    await state.runtime.operations.end_run(run_id, status, reason=body.reason, as_=principal)
     return await _manifest(state, run_id)
 
 
@@ -214,6 +214,6 @@ async def end_task(
     if action not in _TASK_ACTIONS:
         raise InvalidInput("the action is cancel, fail or skip", reason="TASK_ENDING_INVALID")
     await state.check_run(run_id, principal)
-    return await state.runtime.end_task(
+    return await state.runtime.operations.end_task(
         run_id, task_id, _TASK_ACTIONS[action], reason=body.reason, as_=principal
     )
