@@ -59,10 +59,16 @@ async def interrupted(
     recorded = current.recorded
     if isinstance(recorded, Envelope):
         return recorded  # the executor answered and its outcome is in the ledger
+    status = CallStatus.CANCELLED if cancelled else CallStatus.FAILED
     if not current.reserved or at.contract is None:
-        status = CallStatus.CANCELLED if cancelled else CallStatus.FAILED
-        return await answers.refuse(at, failure, status)
-    row = await state.call_row(at.ctx, at.call_id)
+        try:
+            return await answers.refuse(at, failure, status)
+        except Failure:  # the run cannot take the audit record (refused, store down)
+            return answers.answer(at, status, failure, tool=arrival.tool, ctx=at.ctx)
+    try:
+        row = await state.call_row(at.ctx, at.call_id)
+    except Failure:
+        return answers.answer(at, CallStatus.UNKNOWN, failure, tool=arrival.tool, ctx=at.ctx)
     if row is not None and row.state == "dispatching":
         if current.phase == flight.INTENT:  # the executor was never asked
             stage = "cancelled" if cancelled else "failed"
