@@ -73,6 +73,9 @@ export interface components {
       reason?: string | null;
       tenant?: string | null;
     };
+    EndRequest: {
+      reason: string;
+    };
     EnvelopeOut: {
       schema_version: number;
       call_id: string;
@@ -335,11 +338,35 @@ export interface operations {
     body: never;
     response: unknown;
   };
+  "POST /v1/runs/{run_id}/cancel": {
+    path: { run_id: string };
+    query: {};
+    body: components["schemas"]["EndRequest"];
+    response: {
+      [key: string]: unknown;
+    };
+  };
   "GET /v1/runs/{run_id}/events": {
     path: { run_id: string };
     query: { after?: number; limit?: number };
     body: never;
     response: components["schemas"]["EventsOut"];
+  };
+  "POST /v1/runs/{run_id}/fail": {
+    path: { run_id: string };
+    query: {};
+    body: components["schemas"]["EndRequest"];
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/tasks/{task_id}/{action}": {
+    path: { run_id: string; task_id: string; action: string };
+    query: {};
+    body: components["schemas"]["EndRequest"];
+    response: {
+      [key: string]: unknown;
+    };
   };
   "GET /v1/runs/{run_id}/verify": {
     path: { run_id: string };
