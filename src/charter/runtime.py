@@ -35,10 +35,9 @@ from charter.contracts.canonical import Fingerprinter
 from charter.deploy.deployment import (
     Binding,
     Deployment,
-    deployment_path,
     load_deployment,
-    local_default_deployment,
 )
+from charter.deploy.ledger_key import ledger_key_for as ledger_key_for
 from charter.deploy.readiness import Readiness
 from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
@@ -81,7 +80,7 @@ from charter.ledger.views import (
     TaskRow,
 )
 from charter.project.build import Build, build_project, load_build, resolve_build_path
-from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
+from charter.stores.factory import DEFAULT_STORE_URL, open_store
 
 T = TypeVar("T")
 
@@ -416,31 +415,6 @@ def _fingerprinter(deployment: Deployment, project_dir: Path | None) -> Fingerpr
         "the deployment names no fingerprint key (secrets.fingerprint_key: {env: ...} or "
         "{file: ...})"
     )
-
-
-def ledger_key_for(
-    project_dir: Path,
-    deploy: str | os.PathLike[str] | None = None,
-    *,
-    deployment: Deployment | None = None,
-) -> LedgerKey:
-    """The one place the ledger key is chosen, for the runtime and ``charter runs`` alike.
-
-    1. a deployment file applies (``--deploy``, ``CHARTER_DEPLOY`` or ``charter.deploy.yaml``)
-       and names ``secrets.ledger_key``: that key;
-    2. else ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE``;
-    3. else the local development key ``.charter/ledger.key`` (created on first use).
-    """
-    path = deployment_path(Path(deploy) if deploy is not None else None, project_dir=project_dir)
-    if path is not None:
-        found = deployment or load_deployment(path, project_dir=project_dir)
-        if found.ledger_key is not None:
-            return LedgerKey.derive_id(found.ledger_key.resolve())
-    if os.environ.get("CHARTER_LEDGER_KEY") or os.environ.get("CHARTER_LEDGER_KEY_FILE"):
-        return load_ledger_key()
-    local = local_default_deployment(project_dir).ledger_key
-    assert local is not None
-    return LedgerKey.derive_id(local.resolve())
 
 
 def _settings(deployment: Deployment) -> KernelSettings:
