@@ -104,6 +104,16 @@ async def python_api(project: PrivacyProject, store: str, audit: Path) -> list[s
         assert raised.status is CallStatus.FAILED
         assert raised.error is not None
         assert "upstream" in raised.error["message"]
+        told = await rt.call(cid, "svc.progress", "g1", {"steps": 2}, as_="app")
+        assert told.status is CallStatus.SUCCEEDED, told.error
+        texts = [
+            e.payload["text"]
+            for e in await rt.events(ctx.run_id)
+            if e.type == "tool_progress" and e.payload.get("stage") == "message"
+        ]
+        said = "".join(texts)
+        assert "step 2 of 2 is done" in said  # the messages are recorded, in order
+        assert said.index("[REDACTED]") < said.index("step 1 of 2")  # the split secret, caught
         plain = await rt.call(cid, "notes.search", "s1", {"query": c.plain}, as_="app")
         assert plain.status is CallStatus.SUCCEEDED
         audited = {"path": c.audited, "body": c.plain}
@@ -254,6 +264,8 @@ async def over_mcp_stdio(project: PrivacyProject, store: str) -> tuple[list[str]
             assert raised.is_error
             searched = await mcp.call_tool("notes_search", {"query": c.plain})
             assert not searched.is_error
+            told = await mcp.call_tool("svc_progress", {"steps": 2})
+            assert not told.is_error
             leaked = await mcp.call_tool("files_leak", {})
             assert leaked.is_error
             assert "ARTIFACT_NAME_SECRET" in json.dumps(leaked.model_dump(mode="json"))
@@ -276,6 +288,8 @@ def over_server(project: PrivacyProject, url: str) -> tuple[list[str], dict[str,
         assert out.status is CallStatus.SUCCEEDED, out
         out = app.call(cid, "notes.search", "h2", {"query": c.plain})
         assert out.status is CallStatus.SUCCEEDED, out
+        out = app.call(cid, "svc.progress", "h4", {"steps": 2})
+        assert out.status is CallStatus.SUCCEEDED, out
         out = app.call(cid, "svc.fetch", "h3", {"url": "u", "config": config, "mode": "raise"})
         assert out.status is CallStatus.FAILED
         with pytest.raises(Exception) as refused:
@@ -286,6 +300,7 @@ def over_server(project: PrivacyProject, url: str) -> tuple[list[str], dict[str,
         )
         body = {"message": "please fetch", "profile": "all"}
         streams["chat SSE"] = raw_sse(url, project.app_key, "POST", "/v1/chat", json=body)
+    assert b"step 1 of 2 is done" in streams["run events SSE"]  # progress is streamed
     assert b"assistant.delta" in streams["chat SSE"], streams["chat SSE"][:2000]
     assert b"[REDACTED]" in streams["chat SSE"]
     return [run_id], streams

@@ -2,9 +2,9 @@
 
 ``charter mcp --profile P --as PRINCIPAL`` serves over stdio: stdout carries only MCP
 messages, so every diagnostic goes to stderr — log records as JSON lines at ``--log-level``
-(default ``warning``), through the same redacting filter as ``charter serve``. ``--transport http`` serves streamable HTTP at
-``http://HOST:PORT/mcp/P``; there the bearer credential of each request decides the principal
-(``--as`` is not used).
+(default ``warning``), through the same redacting filter as ``charter serve``.
+``--transport http`` serves streamable HTTP at ``http://HOST:PORT/mcp/P``; there the bearer
+credential of each request decides the principal (``--as`` is not used).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ from charter.kernel.core import Attempt, KernelState
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope, Metrics, error_dict
 from charter.kernel.executor_port import ExecutionOutcome, ExecutionRequest
 from charter.kernel.late import record_late_result
+from charter.kernel.progress import ProgressChannel
 from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
 
@@ -164,6 +165,13 @@ class Dispatcher:
                 inputs,
                 state.call_redactor(contract, arguments).contains_secret,
             )
+        channel = ProgressChannel(
+            state.store,
+            ctx.run_id,
+            ctx.context_id,
+            at.call_id,
+            state.call_redactor(contract, arguments),
+        )
         tool_ctx = ToolContext(
             call_id=at.call_id,
             idempotency_key=at.idempotency_key,
@@ -177,6 +185,7 @@ class Dispatcher:
             trace_id=at.trace["trace_id"],
             span_id=at.trace["span_id"],
             artifacts=files,
+            progress_sink=channel.send,
         )
         lingering: list[Awaitable[None]] = []
         request = ExecutionRequest(
@@ -187,15 +196,19 @@ class Dispatcher:
             linger=lingering.append,
         )
         at.flight.phase = flight.DISPATCH
-        if contract.read_only:
-            outcome = await self.execute(at, request)
-        else:
-            lock = state.store.run_lock(ctx.run_id)
-            await lock.__aenter__()
-            try:
+        try:
+            if contract.read_only:
                 outcome = await self.execute(at, request)
-            finally:
-                await self._release(lock, lingering)
+            else:
+                lock = state.store.run_lock(ctx.run_id)
+                await lock.__aenter__()
+                try:
+                    outcome = await self.execute(at, request)
+                finally:
+                    await self._release(lock, lingering)
+        finally:
+            # the messages (and the held-back rest) are recorded before the outcome
+            await channel.close()
         faults.point("after_result", contract.id)
         settled = self.accept(contract, arguments, outcome, at.warnings)
         registered: list[ArtifactRecord] = []

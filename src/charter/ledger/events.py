@@ -45,6 +45,7 @@ TOOL_PROGRESS_STAGES: frozenset[str] = frozenset(
         "unknown",
         "abandoned",
         "late_result",  # an executor's answer that arrived after the call was made unknown
+        "message",  # a tool's redacted progress message (ctx.progress)
     }
 )
 
