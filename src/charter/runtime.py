@@ -430,6 +430,7 @@ def _settings(deployment: Deployment) -> KernelSettings:
         pending_approvals_principal=deployment.limits.pending.principal,
         session_idle_s=deployment.limits.session_idle_s,
         renew_session_budgets=deployment.limits.renew_session_budgets,
+        run_metadata_retention_s=deployment.limits.run_metadata_retention_s,
         enablement=Enablement(
             enabled=deployment.enabled_tools
             if deployment.enabled_tools is not None

@@ -71,6 +71,7 @@ from charter.kernel.policy_deadline import authorize_with_deadline
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.redaction import Redactor
+from charter.kernel.retention import expire_run_metadata
 from charter.kernel.sessions import Sessions
 from charter.kernel.settings import KernelSettings, Mode
 from charter.kernel.store import KernelStore
@@ -245,7 +246,8 @@ class Kernel:
     async def maintain(self) -> dict[str, int]:
         """One round of upkeep (``charter serve`` runs it periodically): calls left
         ``dispatching`` by a process whose lease lapsed become ``unknown``, approvals past
-        their lifetime are recorded ``expired``, and idle session runs are ended. Safe from
+        their lifetime are recorded ``expired``, idle session runs are ended, and ended runs
+        past the metadata retention lose their fingerprints (kernel/retention.py). Safe from
         any number of processes at once. Returns how many of each this round changed."""
         reconciled = await self.reconcile()
         expired = await self.expire_approvals()
@@ -254,12 +256,14 @@ class Kernel:
             "reconciled": len(reconciled),
             "expired_approvals": len(expired),
             "idle_runs_closed": len(idle),
+            "run_metadata_expired": len(await expire_run_metadata(self.state)),
         }
 
     async def maintain_on_open(self) -> None:
         """What a runtime does when it opens: reconcile, and end idle session runs."""
         await self.reconcile()
         await self.close_idle_runs()
+        await expire_run_metadata(self.state)
 
     async def close_idle_runs(self) -> list[RunRow]:
         """End session runs idle past ``session_idle_s`` (see :mod:`charter.kernel.sessions`)."""
@@ -606,6 +610,9 @@ class Kernel:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
             return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)
         at = arrival.attempt(ctx)
+        if ctx.metadata_expired_at is not None:  # retention: no receipt, no dedup, no replay
+            gone = PermissionDenied("the run's metadata has expired", reason="RUN_METADATA_EXPIRED")
+            return await answers.refuse(at, gone, CallStatus.DENIED)
         if CALL_ID.fullmatch(at.call_id) is None:
             invalid = InvalidInput(
                 f"call_id must match {CALL_ID.pattern} (at most 128 characters)",

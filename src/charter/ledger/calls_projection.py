@@ -445,7 +445,48 @@ def _dispatched(event: EventFacts) -> Row:
     }
 
 
+# ---------------------------------------------------------------------------------------
+# retention: a run's metadata expired (docs/privacy.md)
+
+
+def _reads_expired(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
+    keys: list[RowKey] = []
+    for cid in p.get("contexts", ()):
+        if isinstance(cid, str):
+            keys.append(context_key(run_id, cid))
+    for pair in p.get("calls", ()):
+        if isinstance(pair, list | tuple) and len(pair) == 2:
+            keys.append(call_key(run_id, str(pair[0]), str(pair[1])))
+    for aid in p.get("approvals", ()):
+        if isinstance(aid, str):
+            keys.append(approval_key(run_id, aid))
+    return tuple(keys)
+
+
+def _metadata_expired(event: EventFacts, get: Getter) -> Writes:
+    """Erase the keyed fingerprints (argument and result fingerprints, idempotency keys) of
+    the rows the event names, and mark them: deduplication and replay for the run end, and
+    its contexts fail closed (``RUN_METADATA_EXPIRED``)."""
+    writes: dict[RowKey, Row] = {}
+    for key in _reads_expired(event.run_id, event.payload):
+        row = get(key)
+        if row is None:
+            continue
+        new = {**row, "metadata_expired_at": event.at}
+        if key.table == "calls":
+            new["fingerprint"] = ""
+            new["idempotency_key"] = None
+            receipt = row.get("receipt")
+            if isinstance(receipt, Mapping) and "result_fingerprint" in receipt:
+                new["receipt"] = {k: v for k, v in receipt.items() if k != "result_fingerprint"}
+        elif key.table == "approvals":
+            new["fingerprint"] = ""
+        writes[key] = new
+    return writes
+
+
 HANDLERS: Mapping[str, Handler] = {
+    "run_metadata_expired": Handler(reads=_reads_expired, apply=_metadata_expired),
     "context_resolved": Handler(reads=_reads_context, apply=_context_resolved),
     "approval_requested": Handler(reads=_reads_call, apply=_approval_requested),
     "approval_approved": Handler(reads=_reads_approval, apply=_approval_decided),

@@ -59,6 +59,7 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "artifact_registered",
         "context_resolved",
         *OBSERVATIONAL_TYPES,
+        "run_metadata_expired",  # retention: a run's keyed fingerprints erased from its rows
         # approval_* (the approvals issue adds their projection handlers)
         "approval_requested",
         "approval_approved",
