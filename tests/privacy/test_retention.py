@@ -91,6 +91,10 @@ async def test_expired_run_metadata_ends_dedup_and_replay_and_still_verifies(
         await rt.operations.end_run(run_id, "cancelled", reason="done", as_="alice")
         clock.advance(timedelta(hours=23))
         assert (await rt.operations.maintain())["run_metadata_expired"] == 0
+        before = await rt.verify(run_id, ledger_key_for(project.root))
+        assert before.ok
+        assert before.notes == ()
+        assert "notes" not in before.to_dict()
         again = await rt.call(cid, "notes.search", "s1", args, as_="app")
         assert again.metrics.cached  # the receipt still answers inside the retention
 
@@ -125,6 +129,9 @@ async def test_expired_run_metadata_ends_dedup_and_replay_and_still_verifies(
         assert [cid, "s1"] in gone[0].payload["calls"]
         report = await rt.verify(run_id, ledger_key_for(project.root))
         assert report.ok, report
+        assert len(report.notes) == 1  # said plainly: erased on purpose, not tampering
+        assert "retention" in report.notes[0]
+        assert report.to_dict()["notes"] == list(report.notes)
 
         # replay ends
         with pytest.raises(PermissionDenied) as refused:
@@ -161,3 +168,8 @@ def test_the_cli_runs_the_upkeep_and_fails_closed(tmp_path: Path) -> None:
     verified = charter("runs", "verify", first["run_id"], "--json")
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert json.loads(verified.stdout)["ok"] is True
+    assert "retention" in json.loads(verified.stdout)["notes"][0]
+    told = charter("runs", "verify", first["run_id"])
+    assert told.returncode == 0, told.stdout + told.stderr
+    assert "note: the run's metadata expired" in told.stdout
+    assert "LEDGER" not in told.stdout + told.stderr

@@ -316,6 +316,9 @@ def report_verify(report: VerifyReport, as_json: bool, *, mac_checked: bool = Tr
             "MAC, lifecycles and projections verified"
         )
     if report.ok:
+        if not as_json:
+            for note in report.notes:
+                console.print(f"note: {note}", style="yellow", markup=False)
         return
     if as_json:
         raise typer.Exit(1)
