@@ -3,8 +3,9 @@
 The low-level server lets Charter's Build supply the tool list: ``tools/list`` answers with
 exactly the tools of the session's context (the profile's tools this principal may see), and
 ``tools/call`` goes through the kernel; ``resources/…`` serve the manifests and artifacts of
-the runs of the caller's tenant in this profile (:mod:`charter.mcp._resources`). How the principal and the session are found depends on
-the transport: fixed for stdio (``--as``), per request from the bearer credential for HTTP.
+the runs of the caller's tenant in this profile (:mod:`charter.mcp._resources`). How the
+principal and the session are found depends on the transport: fixed for stdio (``--as``),
+per request from the bearer credential for HTTP.
 """
 
 from __future__ import annotations
