@@ -20,6 +20,8 @@ STREAM_EVENT_TYPES = (
     "approval.required",
     "proposal.created",
     "proposal.updated",
+    "task.started",
+    "task.ended",
     "conversation.error",
     "conversation.completed",
 )
