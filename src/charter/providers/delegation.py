@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,7 @@ FIELDS = frozenset(
         "budget",
     }
 )
+_SAFE = re.compile(r"[^A-Za-z0-9_.-]")
 _TASK_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 _REOPEN = frozenset({"pending", "failed", "input_required"})
 MAX_ANSWER_CHARS = 16_000
@@ -246,7 +248,7 @@ class Delegation:
         for aid in args["input_artifact_ids"]:
             await runtime.artifacts.verify(run_id, aid)
         role = args["role"]
-        task_id = args["task_id"] or f"{role}-{self.request.turn_id}-{len(self.started) + 1}"
+        task_id = args["task_id"] or f"{_SAFE.sub('_', role)[:40]}-{secrets.token_hex(6)}"
         existing = {t.task_id: t for t in await runtime.tasks(run_id)}.get(task_id)
         if existing is not None:
             if existing.role != role:
