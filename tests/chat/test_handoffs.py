@@ -15,6 +15,7 @@ import pytest
 from charter.kernel.envelope import CallStatus
 from charter.ledger.events import NewEvent
 from charter.ledger.verify import verify_run
+from charter.proof.disclosure import compare
 from charter.proposals import ProposalService, load_proposal_settings
 from charter.providers import ChatRequest, Orchestrator, ScriptedProvider
 from charter.runtime import Runtime, ledger_key_for, open_runtime
@@ -149,6 +150,18 @@ async def test_a_handoff_creates_starts_and_completes_an_adhoc_task(tmp_path: Pa
         types = [e.type for e in await rt.events(run_id, limit=10_000)]
         at = types.index("task_created")
         assert types[at : at + 3] == ["task_created", "handoff_recorded", "task_status_changed"]
+
+        # every model request was reported as a disclosure, the role's in its own context;
+        # the orchestrator's handoff tool is not a governed tool and is not reported
+        doc = compare(run_id, await rt.events(run_id, limit=10_000)).to_dict()
+        assert doc["flagged"] is False, doc
+        by_agent = {c["agent"]: c["reports"] for c in doc["contexts"]}
+        assert len(by_agent["coordinator"]) == 2  # the first request, and after the handoff
+        assert {t["id"] for r in by_agent["coordinator"] for t in r["tools"]} == {"kv.echo"}
+        assert len(by_agent["analyst"]) == 2
+        assert by_agent["analyst"][0]["tools"] == [{"id": "kv.get", "version": "1.0.0"}]
+        assert all(r["source"] == "chat" and r["tokens"] > 0 for r in by_agent["analyst"])
+        assert all(r["tokens_estimated"] for r in by_agent["analyst"])
 
         # the kernel keeps the task's rules: a finished task takes no more calls, and the
         # coordinator's context cannot call inside the analyst's task

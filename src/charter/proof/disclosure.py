@@ -74,6 +74,9 @@ class DisclosureReport(BaseModel):
         default_factory=list, max_length=MAX_ATTACHMENTS, description="'kind:ref' of each"
     )
     tokens: int = Field(ge=0, le=100_000_000, strict=True, description="tokens actually sent")
+    tokens_estimated: bool = Field(
+        default=False, strict=True, description="the token count is an estimate, not a count"
+    )
     request_id: LabelText | None = Field(default=None, description="the model request's id")
     model: LabelText | None = None
 
@@ -121,6 +124,7 @@ def report_event(
         "schema_digest": report.schema_digest,
         "attachment_ids": list(report.attachment_ids),
         "tokens": report.tokens,
+        "tokens_estimated": report.tokens_estimated,
     }
     if report.request_id is not None:
         payload["request_id"] = report.request_id
@@ -231,6 +235,7 @@ def _report_view(event: Event) -> dict[str, Any]:
         "schema_digest": p.get("schema_digest"),
         "attachment_ids": list(p.get("attachment_ids") or []),
         "tokens": p.get("tokens", 0),
+        "tokens_estimated": bool(p.get("tokens_estimated", False)),
     }
 
 

@@ -32,7 +32,7 @@ from charter.kernel.contexts import ResolvedContext
 from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
 from charter.providers.base import ChatMessage, ToolInvocation, ToolOutcome, ToolSpec, TurnRequest
-from charter.providers.events import MessageCompleted, ProviderError, TextDelta
+from charter.providers.events import MessageCompleted, ModelRequested, ProviderError, TextDelta
 from charter.workflows.handoff import check_budget, scan
 
 if TYPE_CHECKING:
@@ -351,6 +351,8 @@ class Delegation:
                 elif isinstance(event, MessageCompleted):
                     done.append(event.text)
                     said = []
+                elif isinstance(event, ModelRequested):
+                    await self.o.disclose(member_ctx, self.request, event, [])
                 elif isinstance(event, ProviderError):
                     logger.warning("handoff %s: provider error %s", started.task_id, event.kind)
                     started.error = f"PROVIDER_{event.kind}"

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from charter.contracts.preview import arguments_record, preview
 from charter.errors import Failure
 from charter.kernel.acceptance import model_text
-from charter.kernel.contexts import ResolvedContext
+from charter.kernel.contexts import ResolvedContext, schema_digest
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import StreamRedactor
@@ -42,6 +42,7 @@ from charter.providers.delegation import HANDOFF_TOOL, Delegation, fail_lost_tas
 from charter.providers.events import (
     SAFE_ERROR_MESSAGE,
     MessageCompleted,
+    ModelRequested,
     ProviderError,
     StreamEvent,
     TextDelta,
@@ -64,6 +65,7 @@ TREND_SCOPE = (
     "range and the diagnostics scope given with the request."
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
+_LABEL = re.compile(r"[^A-Za-z0-9_.:/@+-]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -276,6 +278,8 @@ class Orchestrator:
                         yield make("assistant.delta", {"text": safe})
                 elif isinstance(event, MessageCompleted):
                     yield make("assistant.completed", {"text": event.text})
+                elif isinstance(event, ModelRequested):
+                    await self.disclose(ctx, request, event, self.sent_attachments(ctx))
                 elif isinstance(event, ToolCallRequested):
                     pass  # tool.started is emitted by the invoker with the governed call id
                 elif isinstance(event, ToolResultReady):
@@ -317,6 +321,50 @@ class Orchestrator:
             {"turn_id": request.turn_id, "status": status},
         )
         yield make("conversation.completed", {"status": status})
+
+    def sent_attachments(self, ctx: ResolvedContext) -> list[str]:
+        """The ids (``kind:ref``) of the attachments the instructions carry after clamping."""
+        labels = [f"{a.kind}:{a.ref}" for a in ctx.attachments]
+        blocks, _ = clamp_attachments(
+            [(label, a.content) for label, a in zip(labels, ctx.attachments, strict=True)],
+            self.settings.context_budget_bytes,
+        )
+        return [label for label in labels if any(b.startswith(f"[{label}]\n") for b in blocks)]
+
+    async def disclose(
+        self,
+        ctx: ResolvedContext,
+        request: ChatRequest,
+        event: ModelRequested,
+        attachment_ids: Sequence[str],
+    ) -> None:
+        """Report one model request as a disclosure of ``ctx`` (docs/chat.md): the governed
+        tools it carried (the orchestrator's own handoff tool is not one), the digest of their
+        schemas, the attachments in the instructions, its token count."""
+        tools, contracts = [], []
+        for name in event.tools:
+            offered = ctx.offered(name)
+            if offered is None:
+                if name != HANDOFF_TOOL:  # never sent by this orchestrator; flagged if it were
+                    tools.append({"id": name, "version": "unknown"})
+                continue
+            tools.append({"id": offered.id, "version": offered.version})
+            contracts.append(self.runtime.build.tools[offered.id].contract)
+        report: dict[str, Any] = {
+            "tools": tools,
+            "schema_digest": schema_digest(contracts),
+            "attachment_ids": list(attachment_ids),
+            "tokens": event.tokens,
+            "tokens_estimated": event.estimated,
+        }
+        if event.model:
+            report["model"] = _LABEL.sub("_", event.model)[:128]
+        try:
+            await self.runtime.report_disclosure(
+                ctx.context_id, report, as_=request.principal, source="chat"
+            )
+        except Failure as exc:  # the turn goes on; the report's failure is logged
+            logger.warning("could not report a disclosure: %s", exc.reason)
 
     async def _record(self, ctx: ResolvedContext, type_: str, payload: dict[str, Any]) -> None:
         try:

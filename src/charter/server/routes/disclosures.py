@@ -12,7 +12,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Query
 
 from charter.kernel.principals import Principal
-from charter.proof.disclosure import DisclosureReport, compare
+from charter.proof.disclosure import DisclosureReport, RunDisclosure, compare
 from charter.server.problems import problem_responses
 from charter.server.state import ServerState, get_principal, get_state
 
@@ -47,10 +47,11 @@ async def run_disclosures(
     limit: Annotated[int, Query(ge=1, le=1_000_000)] = 100_000,
 ) -> dict[str, Any]:
     await state.check_run(run_id, principal)
-    return (await disclosure_of(state, run_id, limit=limit)).to_dict()
+    found: RunDisclosure = await disclosure_of(state, run_id, limit=limit)
+    return found.to_dict()
 
 
-async def disclosure_of(state: ServerState, run_id: str, *, limit: int = 100_000) -> Any:
+async def disclosure_of(state: ServerState, run_id: str, *, limit: int = 100_000) -> RunDisclosure:
     """The comparison for one run, read page by page (the console uses it too)."""
     events: list[Any] = []
     after = 0
