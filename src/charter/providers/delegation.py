@@ -200,9 +200,11 @@ class Delegation:
         )
         text = await self._work(invoker, started, member_ctx, handoff)
         status = "failed" if started.error else "succeeded"
-        error = None if started.error is None else {"code": "internal", "reason": started.error}
-        await self._result(invoker, call_id, status, error, task_id=started.task_id)
-        body = {"status": status, "task_id": started.task_id, "role": started.role}
+        failed: dict[str, str] | None = None
+        if started.error is not None:
+            failed = {"code": "internal", "reason": started.error}
+        await self._result(invoker, call_id, status, failed, task_id=started.task_id)
+        body: dict[str, Any] = {"status": status, "task_id": started.task_id, "role": started.role}
         body["answer" if status == "succeeded" else "error"] = text or started.error
         return ToolOutcome(status=status, content=json.dumps(body), data=body)
 
@@ -362,7 +364,8 @@ class Delegation:
             logger.warning("handoff %s failed: %s", started.task_id, type(exc).__name__)
             started.error = f"PROVIDER_{type(exc).__name__}"
         text = "\n".join([*done, "".join(said)]).strip()
-        return self.o.runtime.redactor.redact(text)[:MAX_ANSWER_CHARS]
+        safe: str = self.o.runtime.redactor.redact(text)
+        return safe[:MAX_ANSWER_CHARS]
 
     # -- the end of the turn ---------------------------------------------------------------
 
