@@ -185,10 +185,11 @@ class Delegation:
             started, member_ctx, handoff = await self._start(invocation.arguments)
         except Failure as exc:
             error = {"code": exc.code.value, "reason": exc.reason, "message": str(exc)}
-            await self._result(invoker, call_id, "rejected", error)
-            return ToolOutcome(
-                status="rejected", content=json.dumps({"status": "rejected", "error": error})
+            content = json.dumps({"status": "rejected", "error": error})
+            await self._result(
+                invoker, call_id, "rejected", error, size=len(content.encode("utf-8"))
             )
+            return ToolOutcome(status="rejected", content=content)
         await invoker.emit(
             "task.started",
             {
@@ -203,10 +204,18 @@ class Delegation:
         failed: dict[str, str] | None = None
         if started.error is not None:
             failed = {"code": "internal", "reason": started.error}
-        await self._result(invoker, call_id, status, failed, task_id=started.task_id)
         body: dict[str, Any] = {"status": status, "task_id": started.task_id, "role": started.role}
         body["answer" if status == "succeeded" else "error"] = text or started.error
-        return ToolOutcome(status=status, content=json.dumps(body), data=body)
+        content = json.dumps(body)
+        await self._result(
+            invoker,
+            call_id,
+            status,
+            failed,
+            task_id=started.task_id,
+            size=len(content.encode("utf-8")),
+        )
+        return ToolOutcome(status=status, content=content, data=body)
 
     async def _result(
         self,
@@ -215,10 +224,12 @@ class Delegation:
         status: str,
         error: Mapping[str, Any] | None,
         *,
+        size: int,
         task_id: str | None = None,
     ) -> None:
         data: dict[str, Any] = {"callId": call_id, "tool": HANDOFF_TOOL, "status": status}
         data["error"] = dict(error) if error else None
+        data["bytes"] = size
         if task_id is not None:
             data["taskId"] = task_id
         await invoker.emit("tool.result", data)
