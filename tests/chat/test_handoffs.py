@@ -31,7 +31,7 @@ agents:
     handoffs: [analyst]
   analyst:
     instructions: "Read keys."
-    tools: [kv.get]
+    tools: [kv.get, kv.slow]
 """
 
 SCRIPT = """
@@ -66,6 +66,14 @@ rules:
     steps:
       - call: {id: b1, tool: charter_handoff, arguments: {role: analyst, objective: "BROKEN"}}
       - say: "after"
+  - match: "(?i)^dawdle"
+    steps:
+      - call: {id: d1, tool: charter_handoff,
+               arguments: {role: analyst, objective: "SLOWROLE", budget: {timeout_seconds: 1}}}
+      - say: "after"
+  - match: "^SLOWROLE"
+    steps:
+      - call: {id: s1, tool: kv_slow, arguments: {seconds: 3}}
   - match: "^BROKEN"
     steps:
       - error: rate_limited
@@ -113,7 +121,7 @@ async def test_a_handoff_creates_starts_and_completes_an_adhoc_task(tmp_path: Pa
         assert "charter_handoff" not in events[0]["data"]["tools"]  # not a governed tool
         (started,) = _of(events, "task.started")
         assert started["role"] == "analyst"
-        assert started["tools"] == ["kv_get"]
+        assert started["tools"] == ["kv_get", "kv_slow"]
         task_id = started["taskId"]
         inner = [r for r in _of(events, "tool.result") if r["tool"] == "kv_get"]
         assert inner == [
@@ -142,7 +150,7 @@ async def test_a_handoff_creates_starts_and_completes_an_adhoc_task(tmp_path: Pa
         (handoff,) = task.handoffs
         assert handoff["sender_role"] == "coordinator"
         assert handoff["receiver_role"] == "analyst"
-        assert handoff["capabilities"] == ["kv.get"]
+        assert handoff["capabilities"] == ["kv.get", "kv.slow"]
         assert handoff["budget"]["max_tool_calls"] == 3
         assert handoff["constraints"] == ["read only"]
         calls = [c for c in await rt.calls(tenant="acme", limit=1000) if c.run_id == run_id]
@@ -159,7 +167,7 @@ async def test_a_handoff_creates_starts_and_completes_an_adhoc_task(tmp_path: Pa
         assert len(by_agent["coordinator"]) == 2  # the first request, and after the handoff
         assert {t["id"] for r in by_agent["coordinator"] for t in r["tools"]} == {"kv.echo"}
         assert len(by_agent["analyst"]) == 2
-        assert by_agent["analyst"][0]["tools"] == [{"id": "kv.get", "version": "1.0.0"}]
+        assert [t["id"] for t in by_agent["analyst"][0]["tools"]] == ["kv.get", "kv.slow"]
         assert all(r["source"] == "chat" and r["tokens"] > 0 for r in by_agent["analyst"])
         assert all(r["tokens_estimated"] for r in by_agent["analyst"])
 
@@ -193,6 +201,19 @@ async def test_a_handoff_creates_starts_and_completes_an_adhoc_task(tmp_path: Pa
         broken = {t.task_id: t for t in await rt.tasks(run_id)}[ended["taskId"]]
         assert broken.status == "failed"
         assert broken.error["details"]["reason"] == "PROVIDER_rate_limited"
+
+        # the handoff's time budget bounds the role's turn: the task fails TASK_TIMEOUT and
+        # the call it interrupted ends with an outcome, never left dispatching
+        events = await _turn(orch, rt, "dawdle")
+        (ended,) = _of(events, "task.ended")
+        slow = {t.task_id: t for t in await rt.tasks(run_id)}[ended["taskId"]]
+        assert slow.status == "failed"
+        assert slow.error["details"]["reason"] == "TASK_TIMEOUT"
+        slow_calls = [
+            c for c in await rt.calls(tenant="acme", limit=1000) if c.tool_id == "kv.slow"
+        ]
+        assert len(slow_calls) == 1
+        assert slow_calls[0].state in {"cancelled", "unknown"}  # settled, not dispatching
 
         # a task a lost turn left running fails (TURN_LOST) when the next turn starts
         await rt.record(

@@ -19,6 +19,7 @@ was lost) are failed (``TURN_LOST``) when the conversation's next turn starts.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -277,18 +278,19 @@ class Delegation:
             self.request.principal,
             self.ctx.profile,
             agent=role,
-            objective=args["objective"][:500],
             run_id=run_id,
         )
         handoff_id = new_id("handoff")
+        # model-written text: recorded redacted (the deployment's secrets and patterns)
+        redact = runtime.redactor.redact
         handoff = {
             "task_id": task_id,
             "handoff_id": handoff_id,
-            "objective": args["objective"],
+            "objective": redact(args["objective"]),
             "sender_role": self.request.agent or "chat",
             "receiver_role": role,
-            "constraints": args["constraints"],
-            "acceptance_criteria": args["acceptance_criteria"],
+            "constraints": redact(args["constraints"]),
+            "acceptance_criteria": redact(args["acceptance_criteria"]),
             "input_artifact_ids": args["input_artifact_ids"],
             "expected_outputs": [],
             "capabilities": sorted(t.id for t in member_ctx.tools),
@@ -304,7 +306,7 @@ class Delegation:
                         "task_id": task_id,
                         "role": role,
                         "profile": self.ctx.profile,
-                        "title": args["objective"][:120],
+                        "title": f"handoff to {role}",
                         "depends_on": [],
                     },
                 )
@@ -358,17 +360,22 @@ class Delegation:
         said: list[str] = []
         done: list[str] = []
         try:
-            async for event in provider.execute_turn(turn, member):
-                if isinstance(event, TextDelta):
-                    said.append(event.text)
-                elif isinstance(event, MessageCompleted):
-                    done.append(event.text)
-                    said = []
-                elif isinstance(event, ModelRequested):
-                    await self.o.disclose(member_ctx, self.request, event, [])
-                elif isinstance(event, ProviderError):
-                    logger.warning("handoff %s: provider error %s", started.task_id, event.kind)
-                    started.error = f"PROVIDER_{event.kind}"
+            # the handoff's time budget bounds the role's whole turn (a call it interrupts
+            # still ends with its outcome written: the kernel shields it)
+            async with asyncio.timeout(int(handoff["budget"]["timeout_seconds"])):
+                async for event in provider.execute_turn(turn, member):
+                    if isinstance(event, TextDelta):
+                        said.append(event.text)
+                    elif isinstance(event, MessageCompleted):
+                        done.append(event.text)
+                        said = []
+                    elif isinstance(event, ModelRequested):
+                        await self.o.disclose(member_ctx, self.request, event, [])
+                    elif isinstance(event, ProviderError):
+                        logger.warning("handoff %s: provider error %s", started.task_id, event.kind)
+                        started.error = f"PROVIDER_{event.kind}"
+        except TimeoutError:
+            started.error = "TASK_TIMEOUT"
         except Failure as exc:
             started.error = exc.reason
         except Exception as exc:  # the provider's own failure: the task fails, logged
