@@ -71,15 +71,9 @@ from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
 from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
-from charter.ledger.views import (
-    ApprovalRow,
-    ArtifactRow,
-    CallRow,
-    ContextRow,
-    RunRow,
-    TaskRow,
-)
+from charter.ledger.views import ApprovalRow, ArtifactRow, CallRow, ContextRow, RunRow, TaskRow
 from charter.project.build import Build, build_project, load_build, resolve_build_path
+from charter.proof import disclosure
 from charter.stores.factory import DEFAULT_STORE_URL, open_store
 
 T = TypeVar("T")
@@ -231,6 +225,12 @@ class Runtime:
     async def record(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """Append an edge's own events (chat turns, proposals, runs) to a run's ledger."""
         await self.kernel.store.append(run_id, events)
+
+    async def report_disclosure(
+        self, context_id: str, report: Mapping[str, Any], *, as_: str | Principal, source: str = ""
+    ) -> dict[str, Any]:
+        """Record what was sent to the model (docs/kernel.md#model-disclosure); flags back."""
+        return await disclosure.record(self, context_id, report, self.principal(as_), source)
 
     # -----------------------------------------------------------------------------------
     # queries (typed views of the projections)

@@ -81,6 +81,8 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "chat_tool_call",
         "chat_turn_completed",
         "chat_turn_failed",
+        # what an application reported sending the model (charter.proof.disclosure)
+        "disclosure_reported",
     }
 )
 """Every event type this code knows. A ledger holding any other type fails verification."""

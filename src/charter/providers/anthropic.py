@@ -23,9 +23,11 @@ from charter.providers.base import (
     ToolInvoker,
     ToolOutcome,
     TurnRequest,
+    request_tokens,
 )
 from charter.providers.events import (
     MessageCompleted,
+    ModelRequested,
     ProviderError,
     ProviderEvent,
     TextDelta,
@@ -98,6 +100,11 @@ class AnthropicProvider(SdkProvider):
                 options: dict[str, Any] = {"tools": tools} if tools else {}
                 if request.instructions:
                     options["system"] = request.instructions
+                yield ModelRequested(
+                    tools=tuple(t.name for t in request.tools),
+                    tokens=request_tokens([request.instructions, messages, tools]),
+                    model=self.model,
+                )
                 stream = await client.messages.create(
                     model=self.model,
                     max_tokens=self.max_tokens,

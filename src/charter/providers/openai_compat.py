@@ -24,9 +24,11 @@ from charter.providers.base import (
     ToolInvoker,
     ToolOutcome,
     TurnRequest,
+    request_tokens,
 )
 from charter.providers.events import (
     MessageCompleted,
+    ModelRequested,
     ProviderError,
     ProviderEvent,
     TextDelta,
@@ -106,6 +108,11 @@ class OpenAICompatProvider(SdkProvider):
         try:
             for round_ in range(1, request.max_rounds + 1):
                 options: dict[str, Any] = {"tools": tools} if tools else {}
+                yield ModelRequested(
+                    tools=tuple(t.name for t in request.tools),
+                    tokens=request_tokens([messages, tools]),
+                    model=self.model,
+                )
                 stream = await client.chat.completions.create(
                     model=self.model,
                     messages=messages,
