@@ -44,7 +44,8 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.kernel import faults
+from charter.contracts.delegation import current_span
+from charter.kernel import delegation, faults
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -498,8 +499,12 @@ class Kernel:
         approval_id: str | None = None,
         task_id: str | None = None,
         trace_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
         """Run one governed call and answer with its v2 envelope. Never raises.
+
+        ``parent_span_id`` names the delegating call this one is made in; by default the one
+        this code runs inside (:mod:`charter.kernel.delegation`).
 
         A failure before the intent was committed means nothing was dispatched: the answer is
         ``failed`` (a store failure, or ``internal`` / ``INTERNAL_ERROR`` for anything that is
@@ -519,6 +524,7 @@ class Kernel:
                 "trace_id": trace_id or self.state.trace_id("trace"),
                 "span_id": self.state.trace_id("span"),
             },
+            parent_span_id=parent_span_id if parent_span_id is not None else current_span(),
         )
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
             admission = ADMITTED
@@ -668,6 +674,13 @@ class Kernel:
                 return await answers.deny(at, denial)
             if denial is not None:
                 at.would.append({"phase": "task", "reason": denial.reason})
+        # made inside a delegating call: that call must be running in this run
+        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id)
+        if parent is not None and not observe:
+            return await answers.deny(at, parent)
+        if parent is not None:
+            at.would.append({"phase": "delegation", "reason": parent.reason})
+            at.parent_span_id = None
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
         at.timeline.mark("validation")
         try:
