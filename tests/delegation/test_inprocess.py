@@ -52,7 +52,9 @@ def test_contract_declares_delegation_in_its_digest() -> None:
     plain, _ = make_contract(base)
     same, _ = make_contract({**base, "delegates_execution": False})
     delegating, _ = make_contract({**base, "delegates_execution": True})
-    assert plain is not None and same is not None and delegating is not None
+    assert plain is not None
+    assert same is not None
+    assert delegating is not None
     assert plain.digest == same.digest  # the default keeps old digests
     assert delegating.digest != plain.digest
     assert delegating.canonical()["delegates_execution"] is True
@@ -102,7 +104,8 @@ async def test_inner_calls_are_governed_one_by_one_and_are_children(rt: Runtime)
 
     events = await _events(rt, ctx.run_id)
     started = _started(events, "t1")
-    assert started["delegates_execution"] is True and started["span_id"] == span
+    assert started["delegates_execution"] is True
+    assert started["span_id"] == span
     assert _started(events, "t1.get0")["parent_span_id"] == span
     audits = [
         dict(e.payload)
@@ -116,9 +119,11 @@ async def test_inner_calls_are_governed_one_by_one_and_are_children(rt: Runtime)
     }
     assert all(a["parent_span_id"] == span for a in audits)
     requested = next(e.payload for e in events if e.type == "approval_requested")
-    assert requested["call_id"] == "t1.put" and requested["parent_span_id"] == span
+    assert requested["call_id"] == "t1.put"
+    assert requested["parent_span_id"] == span
     waiting = await rt.get_call(ctx.context_id, "t1.put", as_="app")
-    assert waiting.state == "pending_approval" and waiting.row["parent_span_id"] == span
+    assert waiting.state == "pending_approval"
+    assert waiting.row["parent_span_id"] == span
 
     rows = await rt.store.query_rows("calls", {"run_id": ctx.run_id}, limit=100)
     children = tree(rows, span)

@@ -33,6 +33,7 @@ import anyio
 from charter import telemetry
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
+from charter.contracts.delegation import current_span
 from charter.contracts.model import ToolContract
 from charter.errors import (
     Failure,
@@ -44,7 +45,6 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.contracts.delegation import current_span
 from charter.kernel import delegation, faults
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
@@ -677,7 +677,7 @@ class Kernel:
         # made inside a delegating call: that call must be running in this run
         parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id)
         if parent is not None and not observe:
-            return await answers.deny(at, parent)
+            return await answers.refuse(at, parent, CallStatus.DENIED)
         if parent is not None:
             at.would.append({"phase": "delegation", "reason": parent.reason})
             at.parent_span_id = None
