@@ -125,3 +125,50 @@ def tree(rows: Iterable[CallRow | Mapping[str, Any]], root_span: str) -> list[di
 
     children = sorted(by_parent.get(root_span, ()), key=lambda d: int(d.get("reserved_seq") or 0))
     return [node(c, frozenset({root_span})) for c in children]
+
+
+def _brief(data: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "context_id": data.get("context_id"),
+        "call_id": data.get("call_id"),
+        "tool_id": data.get("tool_id"),
+        "state": data.get("state"),
+        "span_id": span_of(data),
+    }
+
+
+async def family(store: KernelStore, call: CallRow) -> dict[str, Any] | None:
+    """A call's place in its delegation tree: ``{span_id, delegates_execution, parent,
+    children}`` — the delegating call it was made in (or None) and, for a delegating call,
+    the calls made inside it with theirs. ``None`` for a call that neither delegates nor was
+    delegated. What ``charter calls show``, ``GET /v1/calls/…`` and the console show."""
+    parent_span, span = parent_of(call), span_of(call)
+    if parent_span is None and not delegates(call):
+        return None
+    parent: dict[str, Any] | None = None
+    if parent_span is not None:
+        rows = await store.query_rows("calls", {"run_id": call.run_id}, limit=10_000)
+        found = next((r for r in rows if span_of(r) == parent_span and delegates(r)), None)
+        parent = _brief(found) if found is not None else {"span_id": parent_span}
+    children: list[dict[str, Any]] = []
+    if span is not None and delegates(call):
+        # every delegated call of the run (the parent_span_id column), then the tree of them
+        rows, frontier, seen = [], [span], {span}
+        while frontier:
+            current = frontier.pop()
+            found_rows = await store.query_rows(
+                "calls", {"run_id": call.run_id, "parent_span_id": current}, limit=10_000
+            )
+            rows.extend(found_rows)
+            for r in found_rows:
+                child = span_of(r)
+                if child is not None and delegates(r) and child not in seen:
+                    seen.add(child)
+                    frontier.append(child)
+        children = tree(rows, span)
+    return {
+        "span_id": span,
+        "delegates_execution": delegates(call),
+        "parent": parent,
+        "children": children,
+    }
