@@ -1,4 +1,7 @@
-"""The executor process of the remote delegation test (``uvicorn tests.delegation.remote_app:app``)."""
+"""The executor process of the remote delegation test.
+
+uvicorn tests.delegation.remote_app:app
+"""
 
 from __future__ import annotations
 
