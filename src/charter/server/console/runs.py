@@ -109,7 +109,7 @@ def as_tree(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
     roots = []
     for c in calls:
         parent = c.get("parent_span_id")
-        if parent in spans and spans[parent] is not c:
+        if isinstance(parent, str) and parent in spans and spans[parent] is not c:
             children.setdefault(parent, []).append(c)
         else:
             roots.append(c)
