@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,16 +17,29 @@ from charter.ledger.events import NewEvent
 from charter.runtime import Runtime, ledger_key_for, open_runtime
 from tests.delegation import holder
 from tests.delegation._project import write_project
+from tests.stores.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.anyio
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def store_url(request: pytest.FixtureRequest) -> Iterator[str]:
+    if request.param == "sqlite":
+        yield "sqlite:///.charter/charter.db"
+        return
+    name = create_database()
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        drop_database(name)
+
+
 @pytest.fixture
-async def rt(tmp_path: Path) -> AsyncIterator[Runtime]:
+async def rt(tmp_path: Path, store_url: str) -> AsyncIterator[Runtime]:
     project = write_project(tmp_path / "p")
     holder.GATES.clear()
     holder.SEEN.clear()
-    async with open_runtime(project, store="sqlite:///.charter/charter.db") as runtime:
+    async with open_runtime(project, store=store_url) as runtime:
         holder.RUNTIME[:] = [runtime]
         holder.SEEN["project"] = project
         yield runtime
@@ -247,3 +260,18 @@ async def test_a_delegating_write_takes_no_write_lock(rt: Runtime) -> None:
     )
     assert env.status.value == "succeeded", env.error
     assert env.data == {"lock_free": True}
+
+
+async def test_a_finished_childs_resubmission_gets_its_receipt(rt: Runtime) -> None:
+    ctx = await rt.resolve_context("app", "all")
+    env = await rt.call(ctx.context_id, "team.run", "t3", {"keys": ["a"]}, as_="app")
+    span = env.trace["span_id"]
+    again = await rt.call(
+        ctx.context_id, "kv.get", "t3.get0", {"key": "a"}, as_="app", parent_span_id=span
+    )
+    assert again.status.value == "succeeded"
+    assert again.metrics.cached
+    other = await rt.call(
+        ctx.context_id, "kv.get", "t3.new", {"key": "a"}, as_="app", parent_span_id=span
+    )
+    assert other.error["reason"] == "DELEGATION_PARENT_UNKNOWN"

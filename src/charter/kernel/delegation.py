@@ -53,10 +53,11 @@ def parent_of(row: CallRow | Mapping[str, Any]) -> str | None:
 
 
 async def parent_denial(
-    store: KernelStore, ctx: ResolvedContext, parent_span_id: str | None
+    store: KernelStore, ctx: ResolvedContext, parent_span_id: str | None, call_id: str
 ) -> PermissionDenied | None:
     """``None`` when the call names no parent, or a delegating call of its run that is still
-    running; otherwise the denial."""
+    running, or is a resubmission of a call already recorded under that parent (it gets its
+    receipt, or waits for it, as any repeated call id); otherwise the denial."""
     if parent_span_id is None:
         return None
     if not isinstance(parent_span_id, str) or SPAN_ID.fullmatch(parent_span_id) is None:
@@ -65,6 +66,9 @@ async def parent_denial(
         )
     rows = await store.find_views(CallRow, run_id=ctx.run_id, state="dispatching", limit=10_000)
     if any(delegates(r) and span_of(r) == parent_span_id for r in rows):
+        return None
+    known = await store.read_view(CallRow, ctx.run_id, ctx.context_id, call_id)
+    if known is not None and parent_of(known) == parent_span_id:
         return None
     return PermissionDenied(
         "the parent span is not a delegating call still running in this run",

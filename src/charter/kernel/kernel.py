@@ -675,7 +675,7 @@ class Kernel:
             if denial is not None:
                 at.would.append({"phase": "task", "reason": denial.reason})
         # made inside a delegating call: that call must be running in this run
-        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id)
+        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
         if parent is not None and not observe:
             return await answers.refuse(at, parent, CallStatus.DENIED)
         if parent is not None:
