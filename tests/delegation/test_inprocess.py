@@ -275,3 +275,27 @@ async def test_a_finished_childs_resubmission_gets_its_receipt(rt: Runtime) -> N
         ctx.context_id, "kv.get", "t3.new", {"key": "a"}, as_="app", parent_span_id=span
     )
     assert other.error["reason"] == "DELEGATION_PARENT_UNKNOWN"
+
+
+async def test_ending_the_run_abandons_a_delegating_call_in_flight(rt: Runtime) -> None:
+    ctx = await rt.resolve_context("app", "all")
+    call = asyncio.ensure_future(rt.call(ctx.context_id, "team.hold", "h4", {}, as_="app"))
+    await asyncio.wait_for(holder.gate("started").wait(), 30)
+    for _ in range(3000):  # its child finishes on its own
+        rows = await rt.store.query_rows(
+            "calls", {"run_id": ctx.run_id, "call_id": "h4.slow"}, limit=5
+        )
+        if rows and rows[0]["state"] != "dispatching":
+            break
+        await asyncio.sleep(0.01)
+    ended = await rt.operations.end_run(ctx.run_id, "cancelled", reason="stop", as_="alice")
+    assert ended["status"] == "cancelled"
+    parent = await rt.get_call(ctx.context_id, "h4", as_="app")
+    assert parent.state == "abandoned"
+    assert parent.receipt is not None
+    assert parent.receipt["error"]["reason"] == "ENDED_IN_FLIGHT"
+    child = await rt.get_call(ctx.context_id, "h4.slow", as_="app")
+    assert child.state == "succeeded"
+    holder.gate("release").set()
+    late = await call  # the tool's own answer comes too late to change the recorded end
+    assert late.status.value == "abandoned"
