@@ -2,8 +2,7 @@
 
     async with charter.open("path/to/project") as rt:
         ctx = await rt.resolve_context("app", "editor")
-        env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t", "body": "b"},
-                            as_="app")
+        env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t"}, as_="app")
         if env.status == "pending_approval":
             await rt.approve(env.approval["id"], as_="alice")
             env = await rt.call(ctx.context_id, "notes.add", "call-1", {...}, as_="app")
@@ -122,10 +121,8 @@ class Runtime:
         return service
 
     async def readiness(self, *, fresh: bool = False) -> ReadinessReport:
-        """Every bound tool's readiness (cached a few seconds unless ``fresh``).
-
-        ``report.ready`` is true when every *required* tool is ready; ``report.to_dict()``
-        is what ``/readyz`` and ``charter check --json`` show.
+        """Every bound tool's readiness (cached a few seconds unless ``fresh``); ``ready``:
+        every *required* tool is; ``to_dict()`` is what ``/readyz`` and ``charter check`` show.
         """
         readiness = self.kernel.readiness
         if readiness is None:
@@ -186,9 +183,10 @@ class Runtime:
         approval_id: str | None = None,
         task_id: str | None = None,
         trace_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
-        """One governed call: the kernel's phases, answered with the v2 envelope (never
-        raises a Failure; ``CONTEXT_NOT_FOUND`` and the rest are envelopes)."""
+        """One governed call, answered with the v2 envelope (never raises a Failure);
+        ``parent_span_id``: the delegating call it is made in (default: the current one)."""
         return await self.kernel.call(
             context_id,
             tool,
@@ -198,6 +196,7 @@ class Runtime:
             approval_id=approval_id,
             task_id=task_id,
             trace_id=trace_id,
+            parent_span_id=parent_span_id,
         )
 
     async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:

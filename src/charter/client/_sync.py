@@ -137,12 +137,15 @@ class Client:
         arguments: str | bytes | Mapping[str, Any] = "{}",
         *,
         approval_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
+        """One governed call; ``parent_span_id`` (default: the delegating call this code
+        runs inside, in a remote executor) names the call it is made in."""
         response = self._request(
             "POST",
             f"/v1/contexts/{context_id}/calls",
             content=c.call_body(tool, call_id, arguments, approval_id),
-            headers={"Content-Type": "application/json"},
+            headers=c.call_headers(parent_span_id),
         )
         return c.envelope_from(response)
 

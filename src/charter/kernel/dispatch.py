@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from charter.artifacts.ledger_registry import registration_event
 from charter.artifacts.records import ArtifactRecord, Producer
+from charter.contracts.delegation import delegating
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context as ToolContext
 from charter.errors import (
@@ -74,7 +75,12 @@ class Dispatcher:
             "task_id": at.task_id,
             "mode": state.settings.mode.value,
             "run_call_budget": state.settings.run_call_budget,
+            "span_id": at.trace["span_id"],
         }
+        if at.parent_span_id is not None:
+            payload["parent_span_id"] = at.parent_span_id
+        if contract.delegates_execution:
+            payload["delegates_execution"] = True
         if at.would:
             payload["execution_audit"] = {"would": at.would}
         if approval is not None:
@@ -152,6 +158,7 @@ class Dispatcher:
         service = state.artifacts
         if (
             contract.artifacts is not None
+            and not contract.delegates_execution  # its calls register their own files
             and service is not None
             and state.bindings.get(contract.id, "python") == "python"
         ):
@@ -196,16 +203,20 @@ class Dispatcher:
             linger=lingering.append,
         )
         at.flight.phase = flight.DISPATCH
+        # A delegating tool takes no write lock (each write it makes takes it) and its span
+        # is the parent of every call made inside it; any other tool runs inside no span.
+        delegates = contract.delegates_execution
         try:
-            if contract.read_only:
-                outcome = await self.execute(at, request)
-            else:
-                lock = state.store.run_lock(ctx.run_id)
-                await lock.__aenter__()
-                try:
+            with delegating(at.trace["span_id"] if delegates else None):
+                if contract.read_only or delegates:
                     outcome = await self.execute(at, request)
-                finally:
-                    await self._release(lock, lingering)
+                else:
+                    lock = state.store.run_lock(ctx.run_id)
+                    await lock.__aenter__()
+                    try:
+                        outcome = await self.execute(at, request)
+                    finally:
+                        await self._release(lock, lingering)
         finally:
             # the messages (and the held-back rest) are recorded before the outcome
             await channel.close()

@@ -33,6 +33,7 @@ import anyio
 from charter import telemetry
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
+from charter.contracts.delegation import current_span
 from charter.contracts.model import ToolContract
 from charter.errors import (
     Failure,
@@ -44,7 +45,7 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.kernel import faults
+from charter.kernel import delegation, faults
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -249,13 +250,10 @@ class Kernel:
         their lifetime are recorded ``expired``, idle session runs are ended, and ended runs
         past the metadata retention lose their fingerprints (kernel/retention.py). Safe from
         any number of processes at once. Returns how many of each this round changed."""
-        reconciled = await self.reconcile()
-        expired = await self.expire_approvals()
-        idle = await self.close_idle_runs()
         return {
-            "reconciled": len(reconciled),
-            "expired_approvals": len(expired),
-            "idle_runs_closed": len(idle),
+            "reconciled": len(await self.reconcile()),
+            "expired_approvals": len(await self.expire_approvals()),
+            "idle_runs_closed": len(await self.close_idle_runs()),
             "run_metadata_expired": len(await expire_run_metadata(self.state)),
         }
 
@@ -270,8 +268,7 @@ class Kernel:
         return await self.sessions.close_idle()
 
     async def expire_approvals(self, *, tenant: str | None = None) -> list[ApprovalRow]:
-        """Record the expiry of approvals past their lifetime (see
-        :meth:`ApprovalGate.expire_approvals`)."""
+        """Record approvals past their lifetime ``expired`` (ApprovalGate.expire_approvals)."""
         return await self.approvals.expire_approvals(tenant=tenant)
 
     @property
@@ -502,8 +499,12 @@ class Kernel:
         approval_id: str | None = None,
         task_id: str | None = None,
         trace_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
         """Run one governed call and answer with its v2 envelope. Never raises.
+
+        ``parent_span_id`` names the delegating call this one is made in; by default the one
+        this code runs inside (:mod:`charter.kernel.delegation`).
 
         A failure before the intent was committed means nothing was dispatched: the answer is
         ``failed`` (a store failure, or ``internal`` / ``INTERNAL_ERROR`` for anything that is
@@ -523,6 +524,7 @@ class Kernel:
                 "trace_id": trace_id or self.state.trace_id("trace"),
                 "span_id": self.state.trace_id("span"),
             },
+            parent_span_id=parent_span_id if parent_span_id is not None else current_span(),
         )
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
             admission = ADMITTED
@@ -675,6 +677,13 @@ class Kernel:
                 return await answers.deny(at, denial)
             if denial is not None:
                 at.would.append({"phase": "task", "reason": denial.reason})
+        # made inside a delegating call: that call must be running in this run
+        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
+        if parent is not None and not observe:
+            return await answers.refuse(at, parent, CallStatus.DENIED)
+        if parent is not None:
+            at.would.append({"phase": "delegation", "reason": parent.reason})
+            at.parent_span_id = None
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
         at.timeline.mark("validation")
         try:

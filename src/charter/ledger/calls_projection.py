@@ -67,7 +67,8 @@ TABLES: Mapping[str, TableSpec] = {
     "calls": TableSpec(
         name="calls",
         keys=("run_id", "context_id", "call_id"),
-        columns=("state", "tool_id", "tenant", "updated_seq"),
+        # parent_span_id: the delegating call's span (migration SQLite 12 / PostgreSQL 11)
+        columns=("state", "tool_id", "tenant", "updated_seq", "parent_span_id"),
         order_by="updated_seq",
     ),
     "approvals": TableSpec(
@@ -216,6 +217,8 @@ def _reserve(event: EventFacts, get: Getter, *, state: str) -> Writes:
         "created_at": at,
         "updated_at": at,
     }
+    if isinstance(p.get("parent_span_id"), str):  # a delegated call (docs/kernel.md)
+        row["parent_span_id"] = p["parent_span_id"]
     writes: Writes = {key: row, totals_key: {"run_id": run_id, "total": total}}
     if isinstance(limit, int):
         # Only tools with a call limit are counted per context: the context row is rewritten
@@ -435,7 +438,7 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
 def _dispatched(event: EventFacts) -> Row:
     """What a ``started`` stage sets on its call row."""
     p = event.payload
-    return {
+    out: Row = {
         "state": "dispatching",
         "owner": p.get("owner"),
         "idempotency_key": p.get("idempotency_key"),
@@ -443,6 +446,14 @@ def _dispatched(event: EventFacts) -> Row:
         "updated_seq": event.seq,
         "updated_at": event.at,
     }
+    # spans (docs/kernel.md, "Delegation"): set only where the event has them, so rows of
+    # calls recorded before delegation rebuild exactly as they were stored
+    for field in ("span_id", "parent_span_id"):
+        if isinstance(p.get(field), str):
+            out[field] = p[field]
+    if p.get("delegates_execution") is True:
+        out["delegates_execution"] = True
+    return out
 
 
 # ---------------------------------------------------------------------------------------
