@@ -1,0 +1,90 @@
+"""Run one page's examples in order, in the current directory (a fresh temporary one).
+
+Invoked by test_examples.py as ``python runner.py STEPS.json`` with the checkout's ``src`` on
+PYTHONPATH and a ``charter`` command on PATH. Python blocks share one namespace (a later block
+may use what an earlier one defined) and may use top-level ``await``; every block starts in
+the page's directory. Prints ``ran LOCATION`` per block; on the first failure prints what went
+wrong and exits 1.
+"""
+
+from __future__ import annotations
+
+import ast
+import asyncio
+import contextlib
+import inspect
+import json
+import os
+import signal
+import subprocess
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+TIMEOUT_S = 90
+
+
+def shell(code: str, groups: list[int]) -> tuple[int, str]:
+    proc = subprocess.Popen(
+        ["bash", "-e", "-o", "pipefail", "-c", code],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
+    groups.append(proc.pid)
+    try:
+        out, _ = proc.communicate(timeout=TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        return -1, f"{out}\n(timed out after {TIMEOUT_S} s)"
+    return proc.returncode, out
+
+
+def python(code: str, where: str, namespace: dict[str, Any]) -> None:
+    compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+    if compiled.co_flags & inspect.CO_COROUTINE:
+        asyncio.run(eval(compiled, namespace))  # noqa: S307 -- the documented example itself
+    else:
+        exec(compiled, namespace)  # noqa: S102 -- the documented example itself
+
+
+def main() -> int:
+    steps = json.loads(Path(sys.argv[1]).read_text(encoding="utf-8"))
+    home = Path.cwd()
+    namespace: dict[str, Any] = {"__name__": "__docs__"}
+    groups: list[int] = []
+    try:
+        for step in steps:
+            os.chdir(home)
+            where = step["where"]
+            for command in step["setup"]:
+                rc, out = shell(command, groups)
+                if rc != 0:
+                    print(f"FAILED setup of {where}: {command}\n{out}")
+                    return 1
+            if step["lang"] == "sh":
+                rc, out = shell(step["code"], groups)
+                if rc != 0:
+                    print(f"FAILED {where} (exit {rc}):\n{step['code']}--- output ---\n{out}")
+                    return 1
+            else:
+                try:
+                    python(step["code"], where, namespace)
+                except BaseException:  # noqa: BLE001 -- report whatever the example raised
+                    print(f"FAILED {where}:\n{step['code']}--- traceback ---")
+                    traceback.print_exc(file=sys.stdout)
+                    return 1
+            print(f"ran {where}", flush=True)
+        return 0
+    finally:
+        for group in groups:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(group, signal.SIGTERM)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
