@@ -4,7 +4,8 @@ Invoked by test_examples.py as ``python runner.py STEPS.json`` with the checkout
 PYTHONPATH and a ``charter`` command on PATH. Python blocks share one namespace (a later block
 may use what an earlier one defined) and may use top-level ``await``; every block starts in
 the page's directory. Prints ``ran LOCATION`` per block; on the first failure prints what went
-wrong and exits 1.
+wrong and exits 1. A tool an example declares with ``@charter.tool`` must also give a valid
+contract, as ``charter build`` would require.
 """
 
 from __future__ import annotations
@@ -45,11 +46,19 @@ def shell(code: str, groups: list[int]) -> tuple[int, str]:
 
 
 def python(code: str, where: str, namespace: dict[str, Any]) -> None:
+    """Run one block; then every ``@charter.tool`` it defined must give a valid contract,
+    as ``charter build`` requires (a tool without a description fails here, not later)."""
+    from charter.contracts.decorator import declaration, declared_contract
+
+    before = dict(namespace)
     compiled = compile(code, where, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
     if compiled.co_flags & inspect.CO_COROUTINE:
         asyncio.run(eval(compiled, namespace))  # noqa: S307 -- the documented example itself
     else:
         exec(compiled, namespace)  # noqa: S102 -- the documented example itself
+    for name, value in namespace.items():
+        if before.get(name) is not value and callable(value) and declaration(value) is not None:
+            declared_contract(value)  # raises ContractError naming the problem
 
 
 def main() -> int:
