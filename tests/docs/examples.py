@@ -8,8 +8,10 @@ run prints) and are not run. An HTML comment right before a block changes how it
     the block is not run (it needs a real model key, runs forever, installs packages); the
     reason is required and the test lists every skip.
 ``<!-- docs-test: setup COMMAND -->``
-    COMMAND runs in a shell first (``charter init demo``, or a server started with ``&``;
-    whatever it leaves running is stopped when the page is done).
+    COMMAND (one line, or the lines up to ``-->``) runs in bash first: ``charter init demo``,
+    or a server started in the background with its output sent to a file. Variables it
+    exports are seen by the page's later blocks; whatever it leaves running is stopped when
+    the page is done.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,})(?P<lang>[\w+-]*)\s*$")
-_MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>skip|setup)\b\s*(?P<arg>.*?)\s*-->\s*$")
+_MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>skip|setup)\b[ \t]*(?P<arg>.*?)\s*-->\s*$", re.S)
+_MARK_START = re.compile(r"^\s*<!--\s*docs-test:")
 
 
 @dataclass(frozen=True)
@@ -51,9 +54,15 @@ def blocks(page: Path) -> list[Block]:
     skip: str | None = None
     i = 0
     while i < len(lines):
-        mark = _MARK.match(lines[i])
         fence = _FENCE.match(lines[i])
-        if mark:
+        if _MARK_START.match(lines[i]):
+            end = i
+            while end < len(lines) and "-->" not in lines[end]:
+                end += 1
+            mark = _MARK.match("\n".join(lines[i : end + 1]))
+            if mark is None:
+                raise ValueError(f"{name}:{i + 1}: unknown docs-test marker")
+            i = end
             if mark["kind"] == "skip":
                 if not mark["arg"]:
                     raise ValueError(f"{name}:{i + 1}: docs-test skip without a reason")

@@ -26,7 +26,15 @@ from typing import Any
 TIMEOUT_S = 90
 
 
-def shell(code: str, groups: list[int]) -> tuple[int, str]:
+_SHELL_OWN = {"PWD", "OLDPWD", "SHLVL", "_"}
+
+
+def shell(code: str, groups: list[int], *, keep_env: bool = False) -> tuple[int, str]:
+    """Run ``code`` in bash (-e, pipefail) in its own process group; with ``keep_env`` the
+    variables it exports become this process's (so later blocks see them)."""
+    env_file = Path.cwd() / ".docs-test-env"
+    if keep_env:
+        code = f'{code}\nenv -0 > "{env_file}"\n'
     proc = subprocess.Popen(
         ["bash", "-e", "-o", "pipefail", "-c", code],
         stdout=subprocess.PIPE,
@@ -42,6 +50,12 @@ def shell(code: str, groups: list[int]) -> tuple[int, str]:
         os.killpg(proc.pid, signal.SIGKILL)
         out, _ = proc.communicate()
         return -1, f"{out}\n(timed out after {TIMEOUT_S} s)"
+    if keep_env and proc.returncode == 0:
+        for item in env_file.read_text(encoding="utf-8").split("\0"):
+            name, sep, value = item.partition("=")
+            if sep and name not in _SHELL_OWN:
+                os.environ[name] = value
+        env_file.unlink()
     return proc.returncode, out
 
 
@@ -71,7 +85,7 @@ def main() -> int:
             os.chdir(home)
             where = step["where"]
             for command in step["setup"]:
-                rc, out = shell(command, groups)
+                rc, out = shell(command, groups, keep_env=True)
                 if rc != 0:
                     print(f"FAILED setup of {where}: {command}\n{out}")
                     return 1
