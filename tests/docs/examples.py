@@ -23,7 +23,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 RUN_LANGS = {"sh": "sh", "bash": "sh", "shell": "sh", "python": "python"}
 _FENCE = re.compile(r"^(?P<indent> *)(?P<fence>`{3,})(?P<lang>[\w+-]*)\s*$")
-_MARK = re.compile(r"^\s*<!--\s*docs-test:\s*(?P<kind>skip|setup)\b[ \t]*(?P<arg>.*?)\s*-->\s*$", re.S)
+_MARK = re.compile(
+    r"^\s*<!--\s*docs-test:\s*(?P<kind>skip|setup)\b[ \t]*(?P<arg>.*?)\s*-->\s*$", re.S
+)
 _MARK_START = re.compile(r"^\s*<!--\s*docs-test:")
 
 

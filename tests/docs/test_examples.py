@@ -25,7 +25,8 @@ MAX_SKIPS = 8  # keep skips few: each needs a reason a reader can see in the pag
 
 def _shims(bin_dir: Path) -> None:
     bin_dir.mkdir()
-    for name, target in (("charter", f'"{sys.executable}" -m charter'), ("python", f'"{sys.executable}"')):
+    python = f'"{sys.executable}"'
+    for name, target in (("charter", f"{python} -m charter"), ("python", python)):
         shim = bin_dir / name
         shim.write_text(f'#!/bin/sh\nexec {target} "$@"\n', encoding="utf-8")
         shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
