@@ -1,8 +1,9 @@
 """Every ``sh``/``bash``/``shell`` and ``python`` example in README.md and docs/*.md runs as shown.
 
-Each page runs in its own temporary directory, its blocks in order (a later block may use what
-an earlier one created), with the checkout's ``charter`` command (and ``python``) first on PATH
-and the checkout's ``src`` on ``sys.path``. Markers and the rules for blocks: ``examples.py``.
+Each page runs in its own temporary directory (all pages at once), its blocks in order (a
+later block may use what an earlier one created), with the checkout's ``charter`` command (and
+``python``) first on PATH and the checkout's ``src`` on ``sys.path``. Markers and the rules for
+blocks: ``examples.py``.
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import json
 import os
 import stat
-import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from subprocess import DEVNULL, STDOUT, Popen
 
 import pytest
 
@@ -32,35 +34,62 @@ def _shims(bin_dir: Path) -> None:
         shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 
-@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
-def test_page_examples_run_as_shown(page: Path, tmp_path: Path) -> None:
-    steps = [
+def _steps(page: Path) -> list[dict[str, object]]:
+    return [
         {"where": b.where, "lang": b.lang, "code": b.code, "setup": list(b.setup)}
         for b in blocks(page)
         if b.skip is None
     ]
-    if not steps:
+
+
+@pytest.fixture(scope="module")
+def runs(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[dict[Path, tuple[Popen[bytes], Path]]]:
+    """Every page's runner, started at once (each in its own directory), so pages run in
+    parallel; each test below waits for its own page."""
+    started: dict[Path, tuple[Popen[bytes], Path]] = {}
+    for page in PAGES:
+        steps = _steps(page)
+        if not steps:
+            continue
+        home = tmp_path_factory.mktemp(page.stem)
+        _shims(home / "bin")
+        (home / "work").mkdir()
+        (home / "steps.json").write_text(json.dumps(steps), encoding="utf-8")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARTER_", "OTEL_"))}
+        env["PATH"] = f"{home / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+        env["PYTHONPATH"] = str(ROOT / "src")
+        env["NO_COLOR"] = "1"
+        env["COLUMNS"] = "100"
+        with (home / "output.txt").open("wb") as out:
+            proc = Popen(
+                [sys.executable, str(RUNNER), str(home / "steps.json")],
+                cwd=home / "work",
+                env=env,
+                stdout=out,
+                stderr=STDOUT,
+                stdin=DEVNULL,
+            )
+        started[page] = (proc, home / "output.txt")
+    yield started
+    for proc, _ in started.values():
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.mark.parametrize("page", PAGES, ids=[p.relative_to(ROOT).as_posix() for p in PAGES])
+def test_page_examples_run_as_shown(
+    page: Path, runs: dict[Path, tuple[Popen[bytes], Path]]
+) -> None:
+    if page not in runs:
         pytest.skip("every example of this page is marked docs-test: skip")
-    _shims(tmp_path / "bin")
-    work = tmp_path / "work"
-    work.mkdir()
-    (tmp_path / "steps.json").write_text(json.dumps(steps), encoding="utf-8")
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARTER_", "OTEL_"))}
-    env["PATH"] = f"{tmp_path / 'bin'}{os.pathsep}{env.get('PATH', '')}"
-    env["PYTHONPATH"] = str(ROOT / "src")
-    env["NO_COLOR"] = "1"
-    env["COLUMNS"] = "100"
-    done = subprocess.run(
-        [sys.executable, str(RUNNER), str(tmp_path / "steps.json")],
-        cwd=work,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert done.stdout.count("ran ") == len(steps), done.stdout
+    proc, output = runs[page]
+    returncode = proc.wait(timeout=300)
+    said = output.read_text(encoding="utf-8", errors="replace")
+    assert returncode == 0, said
+    assert said.count("ran ") == len(_steps(page)), said
 
 
 def test_skipped_examples_are_few_and_say_why() -> None:
