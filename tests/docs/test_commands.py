@@ -2,8 +2,9 @@
 
 ``console`` transcripts are not run (they show output and abbreviate ids), so this checks
 their commands against the CLI itself: each ``$ charter`` line of a ``console``, ``sh``,
-``bash`` or ``shell`` block in README.md and docs/*.md must resolve to a command, and each
-``--option`` it passes must be one that command takes.
+``bash`` or ``shell`` block in README.md and docs/*.md — and each usage line (``charter runs ls
+[--json]``, indented or in a bare fence) — must resolve to a command, and each ``--option`` it
+passes must be one that command takes.
 """
 
 from __future__ import annotations
@@ -17,7 +18,15 @@ import typer
 from charter.cli.app import app
 from tests.docs.examples import ROOT, pages
 
-_FENCE = re.compile(r"^ *```(console|sh|bash|shell)\s*$")
+_SHELLS = {"console", "sh", "bash", "shell"}
+_SYNOPSIS = re.compile(r"^(    +|)charter [a-z]")  # a usage line, indented or in a bare fence
+
+
+def synopsis(line: str) -> list[str]:
+    """The words of a usage line (``charter runs cancel|fail RUN [--json]``): brackets
+    dropped, the first of each ``a|b`` alternative."""
+    words = line.split("  #", 1)[0].split()[1:]
+    return [w.strip("[]()").split("|", 1)[0] for w in words if w.strip("[]()|")]
 
 
 def documented_commands() -> list[tuple[str, list[str]]]:
@@ -27,10 +36,14 @@ def documented_commands() -> list[tuple[str, list[str]]]:
         for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
             stripped = line.strip()
             if stripped.startswith("```"):
-                fence = _FENCE.match(line)
-                inside, lang = (not inside and fence is not None), fence[1] if fence else ""
+                inside, lang = not inside, stripped[3:].strip() if not inside else ""
                 continue
-            if not inside or (lang == "console" and not stripped.startswith("$ ")):
+            if _SYNOPSIS.match(line) and (not inside or lang == ""):
+                found.append((f"{page.relative_to(ROOT).as_posix()}:{number}", synopsis(stripped)))
+                continue
+            if not inside or lang not in _SHELLS:
+                continue
+            if lang == "console" and not stripped.startswith("$ "):
                 continue  # a transcript's output line
             command = stripped.removeprefix("$ ")
             for part in re.split(r"\s*(?:&&|\|\||;|\|)\s*", command):
