@@ -42,12 +42,15 @@ def tour() -> list[tuple[str, str, list[str]]]:
 
 
 def expected(line: str) -> re.Pattern[str]:
-    parts = [re.escape(p) for p in re.split(r"[a-z]+-[0-9a-f]*…|…", line)]
-    kinds = [m.group(0) for m in re.finditer(r"[a-z]+-[0-9a-f]*…|…", line)]
-    pattern = parts[0]
-    for kind, part in zip(kinds, parts[1:], strict=True):
-        pattern += (re.escape(kind.split("-")[0]) + r"-[0-9a-f]+" if "-" in kind else ".*") + part
-    return re.compile(pattern)
+    """An output line of the tour as a pattern: an abbreviated id or digest (``apr-c25f…``,
+    ``sha256:8b18b409…``) stands for any of its kind, a bare ``…`` for anything."""
+    pattern, last = "", 0
+    for found in re.finditer(r"\b(?P<kind>[a-z0-9]+[-:])[0-9a-f]*…|…", line):
+        pattern += re.escape(line[last : found.start()])
+        kind = found["kind"]
+        pattern += re.escape(kind) + "[0-9a-f]+" if kind else ".*"
+        last = found.end()
+    return re.compile(pattern + re.escape(line[last:]))
 
 
 def newest(kind: str, printed: str) -> str:
