@@ -40,7 +40,7 @@ def _sdk() -> Any:
         import anthropic
     except ImportError:  # pragma: no cover - the extra is installed in the test environment
         raise ConfigError(
-            "the anthropic provider needs the anthropic extra: pip install 'charter[anthropic]'"
+            "the anthropic provider needs the anthropic extra: pip install -e '.[anthropic]'"
         ) from None
     return anthropic
 

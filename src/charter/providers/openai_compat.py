@@ -41,7 +41,7 @@ def _sdk() -> Any:
         import openai
     except ImportError:  # pragma: no cover - the extra is installed in the test environment
         raise ConfigError(
-            "the openai provider needs the openai extra: pip install 'charter[openai]'"
+            "the openai provider needs the openai extra: pip install -e '.[openai]'"
         ) from None
     return openai
 

@@ -76,7 +76,7 @@ async def open_store(
             from charter.stores.postgres import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise ConfigError(
-                "PostgreSQL stores need the postgres extra: pip install 'charter[postgres]'"
+                "PostgreSQL stores need the postgres extra: pip install -e '.[postgres]'"
             ) from exc
         async with PostgresStore.open(url, **options) as pg_store:
             yield pg_store
