@@ -72,16 +72,10 @@ from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
 from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
-from charter.ledger.views import (
-    ApprovalRow,
-    ArtifactRow,
-    CallRow,
-    ContextRow,
-    RunRow,
-    TaskRow,
-)
+from charter.ledger.views import ApprovalRow, ArtifactRow, CallRow, ContextRow, RunRow, TaskRow
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
+from charter.workflows.control import RunControl
 
 T = TypeVar("T")
 
@@ -386,6 +380,11 @@ class Runtime:
     def operations(self) -> RunOperations:
         """Operators end runs and tasks; upkeep (:class:`~charter.kernel.endings.RunOperations`)."""
         return RunOperations(self.kernel, self.principal)
+
+    @property
+    def workflows(self) -> RunControl:
+        """Catalog runs driven task by task (:class:`~charter.workflows.control.RunControl`)."""
+        return RunControl(self)
 
     async def get_approval(
         self, approval_id: str, *, as_: str | Principal, full: bool = False

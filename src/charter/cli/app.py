@@ -18,6 +18,7 @@ from charter.cli import (
     proposals_cmds,
     runs,
     serve_cmds,
+    tasks_cmds,
     workflow_cmds,
 )
 
@@ -45,6 +46,7 @@ proposals_cmds.register(app)
 workflow_cmds.register(app)
 artifacts_cmds.register(app)
 endings_cmds.register(app)
+tasks_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 
 
