@@ -32,11 +32,11 @@ if TYPE_CHECKING:
 TASK_ENDINGS = {"cancel": "cancelled", "fail": "failed", "skip": "skipped"}
 
 
-def may_drive(principal: Principal, run: RunRow) -> bool:
+def may_drive(principal: Principal, run: RunRow, created_by: str | None) -> bool:
     """An operator of the run's tenant, or the principal that created the run."""
     if principal.tenant != run.tenant:
         return False
-    return principal.kind is PrincipalKind.OPERATOR or run.row.get("created_by") == principal.name
+    return principal.kind is PrincipalKind.OPERATOR or created_by == principal.name
 
 
 def handoff_template(
@@ -46,21 +46,19 @@ def handoff_template(
     inputs: Mapping[str, str],
     objective: str | None = None,
     constraints: Sequence[str] = (),
-    max_tool_calls: int | None = None,
-    timeout_seconds: int | None = None,
-    max_tokens: int | None = None,
+    max_tool_calls: int = 10,
+    timeout_seconds: int = 600,
+    max_tokens: int = 4000,
 ) -> dict[str, Any]:
     """A handoff for a listed task (``tasks`` entry with its ``contract``): capabilities,
-    expected outputs and criteria from the pinned contract, inputs by artifact id."""
+    expected outputs and criteria from the pinned contract, inputs by artifact id, and a
+    budget (every handoff carries one)."""
     contract = task["contract"]
-    budget: dict[str, int] = {}
-    for name, value in (
-        ("max_tokens", max_tokens),
-        ("max_tool_calls", max_tool_calls),
-        ("timeout_seconds", timeout_seconds),
-    ):
-        if value is not None:
-            budget[name] = value
+    budget = {
+        "max_tokens": max_tokens,
+        "max_tool_calls": max_tool_calls,
+        "timeout_seconds": timeout_seconds,
+    }
     body: dict[str, Any] = {
         "objective": objective or contract.get("title") or contract["id"],
         "sender_role": sender_role,
@@ -70,9 +68,8 @@ def handoff_template(
         "input_artifact_ids": [inputs[t] for t in contract["input_artifacts"] if t in inputs],
         "expected_outputs": list(contract["output_artifacts"]),
         "capabilities": list(contract["required_tools"]),
+        "budget": budget,
     }
-    if budget:
-        body["budget"] = budget
     return body
 
 
@@ -91,13 +88,19 @@ class RunControl:
         run = await self.runtime.run(run_id)
         if run is None or run.tenant != who.tenant:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
-        if drive and not may_drive(who, run):
+        if drive and not may_drive(who, run, await self._owner(run_id)):
             raise PermissionDenied(
                 "only an operator or the principal that created the run may drive its tasks",
                 reason="RUN_CONTROL_DENIED",
                 run_id=run_id,
             )
         return run
+
+    async def _owner(self, run_id: str) -> str | None:
+        """Who created the run: its first event says (the run row does not keep it)."""
+        first = await self.runtime.events(run_id, after=0, limit=1)
+        owner = first[0].payload.get("created_by") if first else None
+        return owner if isinstance(owner, str) else None
 
     async def create_run(
         self,
