@@ -114,7 +114,8 @@ def test_the_pipeline_over_http_only(live: Any) -> None:
         res = alice.post(f"/v1/runs/{run_id}/finish")
         assert res.json() == {"run_id": run_id, "status": "completed", "gaps": []}
         res = alice.get(f"/v1/runs/{run_id}/verify")
-        assert res.status_code == 200 and res.json()["ok"] is True, res.text
+        assert res.status_code == 200, res.text
+        assert res.json()["ok"] is True, res.text
         assert set(inputs) == {"dataset", "summary", "report"}
         report = alice.get(f"/v1/runs/{run_id}/artifacts/{inputs['report']}")
         assert report.status_code == 200
