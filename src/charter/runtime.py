@@ -74,6 +74,7 @@ from charter.ledger.views import ApprovalRow, ArtifactRow, CallRow, ContextRow, 
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.proof import disclosure
 from charter.stores.factory import DEFAULT_STORE_URL, open_store
+from charter.workflows.control import RunControl
 
 T = TypeVar("T")
 
@@ -384,6 +385,11 @@ class Runtime:
     def operations(self) -> RunOperations:
         """Operators end runs and tasks; upkeep (:class:`~charter.kernel.endings.RunOperations`)."""
         return RunOperations(self.kernel, self.principal)
+
+    @property
+    def workflows(self) -> RunControl:
+        """Catalog runs driven task by task (:class:`~charter.workflows.control.RunControl`)."""
+        return RunControl(self)
 
     async def get_approval(
         self, approval_id: str, *, as_: str | Principal, full: bool = False

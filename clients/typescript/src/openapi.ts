@@ -21,6 +21,7 @@ export interface components {
       } | null;
       arguments_json?: string | null;
       approval_id?: string | null;
+      task_id?: string | null;
     };
     CatalogRunRequest: {
       session_id?: string | null;
@@ -385,6 +386,56 @@ export interface operations {
     path: { run_id: string };
     query: {};
     body: components["schemas"]["EndRequest"];
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/finish": {
+    path: { run_id: string };
+    query: {};
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "GET /v1/runs/{run_id}/tasks": {
+    path: { run_id: string };
+    query: {};
+    body: never;
+    response: Array<{
+      [key: string]: unknown;
+    }>;
+  };
+  "GET /v1/runs/{run_id}/tasks/{task_id}": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/tasks/{task_id}/complete": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/tasks/{task_id}/handoff": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: {
+      [key: string]: unknown;
+    };
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/tasks/{task_id}/start": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: never;
     response: {
       [key: string]: unknown;
     };

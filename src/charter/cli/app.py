@@ -19,6 +19,7 @@ from charter.cli import (
     proposals_cmds,
     runs,
     serve_cmds,
+    tasks_cmds,
     workflow_cmds,
 )
 
@@ -47,6 +48,7 @@ workflow_cmds.register(app)
 artifacts_cmds.register(app)
 endings_cmds.register(app)
 disclosure_cmds.register(runs.app)
+tasks_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 
 

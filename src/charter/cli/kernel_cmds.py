@@ -221,6 +221,16 @@ def call(
         help="The principal (required with --profile; defaults to the context's principal).",
     ),
     approval: str | None = typer.Option(None, "--approval", help="Present this approval id."),
+    task: str | None = typer.Option(
+        None,
+        "--task",
+        help="The running task of a catalog run this call belongs to; without --context it "
+        "resolves a context in --run for the task's profile and role.",
+    ),
+    run: str | None = typer.Option(None, "--run", help="The run to resolve a context in."),
+    agent: str | None = typer.Option(
+        None, "--agent", help="The agent of a fresh context (default with --task: its role)."
+    ),
     server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
@@ -233,15 +243,28 @@ def call(
     6 conflict (call id reused with other arguments), 7 failed, 8 unknown, 9 still
     dispatching, 10 cancelled, 11 abandoned, 1 any other error.
     """
-    if (context is None) == (profile is None):
-        fail("give exactly one of --context CTX or --profile P --as PRINCIPAL", as_json=as_json)
-    if profile is not None and as_ is None and not server:
-        fail("--profile needs --as PRINCIPAL", as_json=as_json)
+    fresh = profile is not None or (task is not None and run is not None)
+    if context is not None and (fresh or run is not None):
+        fail("--context names the context: leave out --profile and --run", as_json=as_json)
+    if context is None and not fresh:
+        fail(
+            "give --context CTX, --profile P --as PRINCIPAL, or --run RUN --task TASK",
+            as_json=as_json,
+        )
+    if fresh and as_ is None and not server:
+        fail("a fresh context needs --as PRINCIPAL", as_json=as_json)
     raw = sys.stdin.read() if args == "-" else args
 
     def remote(cl: Client) -> Envelope:
-        ctx_id = context or cl.resolve_context(str(profile))["context_id"]
-        return cl.call(ctx_id, tool, call_id, raw, approval_id=approval)
+        ctx_id = context
+        if ctx_id is None:
+            prof, role = profile, agent
+            if task is not None and run is not None:
+                pinned = cl.task(run, task)["contract"]
+                prof, role = prof or pinned["profile"], role or pinned["role"]
+            assert prof is not None
+            ctx_id = cl.resolve_context(prof, agent=role, run_id=run)["context_id"]
+        return cl.call(ctx_id, tool, call_id, raw, approval_id=approval, task_id=task)
 
     hint: list[str] = []
 
@@ -249,16 +272,22 @@ def call(
         ctx_id = context
         who = as_
         if ctx_id is None:
-            assert profile is not None
             assert who is not None
-            _known_profile(rt, profile, as_json)
-            ctx_id = (await rt.resolve_context(who, profile)).context_id
+            prof, role = profile, agent
+            if task is not None and run is not None:
+                pinned = (await rt.workflows.task(run, task, as_=who))["contract"]
+                prof = prof or pinned["profile"]
+                if role is None and pinned["role"] in rt.build.agents:
+                    role = pinned["role"]
+            assert prof is not None
+            _known_profile(rt, prof, as_json)
+            ctx_id = (await rt.resolve_context(who, prof, agent=role, run_id=run)).context_id
         elif who is None:
             found = await rt.get_context(ctx_id)
             if found is None:
                 fail("no such context", as_json=as_json)
             who = found.principal
-        env = await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval)
+        env = await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval, task_id=task)
         if env.error and env.error.get("reason") == "TOOL_NOT_DISCLOSED":
             offered = await rt.get_context(ctx_id)
             if offered is not None:
@@ -276,7 +305,7 @@ def call(
         retry = []
         if env.context_id:
             retry = ["charter", "call", tool, "--context", env.context_id, "--call-id", call_id]
-            retry += ["--args", raw, *where]
+            retry += ["--args", raw, *where, *(["--task", task] if task else [])]
             if as_ is not None and not server:
                 retry += ["--as", as_]
         _print_envelope(env, where=where, retry=retry)

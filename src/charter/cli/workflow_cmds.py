@@ -11,6 +11,7 @@ from rich.table import Table
 
 from charter.cli import runs
 from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
+from charter.cli.kernel_cmds import SERVER, _principal, _remote
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.project.suite import suite_from_build
 from charter.proof.context_tests import SuiteReport, run_tests
@@ -136,18 +137,46 @@ def create(
     inputs: list[str] = typer.Option(
         [], "--input", "-i", help="TYPE=FILE for each of the workflow's input_artifacts."
     ),
-    as_: str = typer.Option(..., "--as", help="The deployment principal creating the run."),
+    as_: str | None = typer.Option(
+        None, "--as", help="The deployment principal creating (and owning) the run."
+    ),
+    server: str | None = SERVER,
     project: Path = PROJECT_OPTION,
     store: str = runs.STORE_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Create a run of a catalog workflow: pinned contract, its tasks, the given inputs."""
+    """Create a run of a catalog workflow: pinned contract, its tasks, the given inputs.
+
+    The principal that creates a run owns it: it (or an operator of its tenant) records the
+    handoffs, starts and completes the tasks and finishes the run (docs/workflows.md).
+    """
+    if server:
+        given_remote = inputs_from_options(inputs, base=Path.cwd()) if inputs else []
+        manifest = _remote(
+            server,
+            as_json,
+            lambda cl: cl.create_run(
+                workflow=workflow, inputs={i.type: (i.path, i.data) for i in given_remote}
+            ),
+        )
+        pinned = manifest.get("workflow") or {}
+        out_remote = {
+            "run_id": manifest["run_id"],
+            "status": manifest["status"],
+            "workflow": workflow,
+            "version": pinned.get("version"),
+            "contract_sha256": pinned.get("contract_sha256"),
+            "tasks": {t["task_id"]: t["status"] for t in manifest["tasks"]},
+        }
+        _print_created(out_remote, as_json)
+        return
+    who = _principal(as_, as_json)
     with reported_errors(as_json):
         given = inputs_from_options(inputs, base=Path.cwd())
 
         async def main() -> dict[str, Any]:
             async with open_runtime(project, store=store) as rt:
-                run_id = await create_catalog_run(rt, rt.principal(as_), workflow, given)
+                run_id = await create_catalog_run(rt, rt.principal(who), workflow, given)
                 run = await rt.run(run_id)
                 assert run is not None
                 tasks = await rt.tasks(run_id)
@@ -161,6 +190,10 @@ def create(
                 }
 
         out = anyio.run(main)
+    _print_created(out, as_json)
+
+
+def _print_created(out: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(out)
         return

@@ -9,7 +9,9 @@ library's. A problem+json answer becomes the failure class of its ``code`` with 
 
 from __future__ import annotations
 
+import base64
 import json
+import mimetypes
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -100,6 +102,7 @@ def call_body(
     call_id: str,
     arguments: str | bytes | Mapping[str, Any],
     approval_id: str | None,
+    task_id: str | None = None,
 ) -> bytes:
     """A call body; text arguments travel verbatim (``arguments_json``) to the strict parser."""
     body: dict[str, Any] = {"tool": tool, "call_id": call_id}
@@ -111,6 +114,8 @@ def call_body(
         body["arguments"] = dict(arguments)
     if approval_id is not None:
         body["approval_id"] = approval_id
+    if task_id is not None:
+        body["task_id"] = task_id
     return json.dumps(body, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
 
 
@@ -158,6 +163,27 @@ def context_body(
         body["attachments"] = [{"kind": k, "ref": r} for k, r in attachments]
     if run_id is not None:
         body["run"] = run_id
+    return body
+
+
+def run_body(
+    session_id: str | None, workflow: str | None, inputs: Mapping[str, tuple[str, bytes]]
+) -> dict[str, Any]:
+    """``POST /v1/runs``: ad-hoc, or a catalog ``workflow`` with ``{TYPE: (path, data)}``."""
+    body: dict[str, Any] = {}
+    if session_id:
+        body["session_id"] = session_id
+    if workflow is not None:
+        body["workflow"] = workflow
+    if inputs:
+        body["inputs"] = {
+            typ: {
+                "path": path,
+                "media_type": mimetypes.guess_type(path)[0] or "application/octet-stream",
+                "content_base64": base64.b64encode(data).decode("ascii"),
+            }
+            for typ, (path, data) in inputs.items()
+        }
     return body
 
 

@@ -138,13 +138,14 @@ class Client:
         *,
         approval_id: str | None = None,
         parent_span_id: str | None = None,
+        task_id: str | None = None,
     ) -> Envelope:
         """One governed call; ``parent_span_id`` (default: the delegating call this code
         runs inside, in a remote executor) names the call it is made in."""
         response = self._request(
             "POST",
             f"/v1/contexts/{context_id}/calls",
-            content=c.call_body(tool, call_id, arguments, approval_id),
+            content=c.call_body(tool, call_id, arguments, approval_id, task_id),
             headers=c.call_headers(parent_span_id),
         )
         return c.envelope_from(response)
@@ -234,8 +235,16 @@ class Client:
 
     # -- runs and events --------------------------------------------------------------
 
-    def create_run(self, *, session_id: str | None = None) -> dict[str, Any]:
-        body = {"session_id": session_id} if session_id else {}
+    def create_run(
+        self,
+        *,
+        session_id: str | None = None,
+        workflow: str | None = None,
+        inputs: Mapping[str, tuple[str, bytes]] | None = None,
+    ) -> dict[str, Any]:
+        """An ad-hoc run, or a run of a catalog ``workflow`` (``inputs``: TYPE → (path,
+        bytes)); returns its manifest."""
+        body = c.run_body(session_id, workflow, inputs or {})
         result: dict[str, Any] = self._json("POST", "/v1/runs", json=body)
         return result
 
@@ -269,6 +278,39 @@ class Client:
         result: dict[str, Any] = self._json(
             "POST", f"/v1/runs/{run_id}/tasks/{task_id}/{action}", json={"reason": reason}
         )
+        return result
+
+    # -- catalog runs: tasks, handoffs, finishing (docs/workflows.md) -----------------
+
+    def tasks(self, run_id: str) -> list[dict[str, Any]]:
+        """A catalog run's tasks, each with its pinned ``contract``."""
+        result: list[dict[str, Any]] = self._json("GET", f"/v1/runs/{run_id}/tasks")
+        return result
+
+    def task(self, run_id: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}/tasks/{task_id}")
+        return result
+
+    def record_handoff(
+        self, run_id: str, task_id: str, handoff: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Record the handoff binding the task's next attempt; the task with ``handoff_id``."""
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/runs/{run_id}/tasks/{task_id}/handoff", json=dict(handoff)
+        )
+        return result
+
+    def start_task(self, run_id: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("POST", f"/v1/runs/{run_id}/tasks/{task_id}/start")
+        return result
+
+    def complete_task(self, run_id: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("POST", f"/v1/runs/{run_id}/tasks/{task_id}/complete")
+        return result
+
+    def finish_run(self, run_id: str) -> dict[str, Any]:
+        """``{"run_id", "status": "completed" | "partial", "gaps"}``."""
+        result: dict[str, Any] = self._json("POST", f"/v1/runs/{run_id}/finish")
         return result
 
     def events(self, run_id: str, *, after: int = 0, limit: int = 500) -> dict[str, Any]:

@@ -76,7 +76,7 @@ from charter.kernel.retention import expire_run_metadata
 from charter.kernel.sessions import Sessions
 from charter.kernel.settings import KernelSettings, Mode
 from charter.kernel.store import KernelStore
-from charter.kernel.task_auth import task_denial
+from charter.kernel.task_auth import task_check
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
@@ -662,21 +662,21 @@ class Kernel:
             at.would.append({"phase": "authorization", "reason": denial.reason})
         assert contract is not None
         at.contract = contract  # from here on, refusals and audit records name the tool
-        # inside a task of a catalog run: its role, profile, tool allowlist and budgets
-        if task_id is not None:
-            denial = await task_denial(
-                state.store,
-                ctx,
-                contract.id,
-                task_id,
-                call_id=at.call_id,
-                agents=frozenset(state.build.agents),
-                now=state.now(),
-            )
-            if denial is not None and not observe:
-                return await answers.deny(at, denial)
-            if denial is not None:
-                at.would.append({"phase": "task", "reason": denial.reason})
+        # the task step: a catalog run's calls name a running task, and obey its role,
+        # profile, tool allowlist, handoff and budgets (charter.kernel.task_auth)
+        denial = await task_check(
+            state.store,
+            ctx,
+            contract.id,
+            task_id,
+            call_id=at.call_id,
+            agents=frozenset(state.build.agents),
+            now=state.now(),
+        )
+        if denial is not None and not observe:
+            return await answers.deny(at, denial)
+        if denial is not None:
+            at.would.append({"phase": "task", "reason": denial.reason})
         # made inside a delegating call: that call must be running in this run
         parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
         if parent is not None and not observe:

@@ -1,7 +1,9 @@
 """Task-scoped authorization: what a call made inside a task of a catalog run may do.
 
-The kernel calls :func:`task_denial` for every call that names a ``task_id``, after its own
-disclosure chain and before the arguments are validated. The decision itself is the pure
+The kernel calls :func:`task_check` for every call, at the "task" position of its
+authorization order (after agent scope) and before the arguments are validated: a call into
+a run of a catalog workflow must name a task of it (``TASK_REQUIRED`` otherwise), and a call
+that names a task goes through :func:`task_denial`. The decision itself is the pure
 function :func:`check_task_call`, over the run row, the task row, the pinned task contract,
 the context and the number of calls already made in the task's current attempt:
 
@@ -34,6 +36,11 @@ from charter.project.pinning import pinned_entry
 
 def _parse_at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def is_catalog_run(run: RunRow) -> bool:
+    """A run of a catalog workflow: its ``run_created`` event pinned the workflow's contract."""
+    return isinstance(run.workflow, Mapping) and "entries" in run.workflow
 
 
 def _contract(run: RunRow, task_id: str) -> TaskContract | None:
@@ -222,4 +229,30 @@ async def task_denial(
         agents=agents,
         calls_in_attempt=count,
         now=now,
+    )
+
+
+async def task_check(
+    store: KernelStore,
+    context: ResolvedContext,
+    tool_id: str,
+    task_id: str | None,
+    *,
+    call_id: str,
+    agents: frozenset[str],
+    now: datetime,
+) -> Denial | None:
+    """The kernel's task step: every call into a catalog run names a running task of it
+    (``TASK_REQUIRED``), and a call that names a task obeys that task's rules."""
+    if task_id is None:
+        run = await store.read_view(RunRow, context.run_id)
+        if run is not None and is_catalog_run(run):
+            return Denial(
+                reason="TASK_REQUIRED",
+                message=f"run {run.run_id} is a run of workflow {run.workflow_slug}: "
+                "a call into it names one of its running tasks (task_id)",
+            )
+        return None
+    return await task_denial(
+        store, context, tool_id, task_id, call_id=call_id, agents=agents, now=now
     )

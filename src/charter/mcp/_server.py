@@ -46,8 +46,9 @@ def build_server(gateway: Gateway, identify: Identify) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         principal, session = await identify(ctx)
+        meta = params.meta if isinstance(params.meta, dict) else None
         return await gateway.call_tool(
-            principal, session, params.name, params.arguments, ctx.request_id
+            principal, session, params.name, params.arguments, ctx.request_id, meta
         )
 
     resources = Resources(gateway.runtime, gateway.profile)

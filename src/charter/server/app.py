@@ -50,6 +50,7 @@ from charter.server.routes import (
     disclosures,
     ops,
     runs,
+    tasks,
 )
 from charter.server.routes import proposals as proposal_routes
 from charter.server.schemas import CallRequest
@@ -146,7 +147,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.charter = make_state(runtime, **options) if runtime is not None else None
-    for module in (contexts, calls, approvals, runs, chat, disclosures):
+    # tasks before runs: its fixed paths (…/start) come before runs' …/{action}
+    for module in (contexts, calls, approvals, tasks, runs, chat, disclosures):
         app.include_router(module.router, prefix="/v1")
     app.include_router(proposal_routes.router, prefix="/v1")
     app.include_router(artifacts.router, prefix="/v1")

@@ -40,7 +40,7 @@ HTTP_STATUS: dict[CallStatus, int] = {
     CallStatus.CONFLICT: 409,
     CallStatus.REJECTED: 422,
 }
-_MEMBERS = frozenset({"tool", "call_id", "arguments", "arguments_json", "approval_id"})
+_MEMBERS = frozenset({"tool", "call_id", "arguments", "arguments_json", "approval_id", "task_id"})
 
 
 def _envelope_response(status: int, description: str) -> dict[str, Any]:
@@ -109,6 +109,7 @@ async def make_call(
     tool = required_str(body, "tool")
     call_id = required_str(body, "call_id")
     approval_id = optional_str(body, "approval_id")
+    task_id = optional_str(body, "task_id")  # a call into a catalog run names its task
     raw_args = optional_str(body, "arguments")  # the member's exact text (kept raw)
     if raw_args is not None and raw_args.strip() == "null":
         raw_args = None
@@ -124,6 +125,7 @@ async def make_call(
         arguments,
         as_=principal,
         approval_id=approval_id,
+        task_id=task_id,
         trace_id=getattr(request.state, "trace_id", None),
         parent_span_id=parent_span,
     )
