@@ -39,6 +39,7 @@ from charter.deploy.deployment import (
     load_deployment,
     local_default_deployment,
 )
+from charter.deploy.kernel_settings import kernel_settings, ownership_hooks
 from charter.deploy.readiness import Readiness
 from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
@@ -52,7 +53,6 @@ from charter.kernel.audit import (
     FanoutAuditSink,
     JsonlAuditSink,
 )
-from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
 from charter.kernel.endings import RunOperations
 from charter.kernel.envelope import Envelope
@@ -443,29 +443,6 @@ def ledger_key_for(
     return LedgerKey.derive_id(local.resolve())
 
 
-def _settings(deployment: Deployment) -> KernelSettings:
-    return KernelSettings(
-        mode=deployment.mode,
-        approval_lifetime_s=deployment.approval_lifetime_s,
-        context_lifetime_s=deployment.context_lifetime_s,
-        token_budget=deployment.limits.context_tokens,
-        run_call_budget=deployment.limits.run_tool_calls,
-        run_elapsed_budget_s=deployment.limits.run_elapsed_s,
-        policy_hook_deadline_s=deployment.limits.policy_hook_deadline_s,
-        pending_approvals_tenant=deployment.limits.pending.tenant,
-        pending_approvals_principal=deployment.limits.pending.principal,
-        session_idle_s=deployment.limits.session_idle_s,
-        renew_session_budgets=deployment.limits.renew_session_budgets,
-        enablement=Enablement(
-            enabled=deployment.enabled_tools
-            if deployment.enabled_tools is not None
-            else frozenset(),
-            all_enabled=deployment.enabled_tools is None,
-            kill_switch=deployment.kill_switch,
-        ),
-    )
-
-
 def artifact_store(deployment: Deployment, base: Path) -> ArtifactStore:
     """The deployment's artifact store: local under ``.charter/artifacts`` by default, or S3."""
     conf = deployment.artifacts
@@ -705,10 +682,11 @@ async def open_runtime(
             fingerprinter=fingerprinter,
             executors=executors,
             bindings=bindings,
-            settings=settings or _settings(deployment),
+            settings=settings or kernel_settings(deployment),
             redactor=redactor,
             audit=FanoutAuditSink(sinks) if sinks else None,
             providers=all_providers,
+            ownership_hooks=ownership_hooks(deployment, project_dir),
             clock=clock,
         )
         kernel.readiness = readiness

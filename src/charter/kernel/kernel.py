@@ -49,7 +49,6 @@ from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
 from charter.kernel.audit import AuditRecord, AuditSink
 from charter.kernel.authorize import AuthorizationInput, Hook, authorize
-from charter.kernel.policy_order import authorization
 from charter.kernel.contexts import (
     Attachment,
     ContextProvider,
@@ -67,6 +66,7 @@ from charter.kernel.executor_port import Executor
 from charter.kernel.leases import OwnerLease
 from charter.kernel.limits import ADMITTED, Admission, Limiter
 from charter.kernel.operators import Operators
+from charter.kernel.policy_order import authorization
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.redaction import Redactor
@@ -603,7 +603,7 @@ class Kernel:
         state, answers = self.state, self.answers
         settings = state.settings
         # 1. attribution
-        principal, task_id = arrival.principal, arrival.task_id
+        principal = arrival.principal
         ctx = await state.context(context_id)
         if ctx is None or ctx.tenant != principal.tenant:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
