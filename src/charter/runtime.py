@@ -81,6 +81,7 @@ from charter.ledger.views import (
     TaskRow,
 )
 from charter.project.build import Build, build_project, load_build, resolve_build_path
+from charter.proposals.calls import store_proposal
 from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
 
 T = TypeVar("T")
@@ -195,17 +196,20 @@ class Runtime:
         trace_id: str | None = None,
     ) -> Envelope:
         """One governed call: the kernel's phases, answered with the v2 envelope (never
-        raises a Failure; ``CONTEXT_NOT_FOUND`` and the rest are envelopes)."""
-        return await self.kernel.call(
+        raises a Failure; ``CONTEXT_NOT_FOUND`` and the rest are envelopes). A proposal
+        tool's draft is stored as a proposal (:mod:`charter.proposals.calls`)."""
+        principal = self.principal(as_)
+        envelope = await self.kernel.call(
             context_id,
             tool,
             call_id,
             arguments,
-            principal=self.principal(as_),
+            principal=principal,
             approval_id=approval_id,
             task_id=task_id,
             trace_id=trace_id,
         )
+        return await store_proposal(self, envelope, principal)
 
     async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:
         """A call's row (state and receipt) within the caller's tenant, else
