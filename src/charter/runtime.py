@@ -36,6 +36,7 @@ from charter.deploy.deployment import (
     Deployment,
     load_deployment,
 )
+from charter.deploy.kernel_settings import kernel_settings, ownership_hooks
 from charter.deploy.ledger_key import ledger_key_for as ledger_key_for
 from charter.deploy.readiness import Readiness
 from charter.deploy.secret_ref import SecretRef
@@ -50,7 +51,6 @@ from charter.kernel.audit import (
     FanoutAuditSink,
     JsonlAuditSink,
 )
-from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
 from charter.kernel.endings import RunOperations
 from charter.kernel.envelope import Envelope
@@ -73,6 +73,7 @@ from charter.ledger.verify import VerifyReport, verify_run
 from charter.ledger.views import ApprovalRow, ArtifactRow, CallRow, ContextRow, RunRow, TaskRow
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.proof import disclosure
+from charter.proposals.calls import store_proposal
 from charter.stores.factory import DEFAULT_STORE_URL, open_store
 from charter.workflows.control import RunControl
 
@@ -186,19 +187,23 @@ class Runtime:
         trace_id: str | None = None,
         parent_span_id: str | None = None,
     ) -> Envelope:
-        """One governed call, answered with the v2 envelope (never raises a Failure);
-        ``parent_span_id``: the delegating call it is made in (default: the current one)."""
-        return await self.kernel.call(
+        """One governed call, answered with the v2 envelope (never raises a Failure;
+        ``CONTEXT_NOT_FOUND`` and the rest are envelopes); ``parent_span_id``: the delegating
+        call it is made in (default: the current one). A proposal tool's draft is stored as a
+        proposal (:mod:`charter.proposals.calls`)."""
+        principal = self.principal(as_)
+        envelope = await self.kernel.call(
             context_id,
             tool,
             call_id,
             arguments,
-            principal=self.principal(as_),
+            principal=principal,
             approval_id=approval_id,
             task_id=task_id,
             trace_id=trace_id,
             parent_span_id=parent_span_id,
         )
+        return await store_proposal(self, envelope, principal)
 
     async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:
         """A call's row (state and receipt) within the caller's tenant, else
@@ -419,30 +424,6 @@ def _fingerprinter(deployment: Deployment, project_dir: Path | None) -> Fingerpr
     raise ConfigError(
         "the deployment names no fingerprint key (secrets.fingerprint_key: {env: ...} or "
         "{file: ...})"
-    )
-
-
-def _settings(deployment: Deployment) -> KernelSettings:
-    return KernelSettings(
-        mode=deployment.mode,
-        approval_lifetime_s=deployment.approval_lifetime_s,
-        context_lifetime_s=deployment.context_lifetime_s,
-        token_budget=deployment.limits.context_tokens,
-        run_call_budget=deployment.limits.run_tool_calls,
-        run_elapsed_budget_s=deployment.limits.run_elapsed_s,
-        policy_hook_deadline_s=deployment.limits.policy_hook_deadline_s,
-        pending_approvals_tenant=deployment.limits.pending.tenant,
-        pending_approvals_principal=deployment.limits.pending.principal,
-        session_idle_s=deployment.limits.session_idle_s,
-        renew_session_budgets=deployment.limits.renew_session_budgets,
-        run_metadata_retention_s=deployment.limits.run_metadata_retention_s,
-        enablement=Enablement(
-            enabled=deployment.enabled_tools
-            if deployment.enabled_tools is not None
-            else frozenset(),
-            all_enabled=deployment.enabled_tools is None,
-            kill_switch=deployment.kill_switch,
-        ),
     )
 
 
@@ -685,10 +666,11 @@ async def open_runtime(
             fingerprinter=fingerprinter,
             executors=executors,
             bindings=bindings,
-            settings=settings or _settings(deployment),
+            settings=settings or kernel_settings(deployment),
             redactor=redactor,
             audit=FanoutAuditSink(sinks) if sinks else None,
             providers=all_providers,
+            ownership_hooks=ownership_hooks(deployment, project_dir),
             clock=clock,
         )
         kernel.readiness = readiness

@@ -7,6 +7,7 @@ import typer
 from charter._version import __version__
 from charter.cli import (
     artifacts_cmds,
+    audit_cmds,
     bench_cmds,
     chat_cmds,
     check_cmds,
@@ -49,6 +50,7 @@ artifacts_cmds.register(app)
 endings_cmds.register(app)
 disclosure_cmds.register(runs.app)
 tasks_cmds.register(app)
+audit_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 
 

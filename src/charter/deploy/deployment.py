@@ -35,6 +35,7 @@ import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
 from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
+from charter.deploy.policy import PolicySettings, parse_policy
 from charter.deploy.reader import _join, _Reader
 from charter.deploy.redaction import known_secrets, parse_redaction, sections_secrets
 from charter.deploy.remote_settings import DEFAULT_READINESS_TTL_S, remote_settings
@@ -150,6 +151,7 @@ class Deployment:
     # ``None`` lifts the restriction (the local development default only).
     enabled_tools: frozenset[str] | None = frozenset()
     kill_switch: bool = False  # True: no tool runs at all
+    policy: PolicySettings = field(default_factory=PolicySettings)  # the ``policy:`` section
     default_executor: str | None = None  # for tools without a binding; None = unbound
     source: Path | None = None  # the file it was read from; None for the local default
     # name -> "env:VAR" | "file:PATH" | "sha256" (how the principal's key was given)
@@ -229,6 +231,7 @@ class Deployment:
             },
             "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
             "kill_switch": self.kill_switch,
+            "policy": self.policy.describe(),
             "default_executor": self.default_executor,
             "principals": {
                 name: {
@@ -321,6 +324,7 @@ _TOP = frozenset(
         "readiness",
         "egress",
         "redaction",
+        "policy",  # max_danger, disabled tools, per-agent enablement, ownership, scoped modes
     }
 )
 _ARTIFACTS = frozenset(
@@ -409,6 +413,7 @@ def parse_deployment(
     if doc.get("enable") is not None:
         enabled = r.names(doc["enable"], "enable", re.compile(TOOL_ID.pattern), "tool id")
     kill_switch = r.boolean(doc.get("kill_switch", False), "kill_switch")
+    policy = parse_policy(r, doc.get("policy"))
     redaction = parse_redaction(r, doc.get("redaction"), env)
     sections_secrets(doc, r, env)  # jwt and chat credentials: known to the redactor too
 
@@ -445,6 +450,7 @@ def parse_deployment(
         artifacts=artifacts,
         enabled_tools=enabled,
         kill_switch=kill_switch,
+        policy=policy,
         default_executor=default_executor,
         source=Path(file) if isinstance(file, Path) else None,
         credential_refs=MappingProxyType(key_refs),

@@ -113,8 +113,9 @@ class Arrival:
 class Attempt(Arrival):
     """One call being decided: what the phases share, filled in as they pass.
 
-    Attribution fixes the context; ``contract`` is set once disclosure and the argument-free
-    authorization pass (a refusal before that never names the tool); ``arguments``,
+    Attribution fixes the context and the call's ``mode`` (scoped: tool, agent, profile,
+    then the deployment's); ``contract`` is set as soon as the context offered the tool (a
+    refusal before that never names the tool; after it, audit records name it); ``arguments``,
     ``fingerprint`` and ``summary`` once validation accepts the arguments;
     ``idempotency_key`` once the intent is committed. ``warnings`` go into the answer,
     ``would`` (what observe mode let through) into the intent.
@@ -128,6 +129,7 @@ class Attempt(Arrival):
     idempotency_key: str | None = None
     warnings: list[str] = field(default_factory=list)
     would: list[dict[str, str]] = field(default_factory=list)
+    mode: str | None = None  # the call's effective mode; None: the deployment's
 
     @property
     def run_id(self) -> str:

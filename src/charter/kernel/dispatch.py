@@ -73,7 +73,7 @@ class Dispatcher:
             "idempotency_key": idem_key,
             "owner": state.owner,
             "task_id": at.task_id,
-            "mode": state.settings.mode.value,
+            "mode": at.mode or state.settings.mode.value,
             "run_call_budget": state.settings.run_call_budget,
             "span_id": at.trace["span_id"],
         }
@@ -400,7 +400,7 @@ class Dispatcher:
             )
             current = await state.call_row(ctx, row.call_id)
         if current is not None and current.state in TERMINAL_STATES:
-            return self.answers.receipt(current, at, cached=True)
+            return await self.answers.cached(current, at)
         return Envelope(
             call_id=row.call_id,
             status=CallStatus.DISPATCHING,

@@ -24,7 +24,6 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
@@ -68,7 +67,7 @@ from charter.kernel.executor_port import Executor
 from charter.kernel.leases import OwnerLease
 from charter.kernel.limits import ADMITTED, Admission, Limiter
 from charter.kernel.operators import Operators
-from charter.kernel.policy_deadline import authorize_with_deadline
+from charter.kernel.policy_order import authorization
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.redaction import Redactor
@@ -76,7 +75,6 @@ from charter.kernel.retention import expire_run_metadata
 from charter.kernel.sessions import Sessions
 from charter.kernel.settings import KernelSettings, Mode
 from charter.kernel.store import KernelStore
-from charter.kernel.task_auth import task_check
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
@@ -572,13 +570,18 @@ class Kernel:
     async def _admit(self, arrival: Arrival, context_id: str) -> Admission | Envelope:
         """1b. rate and concurrency limits, before anything is parsed or written."""
         state, limiter = self.state, self.limiter
-        if limiter is None or state.settings.mode is not Mode.ENFORCE:
+        if limiter is None:
             return ADMITTED
         ctx = await state.context(context_id)
         if ctx is None or ctx.tenant != arrival.principal.tenant:
             return ADMITTED  # the call path answers CONTEXT_NOT_FOUND
         offered = ctx.offered(arrival.tool) if isinstance(arrival.tool, str) else None
         tool_id = offered.id if offered is not None else None
+        mode = state.settings.modes.resolve(
+            state.settings.mode, tool=tool_id, agent=ctx.agent, profile=ctx.profile
+        )
+        if mode is not Mode.ENFORCE:
+            return ADMITTED
         lease = None
         if offered is not None:  # the longest the call can hold its slots: timeout + grace
             timeout = state.build.tools[offered.id].contract.timeout_s
@@ -606,7 +609,7 @@ class Kernel:
         state, answers = self.state, self.answers
         settings = state.settings
         # 1. attribution
-        principal, task_id = arrival.principal, arrival.task_id
+        principal = arrival.principal
         ctx = await state.context(context_id)
         if ctx is None or ctx.tenant != principal.tenant:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
@@ -615,16 +618,24 @@ class Kernel:
         if ctx.metadata_expired_at is not None:  # retention: no receipt, no dedup, no replay
             gone = PermissionDenied("the run's metadata has expired", reason="RUN_METADATA_EXPIRED")
             return await answers.refuse(at, gone, CallStatus.DENIED)
+        offered = ctx.offered(at.tool)
+        bound = state.build.tools.get(offered.id) if offered is not None else None
+        contract = bound.contract if bound is not None else None
+        at.contract = contract  # offered: from here on, refusals and audit records name it
         if CALL_ID.fullmatch(at.call_id) is None:
             invalid = InvalidInput(
                 f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
                 reason="CALL_ID_INVALID",
             )
             return await answers.refuse(at, invalid, CallStatus.REJECTED)
-        offered = ctx.offered(at.tool)
-        bound = state.build.tools.get(offered.id) if offered is not None else None
-        contract = bound.contract if bound is not None else None
-        if settings.mode is Mode.OFF:
+        mode = settings.modes.resolve(
+            settings.mode,
+            tool=offered.id if offered is not None else None,
+            agent=ctx.agent,
+            profile=ctx.profile,
+        )
+        at.mode = mode.value
+        if mode is Mode.OFF:
             return await self.dispatcher.ungoverned(at, contract, arguments)
         # A context answers only under the Build it was resolved for; an old one (or an
         # expired one) can still hand back a finished call's receipt, nothing else.
@@ -643,8 +654,8 @@ class Kernel:
         if offered is not None and contract is None:
             missing = PermissionDenied("the tool is not in this Build", reason="TOOL_NOT_IN_BUILD")
             return await answers.refuse(at, missing, CallStatus.DENIED)
-        observe = settings.mode is Mode.OBSERVE
-        # 2. disclosure and authorization (the part that needs no arguments)
+        observe = mode is Mode.OBSERVE
+        # 2. disclosure (the part of authorization that needs no arguments)
         at.timeline.mark("authorization")
         inp = AuthorizationInput(
             principal=principal,
@@ -661,29 +672,6 @@ class Kernel:
         if denial is not None:
             at.would.append({"phase": "authorization", "reason": denial.reason})
         assert contract is not None
-        at.contract = contract  # from here on, refusals and audit records name the tool
-        # the task step: a catalog run's calls name a running task, and obey its role,
-        # profile, tool allowlist, handoff and budgets (charter.kernel.task_auth)
-        denial = await task_check(
-            state.store,
-            ctx,
-            contract.id,
-            task_id,
-            call_id=at.call_id,
-            agents=frozenset(state.build.agents),
-            now=state.now(),
-        )
-        if denial is not None and not observe:
-            return await answers.deny(at, denial)
-        if denial is not None:
-            at.would.append({"phase": "task", "reason": denial.reason})
-        # made inside a delegating call: that call must be running in this run
-        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
-        if parent is not None and not observe:
-            return await answers.refuse(at, parent, CallStatus.DENIED)
-        if parent is not None:
-            at.would.append({"phase": "delegation", "reason": parent.reason})
-            at.parent_span_id = None
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
         at.timeline.mark("validation")
         try:
@@ -696,15 +684,19 @@ class Kernel:
         except InvalidInput as exc:
             return await answers.refuse(at, exc, CallStatus.REJECTED)
         at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
-        denial = await authorize_with_deadline(
-            replace(inp, arguments=accepted.arguments),
-            ownership=state.ownership_hooks,
-            deadline_s=settings.policy_hook_deadline_s,
-        )
-        if denial is not None and not observe:
-            return await answers.deny(at, denial)
-        if denial is not None:
-            at.would.append({"phase": "authorization", "reason": denial.reason})
+        # tenant, RBAC, ownership, danger, enablement, agent scope, then the task rules
+        found = await authorization(state, at, inp)
+        if found is not None and not observe:
+            return await answers.deny(at, found[1])
+        if found is not None:
+            at.would.append({"phase": found[0], "reason": found[1].reason})
+        # made inside a delegating call: that call must be running in this run
+        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
+        if parent is not None and not observe:
+            return await answers.refuse(at, parent, CallStatus.DENIED)
+        if parent is not None:
+            at.would.append({"phase": "delegation", "reason": parent.reason})
+            at.parent_span_id = None
         # declared artifact inputs: registered in this run, checksum-verified
         if contract.artifact_inputs:
             try:
@@ -721,7 +713,9 @@ class Kernel:
         at.timeline.mark("reservation")
         # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         # caller wins the reservation, so we then read its row.
-        gated = contract.requires_approval and not observe
+        gated = contract.requires_approval and (
+            not observe or contract.id not in settings.modes.observe_without_approval
+        )
         approval_to_consume: ApprovalRow | None = None
         for attempt in range(_RESERVE_ATTEMPTS):
             if attempt > 2:  # contended: let the winners' appends through first
@@ -736,7 +730,7 @@ class Kernel:
                 if row.fingerprint != at.fingerprint or row.tool_id != contract.id:
                     return await answers.conflict(at)
                 if row.state in TERMINAL_STATES:
-                    return answers.receipt(row, at, cached=True)
+                    return await answers.cached(row, at)
                 if row.state == "dispatching":
                     return await self.dispatcher.coalesce(at, row)
             if ended:

@@ -142,11 +142,12 @@ class ProposalService:
         call_id: str,
         draft: Mapping[str, Any],
         conversation_id: str | None = None,
+        proposal_id: str | None = None,
     ) -> dict[str, Any]:
         """Store a draft; validated, or blocked when any diagnostic is an error."""
         diagnostics = [dict(d) for d in draft.get("diagnostics") or [] if isinstance(d, Mapping)]
         blocked = any(d.get("severity", "error") == "error" for d in diagnostics)
-        pid = new_id("prop")
+        pid = proposal_id or new_id("prop")
         now = self.runtime.clock()
         expires = format_at(now + timedelta(seconds=self.settings.lifetime_s))
         redactor = self.runtime.redactor

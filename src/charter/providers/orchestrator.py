@@ -5,7 +5,7 @@ It resolves the agent (instructions are text; they never grant a tool), the cont
 authorized tool set, attachments from tenant-safe providers clamped to a byte budget — the
 first attachment truncated rather than dropped), runs the provider's turn with the runtime as
 the tool invoker, clamps every tool result before the model sees it, waits for approvals the
-kernel asks for, turns proposal drafts into stored proposals, and always ends with
+kernel asks for, announces the proposals its calls stored, and always ends with
 ``conversation.completed``. Provider failures reach the client as one safe
 ``conversation.error``; details go to the log only.
 """
@@ -529,15 +529,9 @@ class KernelInvoker:
         draft = draft_from_result(envelope.data)
         if contract.effect.value != "proposal" or draft is None or envelope.metrics.cached:
             return
-        row = await self.o.proposals.create(
-            run_id=self.ctx.run_id,
-            tenant=self.ctx.tenant,
-            requested_by=self.request.principal.name,
-            tool_id=contract.id,
-            call_id=call_id,
-            draft=draft,
-            conversation_id=self.request.conversation_id,
-        )
+        if not isinstance(draft.get("proposal_id"), str):
+            return  # not stored (the answer warns why)
+        row = await self.o.proposals.get(draft["proposal_id"], self.ctx.tenant)
         await self.emit(
             "proposal.created",
             {
