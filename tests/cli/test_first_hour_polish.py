@@ -1,0 +1,117 @@
+"""A newcomer's first hour (issue 23 items 6, 11, 12, 13), through the real ``charter`` command.
+
+Tools that are not bound, ``charter serve``'s banner and busy port, ``import-mcp --prefix``,
+file modes, and the smaller text glitches.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_first_hour import charter
+
+YAML_TOOL = """tools:
+  - id: kb.search
+    description: Search the knowledge base.
+"""
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    made = charter("init", "demo", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path / "demo"
+
+
+def with_yaml_tool(demo: Path) -> None:
+    """Declare kb.search in YAML (no function, no binding) and put it in the reader profile."""
+    (demo / "tools" / "kb.yaml").write_text(YAML_TOOL)
+    config = demo / "charter.yaml"
+    config.write_text(
+        config.read_text()
+        .replace("  # files:\n  #   - tools/*.yaml", "  files:\n    - tools/*.yaml")
+        .replace("include: [notes.search, notes.get]", "include: [notes.search, notes.get, kb.search]")
+    )
+
+
+def test_a_tool_without_a_binding_is_listed_as_not_bound_and_offered_nowhere(demo: Path) -> None:
+    with_yaml_tool(demo)
+    checked = charter("check", cwd=demo, columns=200)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    rows = {line.split()[0]: line for line in checked.stdout.splitlines() if line[:1].isalpha()}
+    assert " not bound " in rows["kb.search"]
+    assert "TOOL_NOT_BOUND" in rows["kb.search"]
+    assert " ready " in rows["notes.search"]
+    assert "not bound (not offered anywhere): kb.search" in checked.stdout
+    states = json.loads(charter("check", "--json", cwd=demo).stdout)
+    by_tool = {t["tool"]: t for t in states["tools"]}
+    assert set(by_tool) == {"kb.search", "notes.add", "notes.get", "notes.search"}
+    assert by_tool["kb.search"]["status"] == "not_bound"
+    assert by_tool["kb.search"]["executor"] is None
+    assert by_tool["kb.search"]["required"] is False
+    assert by_tool["notes.search"]["status"] == "ready"
+
+    resolved = charter("contexts", "resolve", "--profile", "reader", "--as", "app", "--json",
+                       cwd=demo)  # fmt: skip
+    assert resolved.returncode == 0, resolved.stderr
+    ctx = json.loads(resolved.stdout)
+    assert sorted(t["id"] for t in ctx["tools"]) == ["notes.get", "notes.search"]
+
+    called = charter("call", "kb.search", "--profile", "reader", "--as", "app",
+                     "--call-id", "k1", cwd=demo)  # fmt: skip
+    assert called.returncode == 4, called.stdout + called.stderr
+    assert "TOOL_NOT_DISCLOSED" in called.stdout
+    assert "tool kb.search is not bound" in called.stdout
+    assert "internal" not in called.stdout and "TOOL_NOT_FOUND" not in called.stdout
+
+    assert charter("build", cwd=demo).returncode == 0
+    inspected = charter("inspect", cwd=demo, columns=200)
+    assert "kb.search (not bound)" in inspected.stdout
+    tools = {t["id"]: t for t in json.loads(charter("inspect", "--json", cwd=demo).stdout)["tools"]}
+    assert tools["kb.search"]["bound"] is False
+    assert tools["notes.search"]["bound"] is True
+
+
+def test_with_no_deployment_file_a_yaml_only_tool_blocks_nothing(demo: Path) -> None:
+    with_yaml_tool(demo)
+    (demo / "charter.deploy.yaml").unlink()
+    out = charter("call", "notes.search", "--profile", "reader", "--as", "local",
+                  "--call-id", "s1", "--args", '{"query": ""}', "--json", cwd=demo)  # fmt: skip
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert json.loads(out.stdout)["status"] == "succeeded"
+    states = json.loads(charter("check", "--json", cwd=demo).stdout)
+    assert states["ready"] is True
+    assert {t["tool"]: t["status"] for t in states["tools"]}["kb.search"] == "not_bound"
+
+
+def test_an_explicit_binding_without_code_is_not_ready_and_says_why(demo: Path) -> None:
+    with_yaml_tool(demo)
+    deploy = demo / "charter.deploy.yaml"
+    deploy.write_text(
+        deploy.read_text().replace(
+            "  notes.add: {executor: python}",
+            "  notes.add: {executor: python}\n  kb.search: {executor: python, required: false}",
+        )
+    )
+    states = json.loads(charter("check", "--json", cwd=demo).stdout)
+    kb = {t["tool"]: t for t in states["tools"]}["kb.search"]
+    assert (kb["status"], kb["reason"]) == ("not_ready", "ENTRYPOINT_MISSING")
+    assert states["ready"] is True  # optional: omitted, not blocking
+
+
+def test_inspect_and_contexts_resolve_json_carry_argument_schemas(demo: Path) -> None:
+    assert charter("build", cwd=demo).returncode == 0
+    tools = {t["id"]: t for t in json.loads(charter("inspect", "--json", cwd=demo).stdout)["tools"]}
+    schema = tools["notes.search"]["args_schema"]
+    assert schema["type"] == "object" and "query" in schema["properties"]
+    assert tools["notes.search"]["description"]
+    ctx = json.loads(
+        charter("contexts", "resolve", "--profile", "reader", "--as", "app", "--json",
+                cwd=demo).stdout  # fmt: skip
+    )
+    schemas = {s["name"]: s for s in ctx["tool_schemas"]}
+    assert "query" in schemas["notes_search"]["input_schema"]["properties"]
+    assert ctx["format"] == "charter"
