@@ -115,3 +115,19 @@ def test_inspect_and_contexts_resolve_json_carry_argument_schemas(demo: Path) ->
     schemas = {s["name"]: s for s in ctx["tool_schemas"]}
     assert "query" in schemas["notes_search"]["input_schema"]["properties"]
     assert ctx["format"] == "charter"
+
+
+def test_the_default_executor_serves_tools_with_code_unless_it_is_null(demo: Path) -> None:
+    deploy = demo / "charter.deploy.yaml"
+    unbound_get = deploy.read_text().replace("  notes.get: {executor: python}\n", "")
+    deploy.write_text(unbound_get)
+    states = json.loads(charter("check", "--json", cwd=demo).stdout)
+    assert {t["tool"]: t["status"] for t in states["tools"]}["notes.get"] == "ready"
+    deploy.write_text(unbound_get + "default_executor: null\n")
+    states = json.loads(charter("check", "--json", cwd=demo).stdout)
+    assert {t["tool"]: t["status"] for t in states["tools"]}["notes.get"] == "not_bound"
+    ctx = json.loads(
+        charter("contexts", "resolve", "--profile", "reader", "--as", "app", "--json",
+                cwd=demo).stdout  # fmt: skip
+    )
+    assert [t["id"] for t in ctx["tools"]] == ["notes.search"]
