@@ -7,11 +7,17 @@ file modes, and the smaller text glitches.
 from __future__ import annotations
 
 import json
+import os
+import pty
+import select
+import socket
+import subprocess
 from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.cli.test_first_hour import charter
+from tests.cli.test_first_hour import CHARTER, charter
 
 YAML_TOOL = """tools:
   - id: kb.search
@@ -131,3 +137,68 @@ def test_the_default_executor_serves_tools_with_code_unless_it_is_null(demo: Pat
                 cwd=demo).stdout  # fmt: skip
     )
     assert [t["id"] for t in ctx["tools"]] == ["notes.search"]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def test_serve_at_a_terminal_prints_where_everything_is_and_root_leads_somewhere(
+    demo: Path,
+) -> None:
+    port = free_port()
+    leader, follower = pty.openpty()
+    env = {**os.environ, "NO_COLOR": "1"}
+    served = subprocess.Popen(
+        [CHARTER, "serve", "--port", str(port)],
+        cwd=demo,
+        stdout=follower,
+        stderr=subprocess.DEVNULL,
+        env=env,
+    )
+    os.close(follower)
+    try:
+        seen = b""
+        while b"Ctrl+C" not in seen:
+            ready, _, _ = select.select([leader], [], [], 60)
+            assert ready, seen.decode()
+            seen += os.read(leader, 4096)
+        banner = seen.decode()
+        base = f"http://127.0.0.1:{port}"
+        for where in ("/console/", "/docs", "/mcp/reader", "/mcp/editor", "/healthz"):
+            assert base + where in banner, banner
+        assert "operator alice: API key in the file .charter/secrets/alice.key" in banner
+        key = (demo / ".charter" / "secrets" / "alice.key").read_text().strip()
+        assert key not in banner
+
+        with httpx.Client(base_url=base) as http:
+            index = http.get("/")
+            assert index.status_code == 200
+            doc = index.json()
+            assert doc["console"] == "/console/" and doc["docs"] == "/docs"
+            assert doc["mcp"] == ["/mcp/editor", "/mcp/reader"]
+            browser = http.get("/", headers={"Accept": "text/html"})
+            assert browser.status_code == 303
+            assert browser.headers["location"] == "/console/"
+            assert http.get(doc["docs"]).status_code == 200
+    finally:
+        served.terminate()
+        served.wait(timeout=30)
+        os.close(leader)
+
+
+def test_serve_on_a_busy_port_fails_clearly_before_logging_ready(demo: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        out = charter("serve", "--port", str(port), cwd=demo)
+    assert out.returncode == 1, out.stdout + out.stderr
+    assert f"port {port} on 127.0.0.1 is already in use" in out.stderr
+    assert "--port" in out.stderr
+    assert "ready" not in out.stdout + out.stderr.replace("already", "")
+    assert "Traceback" not in out.stderr
+    # Piped (not a terminal), a server prints no banner: stdout stays for logs and scripts.
+    assert "Ctrl+C" not in out.stdout
