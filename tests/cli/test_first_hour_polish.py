@@ -12,10 +12,12 @@ import pty
 import select
 import socket
 import subprocess
+import sys
 from pathlib import Path
 
 import httpx
 import pytest
+import yaml
 
 from tests.cli.test_first_hour import CHARTER, charter
 
@@ -202,3 +204,64 @@ def test_serve_on_a_busy_port_fails_clearly_before_logging_ready(demo: Path) -> 
     assert "Traceback" not in out.stderr
     # Piped (not a terminal), a server prints no banner: stdout stays for logs and scripts.
     assert "Ctrl+C" not in out.stdout
+
+
+TWO_TOOL_SERVER = '''
+from typing import Any
+
+import anyio
+import mcp_types as types
+from mcp.server.lowlevel import Server
+from mcp.server.stdio import stdio_server
+
+SCHEMA = {"type": "object", "properties": {"q": {"type": "string"}}, "additionalProperties": False}
+
+
+async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+    return types.ListToolsResult(
+        tools=[
+            types.Tool(name="search", description="Search.", input_schema=SCHEMA),
+            types.Tool(name="get", description="Get one.", input_schema=SCHEMA),
+        ]
+    )
+
+
+async def call_tool(ctx: Any, params: Any) -> types.CallToolResult:
+    return types.CallToolResult(content=[types.TextContent(text="ok")])
+
+
+async def main() -> None:
+    server: Server[Any] = Server("two", on_list_tools=list_tools, on_call_tool=call_tool)
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+anyio.run(main)
+'''
+
+
+def test_import_mcp_prefix_reaches_the_model_names_and_prints_plain_bindings(demo: Path) -> None:
+    (demo / "two_server.py").write_text(TWO_TOOL_SERVER)
+    command = f"{sys.executable} two_server.py"
+    printed = {}
+    for prefix in ("alpha", "beta"):  # the same server twice: same upstream names
+        out = charter("import-mcp", "--command", command, "--prefix", prefix, cwd=demo)
+        assert out.returncode == 0, out.stdout + out.stderr
+        printed[prefix] = out.stdout
+        assert "&id" not in out.stdout and "*id" not in out.stdout
+        bindings = yaml.safe_load(out.stdout)["bindings"]
+        assert set(bindings) == {f"{prefix}.search", f"{prefix}.get"}
+        assert all(b["executor"] == "mcp" for b in bindings.values())
+        written = (demo / "tools" / f"mcp-{prefix}.yaml").read_text()
+        assert "&id" not in written and "*id" not in written
+        names = [t["name"] for t in yaml.safe_load(written)["tools"]]
+        assert names == [f"{prefix}_search", f"{prefix}_get"]
+    config = demo / "charter.yaml"
+    config.write_text(
+        config.read_text().replace("  # files:\n  #   - tools/*.yaml", "  files:\n    - tools/*.yaml")
+    )
+    built = charter("build", cwd=demo)
+    assert built.returncode == 0, built.stdout + built.stderr
+    tools = {t["id"]: t for t in json.loads(charter("inspect", "--json", cwd=demo).stdout)["tools"]}
+    assert tools["alpha.search"]["name"] == "alpha_search"
+    assert tools["beta.search"]["name"] == "beta_search"
