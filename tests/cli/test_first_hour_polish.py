@@ -11,6 +11,7 @@ import os
 import pty
 import select
 import socket
+import stat
 import subprocess
 import sys
 from pathlib import Path
@@ -265,3 +266,59 @@ def test_import_mcp_prefix_reaches_the_model_names_and_prints_plain_bindings(dem
     tools = {t["id"]: t for t in json.loads(charter("inspect", "--json", cwd=demo).stdout)["tools"]}
     assert tools["alpha.search"]["name"] == "alpha_search"
     assert tools["beta.search"]["name"] == "beta_search"
+
+
+def test_private_files_and_runs_events_text_name_the_tool_and_outcome(demo: Path) -> None:
+    assert stat.S_IMODE((demo / ".charter").stat().st_mode) == 0o700
+    assert stat.S_IMODE((demo / ".charter" / "secrets").stat().st_mode) == 0o700
+    made = charter("call", "notes.search", "--profile", "reader", "--as", "app",
+                   "--call-id", "s1", "--args", '{"query": "x"}', "--json", cwd=demo)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert stat.S_IMODE((demo / ".charter" / "charter.db").stat().st_mode) == 0o600
+    for key in (demo / ".charter" / "secrets").iterdir():
+        assert stat.S_IMODE(key.stat().st_mode) == 0o600, key
+
+    run_id = json.loads(made.stdout)["run_id"]
+    text = charter("runs", "events", run_id, cwd=demo, columns=200).stdout
+    recorded = next(x for x in text.splitlines() if "tool_call_recorded" in x)
+    assert "call_id=s1 tool=notes.search outcome=succeeded" in recorded
+    assert "=None" not in text
+
+
+def test_charter_test_says_when_there_are_none_and_the_pipeline_ships_some(
+    demo: Path, tmp_path: Path
+) -> None:
+    empty = charter("test", cwd=demo)
+    assert empty.returncode == 5, empty.stdout + empty.stderr
+    assert "no context tests" in empty.stdout
+    assert "0 passed" not in empty.stdout
+    as_json = json.loads(charter("test", "--json", cwd=demo).stdout)
+    assert as_json["ok"] is False and as_json["no_tests"] is True
+
+    made = charter("init", "rp", "--example", "report-pipeline", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    shipped = charter("test", "--json", cwd=tmp_path / "rp")
+    assert shipped.returncode == 0, shipped.stdout + shipped.stderr
+    report = json.loads(shipped.stdout)
+    assert report["ok"] is True
+    assert len(report["results"]) >= 3
+
+
+def test_demo_says_where_it_created_its_project(tmp_path: Path) -> None:
+    out = charter("demo", "tutoring-panel", "tp", cwd=tmp_path, columns=200)
+    assert out.returncode == 0, out.stdout + out.stderr
+    where = str((tmp_path / "tp").resolve())
+    assert out.stdout.splitlines()[0] == f"created tutoring-panel example project in {where}"
+    assert f"The project stays in {where}" in out.stdout
+
+
+def test_make_shows_the_first_setup_instead_of_a_silent_pip() -> None:
+    root = Path(__file__).resolve().parents[2]
+    dry = subprocess.run(
+        ["make", "-n", "-C", str(root), "VENV=/nonexistent/venv", "setup"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert dry.returncode == 0, dry.stderr
+    installs = [x for x in dry.stdout.splitlines() if "pip install" in x]
+    assert installs and not any("--quiet" in x or " -q" in x for x in installs)
+    assert "installing Charter and its dependencies" in dry.stdout
