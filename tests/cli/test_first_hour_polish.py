@@ -42,7 +42,9 @@ def with_yaml_tool(demo: Path) -> None:
     config.write_text(
         config.read_text()
         .replace("  # files:\n  #   - tools/*.yaml", "  files:\n    - tools/*.yaml")
-        .replace("include: [notes.search, notes.get]", "include: [notes.search, notes.get, kb.search]")
+        .replace(
+            "include: [notes.search, notes.get]", "include: [notes.search, notes.get, kb.search]"
+        )
     )
 
 
@@ -74,7 +76,8 @@ def test_a_tool_without_a_binding_is_listed_as_not_bound_and_offered_nowhere(dem
     assert called.returncode == 4, called.stdout + called.stderr
     assert "TOOL_NOT_DISCLOSED" in called.stdout
     assert "tool kb.search is not bound" in called.stdout
-    assert "internal" not in called.stdout and "TOOL_NOT_FOUND" not in called.stdout
+    assert "internal" not in called.stdout
+    assert "TOOL_NOT_FOUND" not in called.stdout
 
     assert charter("build", cwd=demo).returncode == 0
     inspected = charter("inspect", cwd=demo, columns=200)
@@ -115,11 +118,13 @@ def test_inspect_and_contexts_resolve_json_carry_argument_schemas(demo: Path) ->
     assert charter("build", cwd=demo).returncode == 0
     tools = {t["id"]: t for t in json.loads(charter("inspect", "--json", cwd=demo).stdout)["tools"]}
     schema = tools["notes.search"]["args_schema"]
-    assert schema["type"] == "object" and "query" in schema["properties"]
+    assert schema["type"] == "object"
+    assert "query" in schema["properties"]
     assert tools["notes.search"]["description"]
     ctx = json.loads(
-        charter("contexts", "resolve", "--profile", "reader", "--as", "app", "--json",
-                cwd=demo).stdout  # fmt: skip
+        charter(
+            "contexts", "resolve", "--profile", "reader", "--as", "app", "--json", cwd=demo
+        ).stdout
     )
     schemas = {s["name"]: s for s in ctx["tool_schemas"]}
     assert "query" in schemas["notes_search"]["input_schema"]["properties"]
@@ -136,8 +141,9 @@ def test_the_default_executor_serves_tools_with_code_unless_it_is_null(demo: Pat
     states = json.loads(charter("check", "--json", cwd=demo).stdout)
     assert {t["tool"]: t["status"] for t in states["tools"]}["notes.get"] == "not_bound"
     ctx = json.loads(
-        charter("contexts", "resolve", "--profile", "reader", "--as", "app", "--json",
-                cwd=demo).stdout  # fmt: skip
+        charter(
+            "contexts", "resolve", "--profile", "reader", "--as", "app", "--json", cwd=demo
+        ).stdout
     )
     assert [t["id"] for t in ctx["tools"]] == ["notes.search"]
 
@@ -180,7 +186,8 @@ def test_serve_at_a_terminal_prints_where_everything_is_and_root_leads_somewhere
             index = http.get("/")
             assert index.status_code == 200
             doc = index.json()
-            assert doc["console"] == "/console/" and doc["docs"] == "/docs"
+            assert doc["console"] == "/console/"
+            assert doc["docs"] == "/docs"
             assert doc["mcp"] == ["/mcp/editor", "/mcp/reader"]
             browser = http.get("/", headers={"Accept": "text/html"})
             assert browser.status_code == 303
@@ -207,7 +214,7 @@ def test_serve_on_a_busy_port_fails_clearly_before_logging_ready(demo: Path) -> 
     assert "Ctrl+C" not in out.stdout
 
 
-TWO_TOOL_SERVER = '''
+TWO_TOOL_SERVER = """
 from typing import Any
 
 import anyio
@@ -238,7 +245,7 @@ async def main() -> None:
 
 
 anyio.run(main)
-'''
+"""
 
 
 def test_import_mcp_prefix_reaches_the_model_names_and_prints_plain_bindings(demo: Path) -> None:
@@ -249,17 +256,21 @@ def test_import_mcp_prefix_reaches_the_model_names_and_prints_plain_bindings(dem
         out = charter("import-mcp", "--command", command, "--prefix", prefix, cwd=demo)
         assert out.returncode == 0, out.stdout + out.stderr
         printed[prefix] = out.stdout
-        assert "&id" not in out.stdout and "*id" not in out.stdout
+        assert "&id" not in out.stdout
+        assert "*id" not in out.stdout
         bindings = yaml.safe_load(out.stdout)["bindings"]
         assert set(bindings) == {f"{prefix}.search", f"{prefix}.get"}
         assert all(b["executor"] == "mcp" for b in bindings.values())
         written = (demo / "tools" / f"mcp-{prefix}.yaml").read_text()
-        assert "&id" not in written and "*id" not in written
+        assert "&id" not in written
+        assert "*id" not in written
         names = [t["name"] for t in yaml.safe_load(written)["tools"]]
         assert names == [f"{prefix}_search", f"{prefix}_get"]
     config = demo / "charter.yaml"
     config.write_text(
-        config.read_text().replace("  # files:\n  #   - tools/*.yaml", "  files:\n    - tools/*.yaml")
+        config.read_text().replace(
+            "  # files:\n  #   - tools/*.yaml", "  files:\n    - tools/*.yaml"
+        )
     )
     built = charter("build", cwd=demo)
     assert built.returncode == 0, built.stdout + built.stderr
@@ -293,7 +304,8 @@ def test_charter_test_says_when_there_are_none_and_the_pipeline_ships_some(
     assert "no context tests" in empty.stdout
     assert "0 passed" not in empty.stdout
     as_json = json.loads(charter("test", "--json", cwd=demo).stdout)
-    assert as_json["ok"] is False and as_json["no_tests"] is True
+    assert as_json["ok"] is False
+    assert as_json["no_tests"] is True
 
     made = charter("init", "rp", "--example", "report-pipeline", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
@@ -320,5 +332,6 @@ def test_make_shows_the_first_setup_instead_of_a_silent_pip() -> None:
     )  # fmt: skip
     assert dry.returncode == 0, dry.stderr
     installs = [x for x in dry.stdout.splitlines() if "pip install" in x]
-    assert installs and not any("--quiet" in x or " -q" in x for x in installs)
+    assert installs
+    assert not any("--quiet" in x or " -q" in x for x in installs)
     assert "installing Charter and its dependencies" in dry.stdout

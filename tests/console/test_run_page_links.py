@@ -25,6 +25,7 @@ def test_a_pending_call_links_to_its_approval_and_verify_reads_as_facts(
     assert 'data-testid="verify-result" data-ok="true"' in verified.text
     assert 'data-testid="verify-events">' in verified.text
     section = verified.text.split('data-testid="verify-result"', 1)[1].split("</div>", 1)[0]
-    assert "null" not in section and "None" not in section
+    assert "null" not in section
+    assert "None" not in section
     assert "{" not in section  # facts, not a JSON dump
     assert 'data-testid="verify-reason"' not in section  # nothing went wrong: no empty rows

@@ -22,8 +22,8 @@ from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.client import Client
-from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.contexts import tool_schemas
+from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime, open_runtime
 
 T = TypeVar("T")

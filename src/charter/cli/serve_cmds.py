@@ -108,7 +108,7 @@ def _listen(host: str, port: int) -> socket.socket:
 
 
 def _base_url(host: str, port: int) -> str:
-    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)  # noqa: S104 - display only
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)
     if ":" in shown and not shown.startswith("["):
         shown = f"[{shown}]"
     return f"http://{shown}:{port}"

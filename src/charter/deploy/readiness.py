@@ -187,15 +187,15 @@ class Readiness:
         upstream = await self._upstream()
         results = []
         for tool_id in sorted(self._build.tools):
-            binding = self._bindings.get(tool_id)
-            if binding is None:
+            bound = self._bindings.get(tool_id)
+            if bound is None:
                 results.append(self._unbound(tool_id))
-            elif binding.executor == "http":
-                results.append(self._http_tool(tool_id, binding, described))
-            elif binding.executor == "mcp":
-                results.append(self._mcp_tool(tool_id, binding, upstream.get(tool_id)))
+            elif bound.executor == "http":
+                results.append(self._http_tool(tool_id, bound, described))
+            elif bound.executor == "mcp":
+                results.append(self._mcp_tool(tool_id, bound, upstream.get(tool_id)))
             else:
-                results.append(self._local_tool(tool_id, binding))
+                results.append(self._local_tool(tool_id, bound))
         return ReadinessReport(
             tools=tuple(results),
             checked_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
