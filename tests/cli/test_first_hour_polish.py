@@ -19,6 +19,8 @@ from pathlib import Path
 import httpx
 import pytest
 import yaml
+from mcp import Client as McpClient
+from mcp import StdioServerParameters
 
 from tests.cli.test_first_hour import CHARTER, charter
 
@@ -335,3 +337,19 @@ def test_make_shows_the_first_setup_instead_of_a_silent_pip() -> None:
     assert installs
     assert not any("--quiet" in x or " -q" in x for x in installs)
     assert "installing Charter and its dependencies" in dry.stdout
+
+
+@pytest.mark.anyio
+async def test_mcp_does_not_list_a_tool_that_is_not_bound(demo: Path) -> None:
+    with_yaml_tool(demo)
+    params = StdioServerParameters(
+        command=CHARTER,
+        args=["mcp", "--profile", "reader", "--as", "app"],
+        cwd=demo,
+        env={k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")},
+    )
+    async with McpClient(params, cache=None) as client:
+        names = sorted(t.name for t in (await client.list_tools()).tools)
+        assert names == ["notes_get", "notes_search"]
+        refused = await client.call_tool("kb_search", {})
+        assert refused.is_error
