@@ -38,7 +38,7 @@ from charter.deploy.deployment import (
 )
 from charter.deploy.kernel_settings import kernel_settings, ownership_hooks
 from charter.deploy.ledger_key import ledger_key_for as ledger_key_for
-from charter.deploy.readiness import Readiness
+from charter.deploy.readiness import Readiness, served_bindings
 from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
 from charter.executors.http import DEFAULT_MAX_RESPONSE_BYTES, HttpEndpoint, HttpExecutor
@@ -491,11 +491,7 @@ def _executors(
 ) -> tuple[dict[str, Executor], Readiness]:
     """One executor per kind (``http`` serves every http binding) and the readiness check."""
     entrypoints = {tool_id: t.entrypoint for tool_id, t in build.tools.items() if t.entrypoint}
-    bindings: dict[str, Binding] = {}
-    for tool_id in build.tools:
-        binding = deployment.binding_for(tool_id)
-        if binding is not None:
-            bindings[tool_id] = binding
+    bindings = served_bindings(build, deployment, functions)
     endpoints = {
         tool_id: _http_endpoint(b) for tool_id, b in bindings.items() if b.executor == "http"
     }

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.client import Client
+from charter.kernel.contexts import tool_schemas
 from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime, open_runtime
@@ -149,7 +150,14 @@ def contexts_resolve(
         ctx = await rt.resolve_context(
             who, profile, agent=agent, objective=objective, attachments=attachments, run_id=run
         )
-        return {**ctx.payload(), "run_id": ctx.run_id, "created_at": ctx.created_at}
+        contracts = [rt.build.tools[t.id].contract for t in ctx.tools]
+        return {  # the same document as the HTTP API's POST /v1/contexts
+            **ctx.payload(),
+            "run_id": ctx.run_id,
+            "created_at": ctx.created_at,
+            "format": "charter",
+            "tool_schemas": tool_schemas(contracts, "charter"),
+        }
 
     if server:
         out = _remote(
@@ -267,6 +275,7 @@ def call(
         return cl.call(ctx_id, tool, call_id, raw, approval_id=approval, task_id=task)
 
     hint: list[str] = []
+    unbound: list[str] = []
 
     async def go(rt: Runtime) -> Envelope:
         ctx_id = context
@@ -295,6 +304,7 @@ def call(
                 ids = {n: t.id for t in offered.tools for n in (t.name, t.id)}
                 close = difflib.get_close_matches(tool, list(ids), n=3, cutoff=0.75)
                 hint.extend(dict.fromkeys(ids[n] for n in close))
+            unbound.extend(await _unbound(rt, tool))
         return env
 
     env = _remote(server, as_json, remote) if server else _run(project, store, deploy, as_json, go)
@@ -309,6 +319,14 @@ def call(
             if as_ is not None and not server:
                 retry += ["--as", as_]
         _print_envelope(env, where=where, retry=retry)
+        for tool_id in unbound:
+            console.print(
+                f"tool {tool_id} is not bound: no binding in the deployment serves it, so no "
+                f"context offers it. Bind it in charter.deploy.yaml (bindings: {tool_id}: "
+                "{executor: ...}); `charter check` lists every tool's state.",
+                markup=False,
+                soft_wrap=True,
+            )
         if hint:
             console.print(f"did you mean: {', '.join(hint)}?", markup=False)
         if env.status is CallStatus.UNKNOWN:
@@ -324,6 +342,17 @@ def call(
             console.print(f"  {shlex.join(show)}", soft_wrap=True, markup=False)
             console.print(f"  {settle}", soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_CODES.get(env.status, 1))
+
+
+async def _unbound(rt: Runtime, tool: str) -> list[str]:
+    """``[tool id]`` when ``tool`` (an id or model-facing name) is a tool of the Build that
+    nothing serves; the CLI has the project's source, so naming it discloses nothing."""
+    report = await rt.readiness()
+    for tool_id, built in rt.build.tools.items():
+        if tool in (tool_id, built.contract.name):
+            state = report.get(tool_id)
+            return [tool_id] if state is not None and not state.bound else []
+    return []
 
 
 def _where(server: str | None, project: Path, store: str | None, deploy: Path | None) -> list[str]:

@@ -246,10 +246,27 @@ def show(
         print_table(arts)
 
 
+_EVENT_KEYS = (
+    "status",
+    "task_id",
+    "stage",
+    "call_id",
+    "tool_id",
+    "outcome",
+    "code",
+    "reason",
+    "artifact_id",
+    "context_id",
+)
+
+
 def _event_text(event: Event) -> str:
+    """One line per event: the fields a reader follows a run by, never ``key=None``."""
     p = event.payload
     detail = " ".join(
-        f"{k}={p[k]}" for k in ("status", "task_id", "stage", "call_id", "artifact_id") if k in p
+        f"{k.removesuffix('_id') if k == 'tool_id' else k}={p[k]}"
+        for k in _EVENT_KEYS
+        if p.get(k) is not None and (k != "context_id" or event.type == "context_resolved")
     )
     return f"{event.event_id}  {event.at}  {event.type}  {detail}".rstrip()
 

@@ -22,6 +22,7 @@ from charter.runtime import ledger_key_for, open_runtime
 from charter.stores.factory import open_store
 from charter.workflows.entry import create_catalog_run, inputs_from_options
 
+NO_TESTS_EXIT = 5  # as pytest's "no tests collected": a CI gate on an empty suite fails
 PROJECT_OPTION = typer.Option(Path("."), "--project", "-p", help="The project directory.")
 
 
@@ -47,10 +48,22 @@ def run_context_tests(
     project: Path = PROJECT_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Run the Build's context tests (nothing is dispatched); exit 1 if any fails."""
+    """Run the Build's context tests (nothing is dispatched); exit 1 if any fails, 5 if the
+    Build has none (nothing was checked)."""
     with reported_errors(as_json):
         b = _build(build, project)
         report = run_tests(b, suite_from_build(b.document))
+    if not report.results:  # like pytest's "no tests ran": nothing was checked, say so
+        if as_json:
+            print_json({"ok": False, "no_tests": True, **report.to_dict()})
+        else:
+            console.print(
+                "no context tests: this Build has none, so nothing was checked. Add "
+                "tests/*.yaml to the project (see docs/testing.md) and build again.",
+                markup=False,
+                soft_wrap=True,
+            )
+        raise typer.Exit(NO_TESTS_EXIT)
     if as_json:
         print_json({"ok": report.passed, **report.to_dict()})
     else:

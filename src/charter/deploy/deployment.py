@@ -402,7 +402,9 @@ def parse_deployment(
     limits = _limits(r, doc.get("limits"))
     artifacts = _artifact_settings(r, doc.get("artifacts"))
     principals, key_refs, key_digests = _principals(r, doc.get("principals"), file, env)
-    default_executor = None
+    # absent: python (tools that have a function run in-process); an explicit null: none,
+    # so only tools named under bindings are bound
+    default_executor: str | None = None if "default_executor" in doc else "python"
     if doc.get("default_executor") is not None:
         default_executor = _executor_kind(
             r, doc["default_executor"], "default_executor", kinds=_DEFAULT_EXECUTOR_KINDS

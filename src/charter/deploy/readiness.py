@@ -1,5 +1,10 @@
 """Readiness: can each bound tool run as the Build says it should? (DESIGN §2, SEIF point 3)
 
+A tool of the Build that no binding serves — no ``bindings:`` entry and no
+``default_executor``, or only the default executor and no code for it (a YAML-declared tool
+without an entrypoint, no function handed in) — is **not bound** (``TOOL_NOT_BOUND``): it is
+never offered (profiles, MCP, HTTP contexts), never required, and blocks nothing.
+
 For every tool the deployment binds:
 
 - ``http`` — the executor's ``GET /describe`` must list the tool with exactly the Build's
@@ -41,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from charter.contracts.model import ToolContract
-from charter.deploy.deployment import Binding
+from charter.deploy.deployment import Binding, Deployment
 from charter.errors import Failure, TransientExternal
 from charter.executors.http import Described, HttpEndpoint, HttpExecutor
 from charter.kernel.readiness_port import ReadinessReport, ToolReadiness
@@ -61,9 +66,33 @@ UPSTREAM_DRIFT = "UPSTREAM_DRIFT"  # a downstream MCP tool's name, description o
 UPSTREAM_NOT_PINNED = "UPSTREAM_NOT_PINNED"
 EXECUTOR_CONTRACT_CHANGED = "EXECUTOR_CONTRACT_CHANGED"
 TOOL_NOT_READY = "TOOL_NOT_READY"
+TOOL_NOT_BOUND = "TOOL_NOT_BOUND"  # nothing serves the tool: not offered, blocks nothing
 DEFAULT_TTL_S = 5.0
 _REMOTE = frozenset({"http", "mcp"})
 _CHANGED = frozenset({VERSION_MISMATCH, DIGEST_MISMATCH, TOOL_NOT_DESCRIBED, UPSTREAM_DRIFT})
+
+
+def served_bindings(
+    build: Build, deployment: Deployment, functions: Mapping[str, object] | None = None
+) -> dict[str, Binding]:
+    """The binding that serves each tool of ``build``; tools missing here are not bound.
+
+    An explicit ``bindings:`` entry always counts (if its executor cannot serve the tool,
+    readiness says why). The ``default_executor`` serves only tools that have code for it: an
+    entrypoint (a ``@charter.tool`` function) or a function handed to the runtime."""
+    handed = frozenset(functions or ())
+    served: dict[str, Binding] = {}
+    for tool_id, tool in build.tools.items():
+        explicit = deployment.bindings.get(tool_id)
+        if explicit is not None:
+            served[tool_id] = explicit
+            continue
+        fallback = deployment.binding_for(tool_id)
+        if fallback is None:
+            continue
+        if tool.entrypoint is not None or (fallback.executor == "python" and tool_id in handed):
+            served[tool_id] = fallback
+    return served
 
 
 class Readiness:
@@ -157,15 +186,16 @@ class Readiness:
         )
         upstream = await self._upstream()
         results = []
-        for tool_id, binding in sorted(self._bindings.items()):
-            if tool_id not in self._build.tools:
-                continue  # a binding for a tool this Build does not have: nothing to serve
-            if binding.executor == "http":
-                results.append(self._http_tool(tool_id, binding, described))
-            elif binding.executor == "mcp":
-                results.append(self._mcp_tool(tool_id, binding, upstream.get(tool_id)))
+        for tool_id in sorted(self._build.tools):
+            bound = self._bindings.get(tool_id)
+            if bound is None:
+                results.append(self._unbound(tool_id))
+            elif bound.executor == "http":
+                results.append(self._http_tool(tool_id, bound, described))
+            elif bound.executor == "mcp":
+                results.append(self._mcp_tool(tool_id, bound, upstream.get(tool_id)))
             else:
-                results.append(self._local_tool(tool_id, binding))
+                results.append(self._local_tool(tool_id, bound))
         return ReadinessReport(
             tools=tuple(results),
             checked_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -189,6 +219,22 @@ class Readiness:
             expected_version=contract.version,
             expected_digest=contract.digest,
             **kw,
+        )
+
+    def _unbound(self, tool_id: str) -> ToolReadiness:
+        contract = self._build.tools[tool_id].contract
+        return ToolReadiness(
+            tool_id=tool_id,
+            executor="none",
+            endpoint=None,
+            required=False,
+            ready=False,
+            bound=False,
+            expected_version=contract.version,
+            expected_digest=contract.digest,
+            reason=TOOL_NOT_BOUND,
+            message=f"no binding in the deployment serves {tool_id}; it is not offered "
+            f"(bind it: bindings: {{{tool_id}: {{executor: ...}}}})",
         )
 
     def _http_tool(

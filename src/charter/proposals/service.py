@@ -104,7 +104,8 @@ def _not_found() -> PermissionDenied:
 
 def _illegal(row: Mapping[str, Any], action: str) -> InvalidInput:
     return InvalidInput(
-        f"cannot {action} a {row['status']} proposal", reason="PROPOSAL_ILLEGAL_TRANSITION"
+        f"cannot {action} the proposal: it is {row['status']}",
+        reason="PROPOSAL_ILLEGAL_TRANSITION",
     )
 
 

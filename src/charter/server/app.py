@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
@@ -159,6 +159,7 @@ def create_app(
     app.mount("/mcp", mcp_mount)
     app.mount("/console", create_console(lambda: app.state.charter))
     _handlers(app)
+    _index(app)
     _docs(app)
     app.add_middleware(ServerMiddleware, state_of=lambda: app.state.charter)
     return app
@@ -225,6 +226,29 @@ def _handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         log(logging.ERROR, "unhandled error", error_type=type(exc).__name__)
         return problem_response(code=ErrorCode.INTERNAL, reason="INTERNAL", detail="internal error")
+
+
+def _index(app: FastAPI) -> None:
+    """``GET /``: a browser goes to the console; anything else gets a small JSON index."""
+
+    @app.get("/", include_in_schema=False, response_model=None)
+    async def index(request: Request) -> RedirectResponse | JSONResponse:
+        if "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse("/console/", status_code=303)
+        state = app.state.charter
+        profiles = sorted(state.runtime.build.profiles) if state is not None else []
+        return JSONResponse(
+            {
+                "name": "charter",
+                "version": __version__,
+                "api": "/v1",
+                "console": "/console/",
+                "docs": "/docs",
+                "openapi": "/openapi.json",
+                "mcp": [f"/mcp/{name}" for name in profiles],
+                "health": {"live": "/healthz", "ready": "/readyz", "metrics": "/metrics"},
+            }
+        )
 
 
 def _docs(app: FastAPI) -> None:
