@@ -11,10 +11,14 @@ from rich.table import Table
 
 from charter.cli import runs
 from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
+from charter.deploy.deployment import load_deployment
+from charter.errors import ConfigError, UserError
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.project.suite import suite_from_build
 from charter.proof.context_tests import SuiteReport, run_tests
 from charter.proof.evaluate import Evaluation, evaluate_run
+from charter.proof.corpus import Waiver
+from charter.proof.promote import Promotion
 from charter.proof.promote import promote as do_promote
 from charter.proof.verified import VerifiedReplay, replay_verified
 from charter.runtime import ledger_key_for, open_runtime
@@ -60,26 +64,67 @@ def run_context_tests(
 def promote(
     build: str = typer.Argument(..., help="The candidate Build (file, digest, latest)."),
     env: str = typer.Option(..., "--env", help="The environment to promote it for."),
+    waive: list[str] = typer.Option(
+        [],
+        "--waive",
+        help="Drop this obligation (test name, or its sha256: digest) from the environment's "
+        "regression corpus (repeatable; needs --reason and --as OPERATOR).",
+    ),
+    reason: str | None = typer.Option(None, "--reason", help="Why the waived tests may go."),
+    as_: str | None = typer.Option(
+        None, "--as", help="The operator (a deployment principal) promoting and waiving."
+    ),
     project: Path = PROJECT_OPTION,
     store: str = runs.STORE_OPTION,
+    deploy: Path | None = typer.Option(
+        None, "--deploy", envvar="CHARTER_DEPLOY", help="Deployment file (for --as)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Promote a Build if its tests, the promoted Build's tests and guards/ all pass."""
+    """Promote a Build if its tests, guards/ and the environment's whole regression corpus
+    (every obligation promoted before, kept in the ledger) pass; record the attempt."""
     with reported_errors(as_json):
         candidate = _build(build, project)
-        key = ledger_key_for(project)
+        operator = None
+        if as_ is not None:
+            deployment = load_deployment(deploy, project_dir=project)
+            operator = deployment.principals.get(as_)
+            if operator is None:
+                known = ", ".join(sorted(deployment.principals)) or "(none)"
+                raise ConfigError(f"no principal named {as_!r} in the deployment (known: {known})")
+        if waive and (reason is None or as_ is None):
+            raise UserError("--waive needs --reason TEXT and --as OPERATOR")
+        waivers = [Waiver(name=n, reason=reason or "", by=as_ or "") for n in waive]
+        key = ledger_key_for(project, deploy)
 
-        async def main() -> Any:
+        async def main() -> Promotion:
             async with open_store(store, key=key) as s:
-                return await do_promote(project, candidate, env, store=s)
+                return await do_promote(
+                    project,
+                    candidate,
+                    env,
+                    store=s,
+                    key=key,
+                    actor=as_ or "operator",
+                    waivers=waivers,
+                    operator=operator,
+                )
 
         result = anyio.run(main)
     if as_json:
         print_json({"ok": result.promoted, **result.to_dict()})
     else:
         _table(result.report)
+        for w in result.waivers:
+            console.print(
+                f"waived {w['name']} ({len(w['dropped'])} obligation(s)) by {w['by']}: "
+                f"{w['reason']}"
+            )
         verdict = "promoted" if result.promoted else "[red]refused[/]"
-        console.print(f"{candidate.digest} {verdict} for {env} (ledger run {result.run_id})")
+        console.print(
+            f"{candidate.digest} {verdict} for {env} (generation {result.generation}, "
+            f"ledger run {result.run_id})"
+        )
     raise typer.Exit(0 if result.promoted else 1)
 
 

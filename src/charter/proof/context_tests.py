@@ -22,12 +22,14 @@ class CaseResult:
     passed: bool
     failures: tuple[str, ...] = ()
     origin: str = "own"  # own | inherited | guard
+    digest: str | None = None  # the obligation's content address (promotion)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "source": self.source,
             "origin": self.origin,
+            "digest": self.digest,
             "passed": self.passed,
             "failures": list(self.failures),
         }
