@@ -35,7 +35,9 @@ tests:
     profile: exporting
     not_offers: [admin.wipe]
 """
-OPERATOR = Principal(name="olga", tenant="acme", kind=PrincipalKind.OPERATOR, permissions=frozenset())
+OPERATOR = Principal(
+    name="olga", tenant="acme", kind=PrincipalKind.OPERATOR, permissions=frozenset()
+)
 APP = Principal(name="bot", tenant="acme", kind=PrincipalKind.APPLICATION, permissions=frozenset())
 
 
@@ -67,7 +69,8 @@ def test_three_generations_a_deleted_test_still_blocks(tmp_path: Path) -> None:
     # Generation 1: two test files and a guard.
     g1 = project(root, tests={"a.yaml": APPROVAL_TEST, "b.yaml": OTHER_TEST})
     p1 = _go(root, store, g1)
-    assert p1.promoted and p1.generation == 1
+    assert p1.promoted
+    assert p1.generation == 1
     assert _origins(p1) == {
         "export-needs-approval": ("own", True),
         "wipe-is-not-offered": ("own", True),
@@ -102,7 +105,8 @@ def test_three_generations_a_deleted_test_still_blocks(tmp_path: Path) -> None:
     # The corpus is found from the store alone: the local pointer can go.
     (root / ".charter" / "promotions" / "prod.json").unlink()
     active = anyio.run(read_active, store, KEY, "prod")
-    assert active.digest == g2.digest and active.generation == 3
+    assert active.digest == g2.digest
+    assert active.generation == 3
     assert sorted(o.name for o in active.corpus.obligations) == [
         "export-needs-approval",
         "incident-7-wipe-hidden",
@@ -150,8 +154,10 @@ def test_only_an_operators_recorded_waiver_drops_an_obligation(tmp_path: Path) -
     assert p.promoted, p.to_dict()
     rec = _record(store, attempt_run_id("prod", 2))
     (w,) = rec["waivers"]  # type: ignore[misc]
-    assert w["name"] == "export-needs-approval" and w["by"] == "olga"
-    assert w["reason"] == "exports are pre-approved" and len(w["dropped"]) == 1
+    assert w["name"] == "export-needs-approval"
+    assert w["by"] == "olga"
+    assert w["reason"] == "exports are pre-approved"
+    assert len(w["dropped"]) == 1
     p = _go(root, store, project(root, export=EXPORT_WEAKENED, tests={"b.yaml": OTHER_TEST}))
     assert p.promoted
     assert "export-needs-approval" not in _origins(p)

@@ -16,8 +16,8 @@ from charter.errors import ConfigError, UserError
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.project.suite import suite_from_build
 from charter.proof.context_tests import SuiteReport, run_tests
-from charter.proof.evaluate import Evaluation, evaluate_run
 from charter.proof.corpus import Waiver
+from charter.proof.evaluate import Evaluation, evaluate_run
 from charter.proof.promote import Promotion
 from charter.proof.promote import promote as do_promote
 from charter.proof.verified import VerifiedReplay, replay_verified

@@ -42,7 +42,9 @@ class Obligation:
 
     @classmethod
     def of(cls, test: ContextTest, *, kind: str, since: str) -> Obligation:
-        return cls(name=test.name, kind=kind, digest=obligation_digest(test), since=since, test=test)
+        return cls(
+            name=test.name, kind=kind, digest=obligation_digest(test), since=since, test=test
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {

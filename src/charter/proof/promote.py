@@ -200,9 +200,7 @@ def _check_pointer(root: Path, env: str, active: Active) -> None:
         )
 
 
-def _run(
-    candidate: Build, obligations: Sequence[Obligation], origin: str
-) -> list[CaseResult]:
+def _run(candidate: Build, obligations: Sequence[Obligation], origin: str) -> list[CaseResult]:
     return [
         replace(run_test(candidate, o.test, origin=origin), digest=o.digest) for o in obligations
     ]
