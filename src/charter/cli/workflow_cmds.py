@@ -10,8 +10,15 @@ import typer
 from rich.table import Table
 
 from charter.cli import runs
-from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
-from charter.deploy.deployment import load_deployment
+from charter.cli._output import (
+    JSON_OPTION,
+    console,
+    err_console,
+    print_json,
+    print_table,
+    reported_errors,
+)
+from charter.deploy.deployment import deployment_path, load_deployment
 from charter.errors import ConfigError, UserError
 from charter.project.build import Build, build_project, load_build, resolve_build_path
 from charter.project.suite import suite_from_build
@@ -20,6 +27,7 @@ from charter.proof.corpus import Waiver
 from charter.proof.evaluate import Evaluation, evaluate_run
 from charter.proof.promote import Promotion
 from charter.proof.promote import promote as do_promote
+from charter.proof.replay import ReplayReport, enablement_of
 from charter.proof.verified import VerifiedReplay, replay_verified
 from charter.runtime import ledger_key_for, open_runtime
 from charter.stores.factory import open_store
@@ -135,17 +143,41 @@ def replay(
     ),
     project: Path = PROJECT_OPTION,
     store: str = runs.STORE_OPTION,
+    deploy: Path | None = typer.Option(
+        None,
+        "--deploy",
+        envvar="CHARTER_DEPLOY",
+        help="Replay as this deployment's principals and enablement (default: "
+        "charter.deploy.yaml beside charter.yaml; without one, everything is assumed).",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Verify a run's ledger and re-evaluate every recorded decision against a Build (one
-    read of the run); never dispatches. Exits 1 when the ledger fails verification."""
+    read of the run), as the deployment's principals and enablement; never dispatches.
+    Exits 1 when the ledger fails verification."""
     with reported_errors(as_json):
         b = _build(build or "latest", project)
-        key = ledger_key_for(project)
+        path = deployment_path(deploy, project_dir=project)
+        deployment = load_deployment(path, project_dir=project) if path is not None else None
+        key = ledger_key_for(project, deploy, deployment=deployment)
+        principals = deployment.principals if deployment is not None else None
+        enablement = (
+            enablement_of(deployment.enabled_tools, kill_switch=deployment.kill_switch)
+            if deployment is not None
+            else None
+        )
 
         async def main() -> VerifiedReplay:
             async with open_store(store, key=key, must_exist=True) as s:
-                return await replay_verified(s, run_id, b, key, agents=frozenset(b.agents))
+                return await replay_verified(
+                    s,
+                    run_id,
+                    b,
+                    key,
+                    principals=principals,
+                    enablement=enablement,
+                    agents=frozenset(b.agents),
+                )
 
         got = anyio.run(main)
     if got.replay is None:
@@ -156,23 +188,55 @@ def replay(
         print_json(
             {
                 **report.to_dict(),
+                "deployment": None if path is None else str(path),
                 "verify": got.verify.to_dict(),
                 "evaluation": None if got.evaluation is None else got.evaluation.to_dict(),
             }
         )
         return
     table = Table(title=f"replay of {run_id} against {b.digest[:19]}")
-    for col in ("seq", "call", "tool", "recorded", "replayed", "reason"):
+    for col in ("seq", "call", "tool", "recorded", "replayed", "reason", "assumed"):
         table.add_column(col)
     for c in report.calls:
         style = "[red]" if c.changed else ""
         table.add_row(
-            str(c.seq), c.call_id, c.tool, c.recorded, f"{style}{c.replayed}", c.reason or ""
+            str(c.seq),
+            c.call_id,
+            c.tool,
+            c.recorded,
+            f"{style}{c.replayed}",
+            c.reason or "",
+            ", ".join(c.assumed),
         )
     print_table(table)
+    _warn_assumptions(report, path)
     console.print(
         f"ledger verified ({got.verify.events} events); {len(report.changed)} decision(s) "
         "would change; nothing was dispatched"
+    )
+
+
+def _warn_assumptions(report: ReplayReport, path: Path | None) -> None:
+    if not report.assumptions:
+        console.print(f"replayed as the deployment in {path}")
+        return
+    said = []
+    if report.assumed_enablement:
+        said.append("every tool enabled (no deployment file: give --deploy FILE)")
+    if report.assumed_permissions:
+        who = ", ".join(report.assumed_principals)
+        said.append(f"every permission held by {who} (not principals of the deployment)")
+    depends = [c.call_id for c in report.depends_on_assumption]
+    err_console.print(
+        "[bold yellow]warning:[/] this replay ASSUMED "
+        + "; ".join(said)
+        + ". "
+        + (
+            f"{len(depends)} decision(s) depend on that: {', '.join(depends)}"
+            if depends
+            else "No decision depends on it."
+        ),
+        soft_wrap=True,
     )
 
 
