@@ -29,7 +29,7 @@ from charter.proof.promote import Promotion
 from charter.proof.promote import promote as do_promote
 from charter.proof.replay import ReplayReport, enablement_of
 from charter.proof.verified import VerifiedReplay, replay_verified
-from charter.runtime import ledger_key_for, open_runtime
+from charter.runtime import check_readiness, ledger_key_for, open_runtime
 from charter.stores.factory import open_store
 from charter.workflows.entry import create_catalog_run, inputs_from_options
 
@@ -56,14 +56,27 @@ def _table(report: SuiteReport) -> None:
 def run_context_tests(
     build: str | None = typer.Option(None, "--build", help="A Build (file, digest, latest)."),
     project: Path = PROJECT_OPTION,
+    live: bool = typer.Option(
+        False,
+        "--live",
+        help="Also check each executor entry against what the deployment's executor serving "
+        "that tool describes now (readiness: remote describe, the tool code's own contract).",
+    ),
+    deploy: Path | None = typer.Option(
+        None, "--deploy", envvar="CHARTER_DEPLOY", help="Deployment file (for --live)."
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Run the Build's context tests (nothing is dispatched); exit 1 if any fails."""
     with reported_errors(as_json):
         b = _build(build, project)
-        report = run_tests(b, suite_from_build(b.document))
+        states = None
+        if live:
+            ready = anyio.run(lambda: check_readiness(project, deploy=deploy, build=build))
+            states = {t.tool_id: t for t in ready.tools}
+        report = run_tests(b, suite_from_build(b.document), live=states)
     if as_json:
-        print_json({"ok": report.passed, **report.to_dict()})
+        print_json({"ok": report.passed, "live": live, **report.to_dict()})
     else:
         _table(report)
     raise typer.Exit(0 if report.passed else 1)
