@@ -2,8 +2,7 @@
 
     async with charter.open("path/to/project") as rt:
         ctx = await rt.resolve_context("app", "editor")
-        env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t", "body": "b"},
-                            as_="app")
+        env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t"}, as_="app")
         if env.status == "pending_approval":
             await rt.approve(env.approval["id"], as_="alice")
             env = await rt.call(ctx.context_id, "notes.add", "call-1", {...}, as_="app")
@@ -35,10 +34,9 @@ from charter.contracts.canonical import Fingerprinter
 from charter.deploy.deployment import (
     Binding,
     Deployment,
-    deployment_path,
     load_deployment,
-    local_default_deployment,
 )
+from charter.deploy.ledger_key import ledger_key_for as ledger_key_for
 from charter.deploy.readiness import Readiness
 from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
@@ -72,16 +70,10 @@ from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
 from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
-from charter.ledger.views import (
-    ApprovalRow,
-    ArtifactRow,
-    CallRow,
-    ContextRow,
-    RunRow,
-    TaskRow,
-)
+from charter.ledger.views import ApprovalRow, ArtifactRow, CallRow, ContextRow, RunRow, TaskRow
 from charter.project.build import Build, build_project, load_build, resolve_build_path
-from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
+from charter.proof import disclosure
+from charter.stores.factory import DEFAULT_STORE_URL, open_store
 
 T = TypeVar("T")
 
@@ -129,10 +121,8 @@ class Runtime:
         return service
 
     async def readiness(self, *, fresh: bool = False) -> ReadinessReport:
-        """Every bound tool's readiness (cached a few seconds unless ``fresh``).
-
-        ``report.ready`` is true when every *required* tool is ready; ``report.to_dict()``
-        is what ``/readyz`` and ``charter check --json`` show.
+        """Every bound tool's readiness (cached a few seconds unless ``fresh``); ``ready``:
+        every *required* tool is; ``to_dict()`` is what ``/readyz`` and ``charter check`` show.
         """
         readiness = self.kernel.readiness
         if readiness is None:
@@ -193,9 +183,10 @@ class Runtime:
         approval_id: str | None = None,
         task_id: str | None = None,
         trace_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
-        """One governed call: the kernel's phases, answered with the v2 envelope (never
-        raises a Failure; ``CONTEXT_NOT_FOUND`` and the rest are envelopes)."""
+        """One governed call, answered with the v2 envelope (never raises a Failure);
+        ``parent_span_id``: the delegating call it is made in (default: the current one)."""
         return await self.kernel.call(
             context_id,
             tool,
@@ -205,6 +196,7 @@ class Runtime:
             approval_id=approval_id,
             task_id=task_id,
             trace_id=trace_id,
+            parent_span_id=parent_span_id,
         )
 
     async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:
@@ -232,6 +224,12 @@ class Runtime:
     async def record(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """Append an edge's own events (chat turns, proposals, runs) to a run's ledger."""
         await self.kernel.store.append(run_id, events)
+
+    async def report_disclosure(
+        self, context_id: str, report: Mapping[str, Any], *, as_: str | Principal, source: str = ""
+    ) -> dict[str, Any]:
+        """Record what was sent to the model (docs/kernel.md#model-disclosure); flags back."""
+        return await disclosure.record(self, context_id, report, self.principal(as_), source)
 
     # -----------------------------------------------------------------------------------
     # queries (typed views of the projections)
@@ -418,31 +416,6 @@ def _fingerprinter(deployment: Deployment, project_dir: Path | None) -> Fingerpr
     )
 
 
-def ledger_key_for(
-    project_dir: Path,
-    deploy: str | os.PathLike[str] | None = None,
-    *,
-    deployment: Deployment | None = None,
-) -> LedgerKey:
-    """The one place the ledger key is chosen, for the runtime and ``charter runs`` alike.
-
-    1. a deployment file applies (``--deploy``, ``CHARTER_DEPLOY`` or ``charter.deploy.yaml``)
-       and names ``secrets.ledger_key``: that key;
-    2. else ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE``;
-    3. else the local development key ``.charter/ledger.key`` (created on first use).
-    """
-    path = deployment_path(Path(deploy) if deploy is not None else None, project_dir=project_dir)
-    if path is not None:
-        found = deployment or load_deployment(path, project_dir=project_dir)
-        if found.ledger_key is not None:
-            return LedgerKey.derive_id(found.ledger_key.resolve())
-    if os.environ.get("CHARTER_LEDGER_KEY") or os.environ.get("CHARTER_LEDGER_KEY_FILE"):
-        return load_ledger_key()
-    local = local_default_deployment(project_dir).ledger_key
-    assert local is not None
-    return LedgerKey.derive_id(local.resolve())
-
-
 def _settings(deployment: Deployment) -> KernelSettings:
     return KernelSettings(
         mode=deployment.mode,
@@ -456,6 +429,7 @@ def _settings(deployment: Deployment) -> KernelSettings:
         pending_approvals_principal=deployment.limits.pending.principal,
         session_idle_s=deployment.limits.session_idle_s,
         renew_session_budgets=deployment.limits.renew_session_budgets,
+        run_metadata_retention_s=deployment.limits.run_metadata_retention_s,
         enablement=Enablement(
             enabled=deployment.enabled_tools
             if deployment.enabled_tools is not None

@@ -73,6 +73,19 @@ export interface components {
       reason?: string | null;
       tenant?: string | null;
     };
+    DisclosedTool: {
+      id: string;
+      version: string;
+    };
+    DisclosureReport: {
+      tools: Array<components["schemas"]["DisclosedTool"]>;
+      schema_digest: string;
+      attachment_ids?: Array<string>;
+      tokens: number;
+      tokens_estimated?: boolean;
+      request_id?: string | null;
+      model?: string | null;
+    };
     EndRequest: {
       reason: string;
     };
@@ -252,6 +265,14 @@ export interface operations {
     body: components["schemas"]["CallRequest"];
     response: components["schemas"]["EnvelopeOut"];
   };
+  "POST /v1/contexts/{context_id}/disclosures": {
+    path: { context_id: string };
+    query: {};
+    body: components["schemas"]["DisclosureReport"];
+    response: {
+      [key: string]: unknown;
+    };
+  };
   "GET /v1/proposals": {
     path: {};
     query: { status?: string | null; limit?: number };
@@ -342,6 +363,14 @@ export interface operations {
     path: { run_id: string };
     query: {};
     body: components["schemas"]["EndRequest"];
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "GET /v1/runs/{run_id}/disclosures": {
+    path: { run_id: string };
+    query: { limit?: number };
+    body: never;
     response: {
       [key: string]: unknown;
     };

@@ -11,6 +11,7 @@ from charter.cli import (
     chat_cmds,
     check_cmds,
     demo_cmds,
+    disclosure_cmds,
     endings_cmds,
     kernel_cmds,
     mcp_cmds,
@@ -45,6 +46,7 @@ proposals_cmds.register(app)
 workflow_cmds.register(app)
 artifacts_cmds.register(app)
 endings_cmds.register(app)
+disclosure_cmds.register(runs.app)
 app.add_typer(runs.app, name="runs")
 
 

@@ -22,6 +22,7 @@ from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.client import Client
+from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime, open_runtime
 
@@ -332,7 +333,12 @@ def calls_show(
             if found is None:
                 fail("no such call", as_json=as_json)
             who = found.principal
-        return (await rt.get_call(context, call_id, as_=who)).to_dict()
+        call = await rt.get_call(context, call_id, as_=who)
+        out = call.to_dict()
+        tree = await family(rt.store, call)
+        if tree is not None:  # as GET /v1/calls/… answers
+            out["delegation"] = tree
+        return out
 
     if server:
         row = _remote(server, as_json, lambda cl: cl.get_call(context, call_id))
@@ -358,6 +364,36 @@ def calls_show(
             f"the call was made {row['state']} (evidence for `charter calls resolve`)"
         )
         sys.stdout.write(json.dumps(late.get("receipt"), indent=2, ensure_ascii=False) + "\n")
+    tree = row.get("delegation")
+    if isinstance(tree, dict):
+        _print_delegation(tree)
+
+
+def _print_delegation(tree: dict[str, Any]) -> None:
+    """The call's delegating parent and, for a delegating call, the tree of its calls."""
+    parent = tree.get("parent")
+    if isinstance(parent, dict):
+        named = parent.get("call_id")
+        where = f"call {named} ({parent.get('tool_id')}, {parent.get('state')})" if named else ""
+        console.print(f"made inside delegating span {parent.get('span_id')} {where}".rstrip())
+    if not tree.get("delegates_execution"):
+        return
+    children = tree.get("children") or []
+    console.print(
+        f"delegates execution (span {tree.get('span_id')}): {len(children)} call(s) made inside"
+    )
+
+    def show(nodes: list[dict[str, Any]], depth: int) -> None:
+        for node in nodes:
+            mark = "  (delegates)" if node.get("delegates_execution") else ""
+            console.print(
+                f"{'  ' * depth}└─ {node.get('call_id')}  {node.get('state')}  "
+                f"{node.get('tool_id')}{mark}",
+                markup=False,
+            )
+            show(node.get("children") or [], depth + 1)
+
+    show(children, 1)
 
 
 @calls_app.command("resolve")

@@ -1,9 +1,10 @@
 """``charter mcp`` (serve a profile over MCP) and ``charter import-mcp`` (pin a server's tools).
 
 ``charter mcp --profile P --as PRINCIPAL`` serves over stdio: stdout carries only MCP
-messages, so every diagnostic goes to stderr. ``--transport http`` serves streamable HTTP at
-``http://HOST:PORT/mcp/P``; there the bearer credential of each request decides the principal
-(``--as`` is not used).
+messages, so every diagnostic goes to stderr — log records as JSON lines at ``--log-level``
+(default ``warning``), through the same redacting filter as ``charter serve``.
+``--transport http`` serves streamable HTTP at ``http://HOST:PORT/mcp/P``; there the bearer
+credential of each request decides the principal (``--as`` is not used).
 """
 
 from __future__ import annotations
@@ -30,12 +31,21 @@ def mcp(
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
+    log_level: str = typer.Option(
+        "warning", "--log-level", help="debug | info | warning | error (JSON lines on stderr)."
+    ),
 ) -> None:
     """Serve a profile's tools over MCP, every call governed by the kernel."""
     if transport not in ("stdio", "http"):
         fail("--transport must be stdio or http")
     if transport == "stdio" and as_ is None:
         fail("--as PRINCIPAL is required for --transport stdio")
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        fail("--log-level must be debug, info, warning or error")
+    from charter.server.logs import configure_logging
+
+    # every record (the MCP SDK's, HTTP clients') goes to stderr through the redacting filter
+    configure_logging(log_level.lower())
     with reported_errors():
         asyncio.run(_serve(profile, as_, transport, host, port, project, store, deploy))
 

@@ -42,7 +42,7 @@ def serve(
         from charter.server.app import create_app
         from charter.server.logs import configure_logging
     except ImportError:  # pragma: no cover - depends on the installed extras
-        fail("charter serve needs the server extra: pip install 'charter[server]'")
+        fail("charter serve needs the server extra: pip install -e '.[server]'")
     if deploy is None and env is not None:
         deploy = project / f"charter.deploy.{env}.yaml"
         if not deploy.is_file():

@@ -16,6 +16,7 @@ from typing import Any
 
 import httpx2
 
+from charter.contracts.delegation import PARENT_SPAN_HEADER, current_span
 from charter.errors import (
     FAILURE_BY_CODE,
     ErrorCode,
@@ -82,6 +83,16 @@ def check(response: httpx2.Response) -> Any:
     if response.status_code >= 400:
         raise failure_from(response)
     return response.json()
+
+
+def call_headers(parent_span_id: str | None) -> dict[str, str]:
+    """The headers of a call: JSON, and the delegating span it is made in, if any — given,
+    or the one this code runs inside (a delegating tool served by :mod:`charter.remote`)."""
+    headers = {"Content-Type": "application/json"}
+    span = parent_span_id if parent_span_id is not None else current_span()
+    if span is not None:
+        headers[PARENT_SPAN_HEADER] = span
+    return headers
 
 
 def call_body(

@@ -96,6 +96,39 @@ class Client:
         )
         return result
 
+    def report_disclosure(
+        self,
+        context_id: str,
+        *,
+        tools: Sequence[Mapping[str, str]],
+        schema_digest: str,
+        tokens: int,
+        attachment_ids: Sequence[str] = (),
+        request_id: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """Report what one model request actually carried (``tools`` as ``{id, version}``);
+        the answer holds the flags against the context's offer (docs/kernel.md)."""
+        body: dict[str, Any] = {
+            "tools": [dict(t) for t in tools],
+            "schema_digest": schema_digest,
+            "tokens": tokens,
+            "attachment_ids": list(attachment_ids),
+        }
+        if request_id is not None:
+            body["request_id"] = request_id
+        if model is not None:
+            body["model"] = model
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/contexts/{context_id}/disclosures", json=body
+        )
+        return result
+
+    def run_disclosures(self, run_id: str) -> dict[str, Any]:
+        """Offered against reported, per context of the run (``charter runs disclosure``)."""
+        result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}/disclosures")
+        return result
+
     def call(
         self,
         context_id: str,
@@ -104,12 +137,15 @@ class Client:
         arguments: str | bytes | Mapping[str, Any] = "{}",
         *,
         approval_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
+        """One governed call; ``parent_span_id`` (default: the delegating call this code
+        runs inside, in a remote executor) names the call it is made in."""
         response = self._request(
             "POST",
             f"/v1/contexts/{context_id}/calls",
             content=c.call_body(tool, call_id, arguments, approval_id),
-            headers={"Content-Type": "application/json"},
+            headers=c.call_headers(parent_span_id),
         )
         return c.envelope_from(response)
 

@@ -98,6 +98,7 @@ class Limits:
     policy_hook_deadline_s: float = 0.25  # each ownership hook
     session_idle_s: float | None = 3600.0  # session runs idle this long are ended
     renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run
+    run_metadata_retention_s: float | None = None  # ended runs' fingerprints erased after
 
 
 _S3_PREFIX = "charter/artifacts/"
@@ -224,6 +225,7 @@ class Deployment:
                 "max_args_bytes": self.limits.max_args_bytes,
                 "session_idle_s": self.limits.session_idle_s,
                 "renew_session_budgets": self.limits.renew_session_budgets,
+                "run_metadata_retention_s": self.limits.run_metadata_retention_s,
             },
             "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
             "kill_switch": self.kill_switch,
@@ -349,6 +351,7 @@ _LIMITS = (
             "max_args_bytes",
             "session_idle_s",
             "renew_session_budgets",
+            "run_metadata_retention_s",
         }
     )
     | KEYS
@@ -518,6 +521,7 @@ def _limits(r: _Reader, value: Any) -> Limits:
             r.positive(section["max_args_bytes"], "limits.max_args_bytes", integer=True)
         )
     idle = optional("session_idle_s", base.session_idle_s, integer=False)
+    retention = optional("run_metadata_retention_s", None, integer=False)
     renew = base.renew_session_budgets
     if "renew_session_budgets" in section:
         renew = r.boolean(section["renew_session_budgets"], "limits.renew_session_budgets")
@@ -531,6 +535,7 @@ def _limits(r: _Reader, value: Any) -> Limits:
         policy_hook_deadline_s=hook_deadline_s(r, section),
         session_idle_s=idle,
         renew_session_budgets=renew,
+        run_metadata_retention_s=retention,
     )
 
 

@@ -34,9 +34,7 @@ from typing import Any
 try:
     import mcp as _mcp_sdk  # noqa: F401 (the optional dependency, checked once here)
 except ImportError as exc:  # pragma: no cover - only without the extra
-    raise ImportError(
-        "Charter's MCP support needs the mcp extra: pip install 'charter[mcp]'"
-    ) from exc
+    raise ImportError("Charter's MCP support needs the mcp extra: pip install -e '.[mcp]'") from exc
 import anyio
 import httpx2
 import mcp_types as types

@@ -59,8 +59,10 @@ _READ_CHUNK = 65536
 
 
 def context_to_json(context: Context) -> dict[str, Any]:
-    """The Context without its threading.Event, for the worker to rebuild."""
-    return {f.name: getattr(context, f.name) for f in fields(context) if f.name != "cancelled"}
+    """The Context without its threading.Event and progress sink, for the worker to rebuild
+    (``ctx.progress`` is a no-op there: it does not cross the process boundary)."""
+    local = ("cancelled", "progress_sink")
+    return {f.name: getattr(context, f.name) for f in fields(context) if f.name not in local}
 
 
 def worker_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:

@@ -148,6 +148,7 @@ class Answers:
                 "fingerprint": at.fingerprint,
                 "duration_ms": round(duration_ms, 3),
                 "mode": self.state.settings.mode.value,
+                **({"parent_span_id": at.parent_span_id} if at.parent_span_id else {}),
             },
         )
 

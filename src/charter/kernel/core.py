@@ -86,6 +86,8 @@ class Arrival:
     presented: str | None = None  # the approval id the caller presented
     started: float  # ``time.perf_counter()`` at arrival
     trace: dict[str, str]  # ``trace_id`` and ``span_id``
+    # the delegating call's span this call is made in (docs/kernel.md, "Delegation")
+    parent_span_id: str | None = None
     timeline: Timeline = field(default_factory=Timeline)
     flight: Flight = field(default_factory=Flight)  # how far it got (charter.kernel.flight)
 
@@ -99,6 +101,7 @@ class Arrival:
             presented=self.presented,
             started=self.started,
             trace=self.trace,
+            parent_span_id=self.parent_span_id,
             timeline=self.timeline,
             flight=self.flight,
             ctx=ctx,

@@ -33,6 +33,7 @@ import anyio
 from charter import telemetry
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
+from charter.contracts.delegation import current_span
 from charter.contracts.model import ToolContract
 from charter.errors import (
     Failure,
@@ -44,7 +45,7 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.kernel import faults
+from charter.kernel import delegation, faults
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -71,6 +72,7 @@ from charter.kernel.policy_deadline import authorize_with_deadline
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.redaction import Redactor
+from charter.kernel.retention import expire_run_metadata
 from charter.kernel.sessions import Sessions
 from charter.kernel.settings import KernelSettings, Mode
 from charter.kernel.store import KernelStore
@@ -245,29 +247,28 @@ class Kernel:
     async def maintain(self) -> dict[str, int]:
         """One round of upkeep (``charter serve`` runs it periodically): calls left
         ``dispatching`` by a process whose lease lapsed become ``unknown``, approvals past
-        their lifetime are recorded ``expired``, and idle session runs are ended. Safe from
+        their lifetime are recorded ``expired``, idle session runs are ended, and ended runs
+        past the metadata retention lose their fingerprints (kernel/retention.py). Safe from
         any number of processes at once. Returns how many of each this round changed."""
-        reconciled = await self.reconcile()
-        expired = await self.expire_approvals()
-        idle = await self.close_idle_runs()
         return {
-            "reconciled": len(reconciled),
-            "expired_approvals": len(expired),
-            "idle_runs_closed": len(idle),
+            "reconciled": len(await self.reconcile()),
+            "expired_approvals": len(await self.expire_approvals()),
+            "idle_runs_closed": len(await self.close_idle_runs()),
+            "run_metadata_expired": len(await expire_run_metadata(self.state)),
         }
 
     async def maintain_on_open(self) -> None:
         """What a runtime does when it opens: reconcile, and end idle session runs."""
         await self.reconcile()
         await self.close_idle_runs()
+        await expire_run_metadata(self.state)
 
     async def close_idle_runs(self) -> list[RunRow]:
         """End session runs idle past ``session_idle_s`` (see :mod:`charter.kernel.sessions`)."""
         return await self.sessions.close_idle()
 
     async def expire_approvals(self, *, tenant: str | None = None) -> list[ApprovalRow]:
-        """Record the expiry of approvals past their lifetime (see
-        :meth:`ApprovalGate.expire_approvals`)."""
+        """Record approvals past their lifetime ``expired`` (ApprovalGate.expire_approvals)."""
         return await self.approvals.expire_approvals(tenant=tenant)
 
     @property
@@ -498,8 +499,12 @@ class Kernel:
         approval_id: str | None = None,
         task_id: str | None = None,
         trace_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
         """Run one governed call and answer with its v2 envelope. Never raises.
+
+        ``parent_span_id`` names the delegating call this one is made in; by default the one
+        this code runs inside (:mod:`charter.kernel.delegation`).
 
         A failure before the intent was committed means nothing was dispatched: the answer is
         ``failed`` (a store failure, or ``internal`` / ``INTERNAL_ERROR`` for anything that is
@@ -519,6 +524,7 @@ class Kernel:
                 "trace_id": trace_id or self.state.trace_id("trace"),
                 "span_id": self.state.trace_id("span"),
             },
+            parent_span_id=parent_span_id if parent_span_id is not None else current_span(),
         )
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
             admission = ADMITTED
@@ -606,6 +612,9 @@ class Kernel:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
             return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)
         at = arrival.attempt(ctx)
+        if ctx.metadata_expired_at is not None:  # retention: no receipt, no dedup, no replay
+            gone = PermissionDenied("the run's metadata has expired", reason="RUN_METADATA_EXPIRED")
+            return await answers.refuse(at, gone, CallStatus.DENIED)
         if CALL_ID.fullmatch(at.call_id) is None:
             invalid = InvalidInput(
                 f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
@@ -668,6 +677,13 @@ class Kernel:
                 return await answers.deny(at, denial)
             if denial is not None:
                 at.would.append({"phase": "task", "reason": denial.reason})
+        # made inside a delegating call: that call must be running in this run
+        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
+        if parent is not None and not observe:
+            return await answers.refuse(at, parent, CallStatus.DENIED)
+        if parent is not None:
+            at.would.append({"phase": "delegation", "reason": parent.reason})
+            at.parent_span_id = None
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
         at.timeline.mark("validation")
         try:

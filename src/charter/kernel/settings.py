@@ -39,3 +39,4 @@ class KernelSettings:
     lease_ttl_s: float = 30.0  # an owner lease lapses this long after its last renewal
     session_idle_s: float | None = 3600.0  # session runs idle this long are ended (None: never)
     renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run
+    run_metadata_retention_s: float | None = None  # ended runs' fingerprints erased (retention)

@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from charter.errors import PermissionDenied
 from charter.kernel.authorize import Enablement
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.ledger.jsonload import loads
@@ -207,6 +208,12 @@ class Replay:
             if p.get("stage") != "started":
                 return
             recorded = "allowed"
+        elif typ == "run_metadata_expired":
+            # retention (kernel/retention.py): replay for the run has ended
+            raise PermissionDenied(
+                f"run {self.run_id}: its metadata expired (retention); it cannot be replayed",
+                reason="RUN_METADATA_EXPIRED",
+            )
         elif typ == "tool_call_recorded":
             if p.get("outcome") not in ("denied", "rejected"):
                 return

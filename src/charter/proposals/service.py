@@ -10,7 +10,7 @@ that crashes mid-apply leaves the call ``unknown`` and the proposal ``approved``
 Deployment settings (``proposals:`` in ``charter.deploy.yaml``)::
 
     proposals:
-      requester_may_approve: true    # the seed's MVP default
+      requester_may_approve: true    # the default
       lifetime_s: 604800
       kinds:
         workflow:

@@ -41,7 +41,16 @@ from charter.server.logs import log
 from charter.server.mcp_mount import McpMount
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
-from charter.server.routes import approvals, artifacts, calls, chat, contexts, ops, runs
+from charter.server.routes import (
+    approvals,
+    artifacts,
+    calls,
+    chat,
+    contexts,
+    disclosures,
+    ops,
+    runs,
+)
 from charter.server.routes import proposals as proposal_routes
 from charter.server.schemas import CallRequest
 from charter.server.state import ReadinessCheck, ServerState
@@ -137,7 +146,7 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.charter = make_state(runtime, **options) if runtime is not None else None
-    for module in (contexts, calls, approvals, runs, chat):
+    for module in (contexts, calls, approvals, runs, chat, disclosures):
         app.include_router(module.router, prefix="/v1")
     app.include_router(proposal_routes.router, prefix="/v1")
     app.include_router(artifacts.router, prefix="/v1")

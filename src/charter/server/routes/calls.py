@@ -13,10 +13,12 @@ import math
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
+from charter.contracts.delegation import PARENT_SPAN_HEADER
 from charter.errors import InvalidInput, PermissionDenied
+from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.server.body import check_members, optional_str, parse_object, required_str
@@ -92,6 +94,15 @@ async def make_call(
     request: Request,
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
+    parent_span: Annotated[
+        str | None,
+        Header(
+            alias=PARENT_SPAN_HEADER,
+            description="The delegating call's span this call is made in (a remote "
+            "executor's delegating tool passes the span_id it was given); the call is "
+            "denied DELEGATION_PARENT_UNKNOWN unless that call is running in the same run",
+        ),
+    ] = None,
 ) -> JSONResponse:
     body = parse_object(await request.body(), keep_raw=frozenset({"arguments"}))
     check_members(body, _MEMBERS)
@@ -114,6 +125,7 @@ async def make_call(
         as_=principal,
         approval_id=approval_id,
         trace_id=getattr(request.state, "trace_id", None),
+        parent_span_id=parent_span,
     )
     if envelope.error is not None and envelope.error.get("reason") == "CONTEXT_NOT_FOUND":
         raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
@@ -154,4 +166,8 @@ async def get_call(
     state: Annotated[ServerState, Depends(get_state)],
 ) -> dict[str, Any]:
     call = await state.runtime.get_call(context_id, call_id, as_=principal)
-    return call.to_dict()
+    out = call.to_dict()
+    tree = await family(state.runtime.store, call)
+    if tree is not None:  # a delegating or delegated call: its parent and children
+        out["delegation"] = tree
+    return out
