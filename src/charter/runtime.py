@@ -529,8 +529,7 @@ def _executors(
     readiness = Readiness(
         build=build,
         bindings=bindings,
-        http=http,
-        mcp=mcp,
+        executors=executors,
         root=project_dir,
         functions=frozenset(functions or ()),
         ttl_s=deployment.readiness_ttl_s,
