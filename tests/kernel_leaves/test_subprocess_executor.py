@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 from typing import Any
 
@@ -115,8 +116,13 @@ async def test_hanging_worker_is_killed_at_the_deadline(
     executor: SubprocessExecutor, tmp_path: Path
 ) -> None:
     pid_file = tmp_path / "pid"
-    # generous: the worker must start and write its pid file before the deadline
-    req = request("demo.hang", {"pid_file": str(pid_file)}, deadline_s=3.0)
+    # The worker must start and write its pid file before the deadline: on a loaded machine a
+    # worker's start can take seconds, so the deadline is sized from one measured start.
+    started = time.monotonic()
+    warm = await executor.execute(request("demo.add", {"a": 1, "b": 2}))
+    assert warm.status == "succeeded"
+    deadline = max(3.0, 4 * (time.monotonic() - started))
+    req = request("demo.hang", {"pid_file": str(pid_file)}, deadline_s=deadline)
     outcome = await executor.execute(req)
     assert outcome.status == "unknown"
     assert outcome.error is not None
