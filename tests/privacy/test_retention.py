@@ -98,6 +98,10 @@ async def test_expired_run_metadata_ends_dedup_and_replay_and_still_verifies(
         again = await rt.call(cid, "notes.search", "s1", args, as_="app")
         assert again.metrics.cached  # the receipt still answers inside the retention
 
+        # the cached answer is itself audited (an event of the run): the run is idle from
+        # there, so its metadata expires one retention period later
+        clock.advance(timedelta(hours=23))
+        assert (await rt.operations.maintain())["run_metadata_expired"] == 0
         clock.advance(timedelta(hours=2))
         assert (await rt.operations.maintain())["run_metadata_expired"] == 1
         assert (await rt.operations.maintain())["run_metadata_expired"] == 0  # once
