@@ -6,11 +6,15 @@ STAMP  := $(VENV)/.installed
 
 .PHONY: run test lint typecheck bench setup clean browser node package
 
+# The first run installs the dependencies into $(VENV): pip shows what it downloads and
+# installs as it goes (a few minutes on a fresh machine), never a silent wait.
 $(STAMP): pyproject.toml
+	@echo "setting up $(VENV): installing Charter and its dependencies (first time: a few minutes)"
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e ".[test,postgres]"
+	$(BIN)/python -m pip install --upgrade --progress-bar on pip
+	$(BIN)/python -m pip install --progress-bar on -e ".[test,postgres]"
 	@touch $(STAMP)
+	@echo "$(VENV) is ready"
 
 setup: $(STAMP)
 

@@ -39,7 +39,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     # the call path and its ports: executor port, store port, readiness port, task rules
     ("kernel",),
     # what the runtime wires into the kernel, and what reads the kernel's decisions back
-    ("executors", "deploy", "proof", "proposals"),
+    ("executors", "deploy", "proof", "proposals", "workflows"),
     # the one facade: composition root and front door
     ("runtime",),
     # edges
@@ -50,7 +50,6 @@ LAYERS: tuple[tuple[str, ...], ...] = (
         "client",
         "adapters",
         "providers",
-        "workflows",
         "remote",
         "testing",
         "__main__",

@@ -2,8 +2,7 @@
 
     async with charter.open("path/to/project") as rt:
         ctx = await rt.resolve_context("app", "editor")
-        env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t", "body": "b"},
-                            as_="app")
+        env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t"}, as_="app")
         if env.status == "pending_approval":
             await rt.approve(env.approval["id"], as_="alice")
             env = await rt.call(ctx.context_id, "notes.add", "call-1", {...}, as_="app")
@@ -35,11 +34,11 @@ from charter.contracts.canonical import Fingerprinter
 from charter.deploy.deployment import (
     Binding,
     Deployment,
-    deployment_path,
     load_deployment,
-    local_default_deployment,
 )
-from charter.deploy.readiness import Readiness
+from charter.deploy.kernel_settings import kernel_settings, ownership_hooks
+from charter.deploy.ledger_key import ledger_key_for as ledger_key_for
+from charter.deploy.readiness import Readiness, served_bindings
 from charter.deploy.secret_ref import SecretRef
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, UserError
 from charter.executors.http import DEFAULT_MAX_RESPONSE_BYTES, HttpEndpoint, HttpExecutor
@@ -52,7 +51,6 @@ from charter.kernel.audit import (
     FanoutAuditSink,
     JsonlAuditSink,
 )
-from charter.kernel.authorize import Enablement
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
 from charter.kernel.endings import RunOperations
 from charter.kernel.envelope import Envelope
@@ -72,16 +70,12 @@ from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
 from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
-from charter.ledger.views import (
-    ApprovalRow,
-    ArtifactRow,
-    CallRow,
-    ContextRow,
-    RunRow,
-    TaskRow,
-)
+from charter.ledger.views import ApprovalRow, ArtifactRow, CallRow, ContextRow, RunRow, TaskRow
 from charter.project.build import Build, build_project, load_build, resolve_build_path
-from charter.stores.factory import DEFAULT_STORE_URL, load_ledger_key, open_store
+from charter.proof import disclosure
+from charter.proposals.calls import store_proposal
+from charter.stores.factory import DEFAULT_STORE_URL, open_store
+from charter.workflows.control import RunControl
 
 T = TypeVar("T")
 
@@ -129,10 +123,8 @@ class Runtime:
         return service
 
     async def readiness(self, *, fresh: bool = False) -> ReadinessReport:
-        """Every bound tool's readiness (cached a few seconds unless ``fresh``).
-
-        ``report.ready`` is true when every *required* tool is ready; ``report.to_dict()``
-        is what ``/readyz`` and ``charter check --json`` show.
+        """Every bound tool's readiness (cached a few seconds unless ``fresh``); ``ready``:
+        every *required* tool is; ``to_dict()`` is what ``/readyz`` and ``charter check`` show.
         """
         readiness = self.kernel.readiness
         if readiness is None:
@@ -193,19 +185,25 @@ class Runtime:
         approval_id: str | None = None,
         task_id: str | None = None,
         trace_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
-        """One governed call: the kernel's phases, answered with the v2 envelope (never
-        raises a Failure; ``CONTEXT_NOT_FOUND`` and the rest are envelopes)."""
-        return await self.kernel.call(
+        """One governed call, answered with the v2 envelope (never raises a Failure;
+        ``CONTEXT_NOT_FOUND`` and the rest are envelopes); ``parent_span_id``: the delegating
+        call it is made in (default: the current one). A proposal tool's draft is stored as a
+        proposal (:mod:`charter.proposals.calls`)."""
+        principal = self.principal(as_)
+        envelope = await self.kernel.call(
             context_id,
             tool,
             call_id,
             arguments,
-            principal=self.principal(as_),
+            principal=principal,
             approval_id=approval_id,
             task_id=task_id,
             trace_id=trace_id,
+            parent_span_id=parent_span_id,
         )
+        return await store_proposal(self, envelope, principal)
 
     async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:
         """A call's row (state and receipt) within the caller's tenant, else
@@ -232,6 +230,12 @@ class Runtime:
     async def record(self, run_id: str, events: Sequence[NewEvent]) -> None:
         """Append an edge's own events (chat turns, proposals, runs) to a run's ledger."""
         await self.kernel.store.append(run_id, events)
+
+    async def report_disclosure(
+        self, context_id: str, report: Mapping[str, Any], *, as_: str | Principal, source: str = ""
+    ) -> dict[str, Any]:
+        """Record what was sent to the model (docs/kernel.md#model-disclosure); flags back."""
+        return await disclosure.record(self, context_id, report, self.principal(as_), source)
 
     # -----------------------------------------------------------------------------------
     # queries (typed views of the projections)
@@ -387,6 +391,11 @@ class Runtime:
         """Operators end runs and tasks; upkeep (:class:`~charter.kernel.endings.RunOperations`)."""
         return RunOperations(self.kernel, self.principal)
 
+    @property
+    def workflows(self) -> RunControl:
+        """Catalog runs driven task by task (:class:`~charter.workflows.control.RunControl`)."""
+        return RunControl(self)
+
     async def get_approval(
         self, approval_id: str, *, as_: str | Principal, full: bool = False
     ) -> dict[str, Any]:
@@ -415,54 +424,6 @@ def _fingerprinter(deployment: Deployment, project_dir: Path | None) -> Fingerpr
     raise ConfigError(
         "the deployment names no fingerprint key (secrets.fingerprint_key: {env: ...} or "
         "{file: ...})"
-    )
-
-
-def ledger_key_for(
-    project_dir: Path,
-    deploy: str | os.PathLike[str] | None = None,
-    *,
-    deployment: Deployment | None = None,
-) -> LedgerKey:
-    """The one place the ledger key is chosen, for the runtime and ``charter runs`` alike.
-
-    1. a deployment file applies (``--deploy``, ``CHARTER_DEPLOY`` or ``charter.deploy.yaml``)
-       and names ``secrets.ledger_key``: that key;
-    2. else ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE``;
-    3. else the local development key ``.charter/ledger.key`` (created on first use).
-    """
-    path = deployment_path(Path(deploy) if deploy is not None else None, project_dir=project_dir)
-    if path is not None:
-        found = deployment or load_deployment(path, project_dir=project_dir)
-        if found.ledger_key is not None:
-            return LedgerKey.derive_id(found.ledger_key.resolve())
-    if os.environ.get("CHARTER_LEDGER_KEY") or os.environ.get("CHARTER_LEDGER_KEY_FILE"):
-        return load_ledger_key()
-    local = local_default_deployment(project_dir).ledger_key
-    assert local is not None
-    return LedgerKey.derive_id(local.resolve())
-
-
-def _settings(deployment: Deployment) -> KernelSettings:
-    return KernelSettings(
-        mode=deployment.mode,
-        approval_lifetime_s=deployment.approval_lifetime_s,
-        context_lifetime_s=deployment.context_lifetime_s,
-        token_budget=deployment.limits.context_tokens,
-        run_call_budget=deployment.limits.run_tool_calls,
-        run_elapsed_budget_s=deployment.limits.run_elapsed_s,
-        policy_hook_deadline_s=deployment.limits.policy_hook_deadline_s,
-        pending_approvals_tenant=deployment.limits.pending.tenant,
-        pending_approvals_principal=deployment.limits.pending.principal,
-        session_idle_s=deployment.limits.session_idle_s,
-        renew_session_budgets=deployment.limits.renew_session_budgets,
-        enablement=Enablement(
-            enabled=deployment.enabled_tools
-            if deployment.enabled_tools is not None
-            else frozenset(),
-            all_enabled=deployment.enabled_tools is None,
-            kill_switch=deployment.kill_switch,
-        ),
     )
 
 
@@ -530,11 +491,7 @@ def _executors(
 ) -> tuple[dict[str, Executor], Readiness]:
     """One executor per kind (``http`` serves every http binding) and the readiness check."""
     entrypoints = {tool_id: t.entrypoint for tool_id, t in build.tools.items() if t.entrypoint}
-    bindings: dict[str, Binding] = {}
-    for tool_id in build.tools:
-        binding = deployment.binding_for(tool_id)
-        if binding is not None:
-            bindings[tool_id] = binding
+    bindings = served_bindings(build, deployment, functions)
     endpoints = {
         tool_id: _http_endpoint(b) for tool_id, b in bindings.items() if b.executor == "http"
     }
@@ -572,8 +529,7 @@ def _executors(
     readiness = Readiness(
         build=build,
         bindings=bindings,
-        http=http,
-        mcp=mcp,
+        executors=executors,
         root=project_dir,
         functions=frozenset(functions or ()),
         ttl_s=deployment.readiness_ttl_s,
@@ -705,10 +661,11 @@ async def open_runtime(
             fingerprinter=fingerprinter,
             executors=executors,
             bindings=bindings,
-            settings=settings or _settings(deployment),
+            settings=settings or kernel_settings(deployment),
             redactor=redactor,
             audit=FanoutAuditSink(sinks) if sinks else None,
             providers=all_providers,
+            ownership_hooks=ownership_hooks(deployment, project_dir),
             clock=clock,
         )
         kernel.readiness = readiness

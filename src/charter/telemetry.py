@@ -201,7 +201,7 @@ def configure_from_environment() -> bool:
         except ImportError:
             logger.warning(
                 "OTEL_EXPORTER_OTLP_ENDPOINT is set but the OpenTelemetry SDK is not "
-                "installed: pip install 'charter[otel]'; traces stay off"
+                "installed: pip install -e '.[otel]'; traces stay off"
             )
             return False
         resource = Resource.create({"service.version": __version__})

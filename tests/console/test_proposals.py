@@ -296,6 +296,6 @@ def test_expired_proposal_is_refused(
     finally:
         kernel.clock = real
     _refusal(answer, 400, "PROPOSAL_ILLEGAL_TRANSITION")
-    assert "cannot approve a expired proposal" in answer.text
+    assert "cannot approve the proposal: it is expired" in answer.text
     assert _status(answer.text) == "expired"
     assert pid in alice.get("/console/proposals", params={"status": "expired"}).text

@@ -1,7 +1,7 @@
 """What each answer and its audit record name, phase by phase.
 
-A refusal names the tool only once the context disclosed it and the argument-free
-authorization let it through; the fingerprint once the arguments were accepted; the tool's
+A refusal names the tool whenever the context offered it (an unoffered name is never
+echoed); the fingerprint once the arguments were accepted; the tool's
 version only in the outcome of a dispatched call. These are the fields the call path's
 :class:`~charter.kernel.core.Attempt` fills in as the phases pass.
 """
@@ -62,19 +62,19 @@ async def test_each_refusal_and_outcome_names_what_its_phase_knows(project: Path
         "e1": (CallStatus.DENIED, "RUN_TIME_BUDGET_EXCEEDED"),
         "x1": (CallStatus.DENIED, "CONTEXT_EXPIRED"),
     }
-    # the answer names the tool once it was disclosed and authorized
+    # the answer names the tool whenever the context offered it
     assert {k: a.tool for k, a in answers.items()} == {
-        "bad id": None,
+        "bad id": "kv.get",
         "u1": None,
         "d1": "kv.critical",
-        "n1": None,
+        "n1": "kv.propose",
         "s1": "kv.get",
         "o1": "kv.get",
         "o1 again": "kv.get",
         "b1": "kv.boom",
         "p1": "kv.put",
         "e1": "kv.get",
-        "x1": None,
+        "x1": "kv.get",
     }
     assert all(a.context_id == ctx.context_id for a in answers.values())
     assert answers["p1"].warnings == (
@@ -99,17 +99,17 @@ async def test_each_refusal_and_outcome_names_what_its_phase_knows(project: Path
         for r in records
     ]
     assert seen == [
-        ("has space", "rejected", UNDISCLOSED, None, False, "invalid_input", "CALL_ID_INVALID"),
+        ("has space", "rejected", "kv.get", None, False, "invalid_input", "CALL_ID_INVALID"),
         ("u1", "denied", UNDISCLOSED, None, False, "permission_denied", "TOOL_NOT_DISCLOSED"),
         ("d1", "denied", "kv.critical", None, True, "permission_denied", "DANGER_POLICY"),
-        ("n1", "denied", UNDISCLOSED, None, False, "permission_denied", "TOOL_NOT_ENABLED"),
+        ("n1", "denied", "kv.propose", None, True, "permission_denied", "TOOL_NOT_ENABLED"),
         ("s1", "rejected", "kv.get", None, False, "invalid_input", "ARGS_SCHEMA_MISMATCH"),
         ("o1", "succeeded", "kv.get", version, True, None, None),
         ("o1", "conflict", "kv.get", None, True, "invalid_input", "IDEMPOTENCY_CONFLICT"),
         ("b1", "failed", "kv.boom", version, True, "internal", "TOOL_RAISED"),
         ("p1", "approval_mismatch", "kv.put", None, True, None, "APPROVAL_MISMATCH"),
         ("e1", "denied", "kv.get", None, True, "resource_limit", "RUN_TIME_BUDGET_EXCEEDED"),
-        ("x1", "denied", UNDISCLOSED, None, False, "permission_denied", "CONTEXT_EXPIRED"),
+        ("x1", "denied", "kv.get", None, False, "permission_denied", "CONTEXT_EXPIRED"),
     ]
     assert all(r["actor"] == "app" and r["tenant"] == "acme" for r in records)
     mismatch = next(r for r in records if r["outcome"] == "approval_mismatch")

@@ -117,7 +117,11 @@ def _damage(kind: str, backend: Backend, runs: dict[str, str]) -> None:
         row = list(_first_call(backend, run))
         row[2] = "c9"  # another call id, the same (now wrong) MAC
         row[7] = row[7].replace('"call_id":"c1"', '"call_id":"c9"')
-        sql("INSERT INTO calls VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)", *row)
+        sql(
+            "INSERT INTO calls (run_id, context_id, call_id, state, tool_id, tenant, "
+            "updated_seq, data, row_seq, row_mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            *row,
+        )
     elif kind == "event_from_another_run":
         [(prev, digest, data)] = sql(
             "SELECT prev_hash, hash, data FROM events WHERE run_id = ? AND seq = 5", other

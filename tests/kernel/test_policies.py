@@ -22,7 +22,7 @@ from charter.kernel.authorize import (
 )
 from charter.kernel.contexts import FileContextProvider, OfferedTool, ResolvedContext
 from charter.kernel.envelope import CallStatus
-from charter.kernel.settings import KernelSettings, Mode
+from charter.kernel.settings import KernelSettings, Mode, ModeScopes
 from charter.stores.memory import MemoryStore
 from charter.testing.clock import FakeClock
 from tests.kernel.conftest import APP, INTRUDER, KEY, Env, make_kernel
@@ -132,13 +132,25 @@ async def test_run_elapsed_budget(project: Path) -> None:
     assert out.error["reason"] == "RUN_TIME_BUDGET_EXCEEDED"
 
 
-async def test_observe_mode_runs_and_records_what_enforce_would_do(project: Path) -> None:
+async def test_observe_mode_keeps_write_approvals_unless_a_tool_is_named(project: Path) -> None:
     env = await kernel_with(project, mode=Mode.OBSERVE, enablement=Enablement())
     ctx = await env.kernel.resolve_context(APP, "all")
     out = await env.kernel.call(
         ctx.context_id, "kv.put", "p1", {"key": "a", "value": "b"}, principal=APP
     )
-    assert out.ok  # ran without approval and although not enabled
+    # not enabled: recorded, let through; the approval a write needs is still asked for
+    assert out.status is CallStatus.PENDING_APPROVAL
+    assert env.runs_of("kv.put") == 0
+
+
+async def test_observe_mode_runs_and_records_what_enforce_would_do(project: Path) -> None:
+    scopes = ModeScopes(observe_without_approval=frozenset({"kv.put"}))
+    env = await kernel_with(project, mode=Mode.OBSERVE, enablement=Enablement(), modes=scopes)
+    ctx = await env.kernel.resolve_context(APP, "all")
+    out = await env.kernel.call(
+        ctx.context_id, "kv.put", "p1", {"key": "a", "value": "b"}, principal=APP
+    )
+    assert out.ok  # named by the deployment: ran without approval, although not enabled
     assert env.runs_of("kv.put") == 1
     started = [
         json.loads(r.data)

@@ -94,31 +94,31 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
 
     async with Client(charter_mcp(tmp_path), cache=None) as client:
         (tool,) = (await client.list_tools()).tools
-        assert tool.name == "lookup"
+        assert tool.name == "up_lookup"  # the prefix reaches the model-facing name
         assert tool.annotations is not None
         assert tool.annotations.open_world_hint is True
-        result = await client.call_tool("lookup", {"key": "abc"})
+        result = await client.call_tool("up_lookup", {"key": "abc"})
         assert not result.is_error, _flow.text(result)
         assert result.structured_content == {"value": "ABC"}
         assert lookups(tmp_path) == 1
         # the next call runs on the kept session: the server is not started again
         started = starts(tmp_path)
-        again = await client.call_tool("lookup", {"key": "def"})
+        again = await client.call_tool("up_lookup", {"key": "def"})
         assert again.structured_content == {"value": "DEF"}
         assert lookups(tmp_path) == 2
         assert starts(tmp_path) == started
         # the kept server dies between calls: the next call starts it again, nothing lost
         os.kill(int((tmp_path / "downstream" / "server.pid").read_text()), signal.SIGKILL)
-        revived = await client.call_tool("lookup", {"key": "ghi"})
+        revived = await client.call_tool("up_lookup", {"key": "ghi"})
         assert not revived.is_error, _flow.text(revived)
         assert revived.structured_content == {"value": "GHI"}
         assert lookups(tmp_path) == 3
         assert starts(tmp_path) == started + 1
         # the server dies after the call was sent: the outcome is unknown, never "failed"
-        crashed = await client.call_tool("lookup", {"key": "crash"})
+        crashed = await client.call_tool("up_lookup", {"key": "crash"})
         assert crashed.is_error
         assert (crashed.meta or {}).get("charter/status") == "unknown", _flow.text(crashed)
-        after = await client.call_tool("lookup", {"key": "jkl"})
+        after = await client.call_tool("up_lookup", {"key": "jkl"})
         assert after.structured_content == {"value": "JKL"}
         assert lookups(tmp_path) == 4
 
@@ -142,7 +142,7 @@ async def test_import_build_serve_and_drift(tmp_path: Path) -> None:
         assert b"UPSTREAM_DRIFT" in checked.stdout
         assert b"description" in checked.stdout
         # the running session's call is refused before dispatch
-        refused = await client.call_tool("lookup", {"key": "abc2"})
+        refused = await client.call_tool("up_lookup", {"key": "abc2"})
         assert refused.is_error
         # refused before its intent: by the readiness cache (TOOL_NOT_READY) or, once the
         # cached listing has lapsed, by the live listing's changed digest

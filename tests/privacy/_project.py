@@ -5,7 +5,8 @@ Three canaries (random per test):
 - ``arg``: a secret the caller passes under a sensitive key (``config.api_key``);
 - ``dep``: a deployment secret (``redaction.values: [{env: PRIVACY_UPSTREAM}]``) that the
   tools read from their environment and leak in results, exception texts, object keys and
-  artifact names, encoded every common way; the scripted model says it split over two deltas;
+  artifact names, encoded every common way; the scripted model says it split over two deltas,
+  and a tool reports it split over two progress messages;
 - ``plain``: a non-secret argument value of tools without ``audit`` pointers.
 
 And one positive control, ``audited``: the value of a field a contract lists under ``audit``,
@@ -93,6 +94,28 @@ def leak(ctx: charter.Context) -> dict[str, Any]:
     return {}
 
 
+@charter.tool("svc.progress")
+async def progress(steps: int, ctx: charter.Context) -> dict[str, Any]:
+    """Report progress, saying the upstream token split across two messages."""
+    token = os.environ["PRIVACY_UPSTREAM"]
+    half = len(token) // 2
+    ctx.progress("starting; the upstream token is " + token[:half])
+    ctx.progress(token[half:] + " and step 1 of 2 is done")
+    ctx.progress("step 2 of 2 is done")
+    return {"steps": steps}
+
+
+@charter.tool("svc.chatty")
+def chatty(count: int, config: dict[str, Any], ctx: charter.Context) -> dict[str, Any]:
+    """Many progress messages from a worker thread; the caller's key split across two."""
+    key = str(config.get("api_key"))
+    ctx.progress("using key " + key[:7])
+    ctx.progress(key[7:] + " now")
+    for i in range(count):
+        ctx.progress(f"line {i};")
+    return {"count": count}
+
+
 @charter.tool("svc.configure", effect="write", permissions=["svc:write"])
 def configure(config: dict[str, Any]) -> dict[str, Any]:
     """A write that needs approval and takes a secret."""
@@ -105,7 +128,7 @@ tools: {python: [tools.py]}
 profiles:
   all:
     include: [notes.search, notes.audited, svc.fetch, svc.private, files.save, files.leak,
-              svc.configure]
+              svc.configure, svc.progress, svc.chatty]
 """
 
 

@@ -3,7 +3,8 @@
 Secrets go in as argument values, as object keys, inside URLs, and come back from the tools
 percent-encoded, base64-encoded (standard, URL-safe, inside a longer base64 text), JSON-
 escaped, in exception messages and as an artifact name; they travel through the Python API,
-``charter serve`` over HTTP, MCP (the official SDK client on the server's ``/mcp/all``) and
+``charter serve`` over HTTP, MCP (the official SDK client on the server's ``/mcp/all``, and
+on a ``charter mcp`` subprocess over stdio at DEBUG — its raw stdout and stderr kept) and
 chat (a scripted model that also streams a secret split over two deltas). Then the database
 (SQLite: the main file, ``-wal`` and ``-shm``; PostgreSQL: ``pg_dump``), the audit JSONL, the
 server's stdout and stderr at DEBUG, the run exports and the raw SSE streams are searched for
@@ -29,6 +30,8 @@ from typing import Any
 import httpx2
 import pytest
 from mcp import Client as McpClient
+from mcp import StdioServerParameters
+from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
 from charter.client import Client
@@ -101,6 +104,16 @@ async def python_api(project: PrivacyProject, store: str, audit: Path) -> list[s
         assert raised.status is CallStatus.FAILED
         assert raised.error is not None
         assert "upstream" in raised.error["message"]
+        told = await rt.call(cid, "svc.progress", "g1", {"steps": 2}, as_="app")
+        assert told.status is CallStatus.SUCCEEDED, told.error
+        texts = [
+            e.payload["text"]
+            for e in await rt.events(ctx.run_id)
+            if e.type == "tool_progress" and e.payload.get("stage") == "message"
+        ]
+        said = "".join(texts)
+        assert "step 2 of 2 is done" in said  # the messages are recorded, in order
+        assert said.index("[REDACTED]") < said.index("step 1 of 2")  # the split secret, caught
         plain = await rt.call(cid, "notes.search", "s1", {"query": c.plain}, as_="app")
         assert plain.status is CallStatus.SUCCEEDED
         audited = {"path": c.audited, "body": c.plain}
@@ -222,6 +235,48 @@ async def over_mcp(url: str, project: PrivacyProject) -> None:
         assert not searched.is_error
 
 
+async def over_mcp_stdio(project: PrivacyProject, store: str) -> tuple[list[str], dict[str, bytes]]:
+    """``charter mcp`` over stdio (a real subprocess, the official SDK client) at DEBUG: the
+    server's raw stdout (every MCP message it sent, copied by ``tee``) and stderr are kept."""
+    c = project.canaries
+    out, err = project.root / "mcp.stdout", project.root / "mcp.stderr"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
+    env.update(project.env)  # PYTHONPATH stays: the subprocess runs this checkout
+    argv = [sys.executable, "-m", "charter", "mcp", "--profile", "all", "--as", "app",
+            "--project", str(project.root), "--store", store, "--log-level", "debug"]  # fmt: skip
+    server = StdioServerParameters(
+        command="sh",
+        args=["-c", '"$@" | tee "$0"', str(out), *argv],
+        cwd=project.root,
+        env=env,
+    )
+    secret_url = f"https://u.example/?k={c.arg}&t={urllib.parse.quote(c.dep)}"
+    with err.open("w") as errlog:
+        async with McpClient(stdio_client(server, errlog=errlog), cache=None) as mcp:
+            fetched = await mcp.call_tool(
+                "svc_fetch", {"url": secret_url, "config": {"api_key": c.arg, c.dep: 1}}
+            )
+            assert not fetched.is_error, fetched
+            run_id = str((fetched.meta or {})["charter/run_id"])
+            raised = await mcp.call_tool(
+                "svc_fetch", {"url": secret_url, "config": {"api_key": c.arg}, "mode": "raise"}
+            )
+            assert raised.is_error
+            searched = await mcp.call_tool("notes_search", {"query": c.plain})
+            assert not searched.is_error
+            told = await mcp.call_tool("svc_progress", {"steps": 2})
+            assert not told.is_error
+            leaked = await mcp.call_tool("files_leak", {})
+            assert leaked.is_error
+            assert "ARTIFACT_NAME_SECRET" in json.dumps(leaked.model_dump(mode="json"))
+            pending = await mcp.call_tool("svc_configure", {"config": {"api_key": c.arg}})
+            assert "pending_approval" in json.dumps(pending.model_dump(mode="json"))
+    blobs = {"mcp stdio stdout": out.read_bytes(), "mcp stdio stderr": err.read_bytes()}
+    assert b"svc_fetch" in blobs["mcp stdio stdout"]  # tee saw the MCP messages
+    assert b'"level": "debug"' in blobs["mcp stdio stderr"], blobs["mcp stdio stderr"][-2000:]
+    return [run_id], blobs
+
+
 def over_server(project: PrivacyProject, url: str) -> tuple[list[str], dict[str, bytes]]:
     c = project.canaries
     streams: dict[str, bytes] = {}
@@ -233,6 +288,8 @@ def over_server(project: PrivacyProject, url: str) -> tuple[list[str], dict[str,
         assert out.status is CallStatus.SUCCEEDED, out
         out = app.call(cid, "notes.search", "h2", {"query": c.plain})
         assert out.status is CallStatus.SUCCEEDED, out
+        out = app.call(cid, "svc.progress", "h4", {"steps": 2})
+        assert out.status is CallStatus.SUCCEEDED, out
         out = app.call(cid, "svc.fetch", "h3", {"url": "u", "config": config, "mode": "raise"})
         assert out.status is CallStatus.FAILED
         with pytest.raises(Exception) as refused:
@@ -243,6 +300,7 @@ def over_server(project: PrivacyProject, url: str) -> tuple[list[str], dict[str,
         )
         body = {"message": "please fetch", "profile": "all"}
         streams["chat SSE"] = raw_sse(url, project.app_key, "POST", "/v1/chat", json=body)
+    assert b"step 1 of 2 is done" in streams["run events SSE"]  # progress is streamed
     assert b"assistant.delta" in streams["chat SSE"], streams["chat SSE"][:2000]
     assert b"[REDACTED]" in streams["chat SSE"]
     return [run_id], streams
@@ -325,6 +383,7 @@ async def test_no_canary_anywhere_in_a_whole_project(
     label, url = store
     audit = tmp_path / "audit.jsonl"
     run_ids = await python_api(project, url, audit)
+    stdio_runs, stdio_blobs = await over_mcp_stdio(project, url)
     with serve_debug(project, url) as (base, stdout, stderr):
         await over_mcp(base, project)
         served_runs, streams = over_server(project, base)
@@ -333,7 +392,8 @@ async def test_no_canary_anywhere_in_a_whole_project(
         "serve stdout": stdout.read_bytes(),
         "serve stderr": stderr.read_bytes(),
         **streams,
-        **exports(project, url, run_ids + served_runs),
+        **stdio_blobs,
+        **exports(project, url, run_ids + stdio_runs + served_runs),
     }
     if label == "sqlite":
         db = Path(url.removeprefix("sqlite://"))

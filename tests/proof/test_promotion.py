@@ -90,7 +90,7 @@ def test_the_inherited_corpus_refuses_a_weakened_candidate(tmp_path: Path) -> No
     v1 = project(root, tests={"a.yaml": APPROVAL_TEST, "b.yaml": OTHER_TEST})
 
     async def go(b: Build) -> tuple[bool, list[str], str | None]:
-        p = await promote(root, b, "prod", store=store)
+        p = await promote(root, b, "prod", store=store, key=KEY)
         return p.promoted, [f"{r.origin}:{r.name}" for r in p.refusals], p.run_id
 
     ok, _, run1 = anyio.run(go, v1)
@@ -129,7 +129,8 @@ def test_guards_are_obligations_too(tmp_path: Path) -> None:
     weak = project(root, export=EXPORT_WEAKENED)
     (root / "guards").mkdir()
     (root / "guards" / "incident-42.yaml").write_text(textwrap.dedent(APPROVAL_TEST))
-    p = anyio.run(lambda: promote(root, weak, "staging"))
+    store = MemoryStore(key=KEY, clock=FakeClock(step=timedelta(0)))
+    p = anyio.run(lambda: promote(root, weak, "staging", store=store, key=KEY))
     assert not p.promoted
     assert [f"{r.origin}:{r.name}" for r in p.refusals] == ["guard:export-needs-approval"]
     assert active_digest(root, "staging") is None
@@ -140,5 +141,6 @@ def test_environment_names_are_checked(tmp_path: Path, env: str) -> None:
     from charter.errors import UserError
 
     b = project(tmp_path / "p")
+    store = MemoryStore(key=KEY, clock=FakeClock(step=timedelta(0)))
     with pytest.raises(UserError):
-        anyio.run(lambda: promote(tmp_path / "p", b, env))
+        anyio.run(lambda: promote(tmp_path / "p", b, env, store=store, key=KEY))

@@ -256,3 +256,15 @@ async def test_a_running_task_takes_no_new_handoff(pipe: Pipe) -> None:
     with pytest.raises(InvalidInput) as err:
         await pipe.handoff("retrieve", [], max_tool_calls=100)
     assert err.value.reason == "TASK_RUNNING"
+
+
+async def test_a_call_into_a_catalog_run_must_name_its_task(pipe: Pipe) -> None:
+    await pipe.handoff("retrieve", [])
+    await pipe.runs.start_task(pipe.run_id, "retrieve")
+    # even the right agent in the right profile, with the task running: no task, no call
+    env = await pipe.call("data.fetch", FETCH, call_id="c1", task_id=None)
+    assert (env.status.value, reason(env)) == ("denied", "TASK_REQUIRED")
+    assert env.tool == "data.fetch"  # the tool was offered: the refusal names it
+    assert await pipe.rt.artifact_rows(pipe.run_id) == []
+    env = await pipe.call("data.fetch", FETCH, call_id="c2")
+    assert env.status.value == "succeeded"

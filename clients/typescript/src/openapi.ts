@@ -21,6 +21,7 @@ export interface components {
       } | null;
       arguments_json?: string | null;
       approval_id?: string | null;
+      task_id?: string | null;
     };
     CatalogRunRequest: {
       session_id?: string | null;
@@ -72,6 +73,19 @@ export interface components {
     DecisionRequest: {
       reason?: string | null;
       tenant?: string | null;
+    };
+    DisclosedTool: {
+      id: string;
+      version: string;
+    };
+    DisclosureReport: {
+      tools: Array<components["schemas"]["DisclosedTool"]>;
+      schema_digest: string;
+      attachment_ids?: Array<string>;
+      tokens: number;
+      tokens_estimated?: boolean;
+      request_id?: string | null;
+      model?: string | null;
     };
     EndRequest: {
       reason: string;
@@ -252,6 +266,14 @@ export interface operations {
     body: components["schemas"]["CallRequest"];
     response: components["schemas"]["EnvelopeOut"];
   };
+  "POST /v1/contexts/{context_id}/disclosures": {
+    path: { context_id: string };
+    query: {};
+    body: components["schemas"]["DisclosureReport"];
+    response: {
+      [key: string]: unknown;
+    };
+  };
   "GET /v1/proposals": {
     path: {};
     query: { status?: string | null; limit?: number };
@@ -346,6 +368,14 @@ export interface operations {
       [key: string]: unknown;
     };
   };
+  "GET /v1/runs/{run_id}/disclosures": {
+    path: { run_id: string };
+    query: { limit?: number };
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
   "GET /v1/runs/{run_id}/events": {
     path: { run_id: string };
     query: { after?: number; limit?: number };
@@ -356,6 +386,56 @@ export interface operations {
     path: { run_id: string };
     query: {};
     body: components["schemas"]["EndRequest"];
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/finish": {
+    path: { run_id: string };
+    query: {};
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "GET /v1/runs/{run_id}/tasks": {
+    path: { run_id: string };
+    query: {};
+    body: never;
+    response: Array<{
+      [key: string]: unknown;
+    }>;
+  };
+  "GET /v1/runs/{run_id}/tasks/{task_id}": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/tasks/{task_id}/complete": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/tasks/{task_id}/handoff": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: {
+      [key: string]: unknown;
+    };
+    response: {
+      [key: string]: unknown;
+    };
+  };
+  "POST /v1/runs/{run_id}/tasks/{task_id}/start": {
+    path: { run_id: string; task_id: string };
+    query: {};
+    body: never;
     response: {
       [key: string]: unknown;
     };

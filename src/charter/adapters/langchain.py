@@ -17,7 +17,7 @@ try:
     from langchain_core.tools import StructuredTool
 except ImportError as exc:  # pragma: no cover - only without the extra
     raise ImportError(
-        "charter.adapters.langchain needs langchain-core: pip install 'charter[langchain]'"
+        "charter.adapters.langchain needs langchain-core: pip install -e '.[langchain]'"
     ) from exc
 
 from charter.adapters import RESULT_MAX_BYTES, GovernedTool, governed_tools

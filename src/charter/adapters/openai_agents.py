@@ -18,7 +18,7 @@ try:
     from agents.tool_context import ToolContext
 except ImportError as exc:  # pragma: no cover - only without the extra
     raise ImportError(
-        "charter.adapters.openai_agents needs openai-agents: pip install 'charter[openai-agents]'"
+        "charter.adapters.openai_agents needs openai-agents: pip install -e '.[openai-agents]'"
     ) from exc
 
 from charter.adapters import RESULT_MAX_BYTES, GovernedTool, governed_tools

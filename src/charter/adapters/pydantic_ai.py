@@ -15,7 +15,7 @@ try:
     from pydantic_ai import RunContext, Tool
 except ImportError as exc:  # pragma: no cover - only without the extra
     raise ImportError(
-        "charter.adapters.pydantic_ai needs pydantic-ai-slim: pip install 'charter[pydantic-ai]'"
+        "charter.adapters.pydantic_ai needs pydantic-ai-slim: pip install -e '.[pydantic-ai]'"
     ) from exc
 
 from charter.adapters import RESULT_MAX_BYTES, GovernedTool, governed_tools

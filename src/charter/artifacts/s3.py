@@ -21,7 +21,7 @@ misconfigured one, never receives an artifact. :meth:`S3ArtifactStore.check_buck
 such request (``HeadBucket``) when the runtime starts, and refuses to start when the bucket is
 missing or owned by someone else (a ``ConfigError`` naming the setting).
 
-boto3 is optional (``pip install 'charter[s3]'``); it is imported when a client is built, and
+boto3 is optional (``pip install -e '.[s3]'``); it is imported when a client is built, and
 every botocore error is translated here into a Charter failure (:func:`translate`).
 """
 
@@ -83,7 +83,7 @@ def _botocore_exceptions() -> Any:
         return importlib.import_module("botocore.exceptions")
     except ImportError as exc:
         raise ConfigError(
-            "the S3 artifact store needs boto3; install it with: pip install 'charter[s3]'"
+            "the S3 artifact store needs boto3; install it with: pip install -e '.[s3]'"
         ) from exc
 
 
@@ -100,7 +100,7 @@ def client(
         config_mod = importlib.import_module("botocore.config")
     except ImportError as exc:
         raise ConfigError(
-            "the S3 artifact store needs boto3; install it with: pip install 'charter[s3]'"
+            "the S3 artifact store needs boto3; install it with: pip install -e '.[s3]'"
         ) from exc
     config = config_mod.Config(
         retries={"max_attempts": max_attempts, "mode": "standard"},

@@ -7,10 +7,12 @@ import typer
 from charter._version import __version__
 from charter.cli import (
     artifacts_cmds,
+    audit_cmds,
     bench_cmds,
     chat_cmds,
     check_cmds,
     demo_cmds,
+    disclosure_cmds,
     endings_cmds,
     kernel_cmds,
     mcp_cmds,
@@ -18,6 +20,7 @@ from charter.cli import (
     proposals_cmds,
     runs,
     serve_cmds,
+    tasks_cmds,
     workflow_cmds,
 )
 
@@ -45,6 +48,9 @@ proposals_cmds.register(app)
 workflow_cmds.register(app)
 artifacts_cmds.register(app)
 endings_cmds.register(app)
+disclosure_cmds.register(runs.app)
+tasks_cmds.register(app)
+audit_cmds.register(app)
 app.add_typer(runs.app, name="runs")
 
 

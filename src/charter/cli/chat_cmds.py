@@ -58,6 +58,17 @@ def render(event: dict[str, Any], *, local: bool = False) -> None:
         console.print(f"[dim]  … {data.get('stage')}[/dim]")
     elif kind == "tool.result":
         console.print(f"[cyan]  → {data.get('status')}[/cyan] ({data.get('bytes')} bytes)")
+    elif kind == "task.started":
+        console.print(
+            f"[magenta]↪ handed off to {data.get('role')}[/magenta] task {data.get('taskId')}",
+            highlight=False,
+        )
+    elif kind == "task.ended":
+        reason = f" ({data['reason']})" if data.get("reason") else ""
+        console.print(
+            f"[magenta]  task {data.get('taskId')} {data.get('status')}{reason}[/magenta]",
+            highlight=False,
+        )
     elif kind == "approval.required":
         console.print(
             f"[yellow]⏸ approval required[/yellow] {data.get('tool')} "

@@ -1,8 +1,10 @@
-"""``charter check``: is every bound tool ready? (readiness of the deployment's bindings)
+"""``charter check``: every tool of the Build and its state — ready, not bound, not ready.
 
-For each bound tool: the executor, the Build's version and contract digest against what the
-executor reports, the status and the reason when not ready. Exit code 0 when every required
-tool is ready, 1 otherwise (optional tools that are not ready are shown but do not fail).
+For each tool: its state, the executor, the Build's version and contract digest against what
+the executor reports, and the reason when it is not ready (or not bound: nothing in the
+deployment serves it, so it is offered nowhere). Exit code 0 when every required tool is
+ready, 1 otherwise (optional tools that are not ready and tools that are not bound are shown
+but do not fail).
 """
 
 from __future__ import annotations
@@ -22,24 +24,39 @@ def _short(digest: str | None) -> str:
     return digest[:19] if digest else "-"
 
 
+_STATE = {"ready": "[green]ready[/]", "not_ready": "[red]not ready[/]", "not_bound": "not bound"}
+
+
 def _print(report: ReadinessReport) -> None:
     table = Table(title="Readiness", title_justify="left")
-    for col in ("tool", "executor", "required", "expected", "reported", "status", "reason"):
+    for col in ("tool", "state", "executor", "required", "expected", "reported", "reason"):
         table.add_column(col, overflow="fold")
     for t in report.tools:
         table.add_row(
             t.tool_id,
-            t.executor
-            + (f" {t.endpoint}" if t.endpoint else "")
-            + (f" → {t.address}" if t.address else ""),
-            "yes" if t.required else "no",
+            _STATE[t.status],
+            (
+                t.executor
+                + (f" {t.endpoint}" if t.endpoint else "")
+                + (f" → {t.address}" if t.address else "")
+            )
+            if t.bound
+            else "-",
+            ("yes" if t.required else "no") if t.bound else "-",
             f"{t.expected_version} {_short(t.expected_digest)}",
             f"{t.reported_version or '-'} {_short(t.reported_digest)}",
-            "[green]ready[/]" if t.ready else "[red]not ready[/]",
             f"{t.reason}: {t.message}" if t.reason else (t.message or ""),
         )
     print_table(table)
-    if report.ready:
+    unbound = report.not_bound()
+    if unbound:
+        console.print(
+            f"not bound (not offered anywhere): {', '.join(t.tool_id for t in unbound)}",
+            markup=False,
+        )
+    if not report.tools:
+        console.print("the Build has no tools")
+    elif report.ready:
         console.print("[green]every required tool is ready[/]")
     else:
         missing = ", ".join(t.tool_id for t in report.not_ready() if t.required)
@@ -59,8 +76,8 @@ def check(
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Check that every bound tool is ready: executors reachable, versions and contract
-    digests equal to the Build's."""
+    """List every tool with its state (ready / not bound / not ready and why): executors
+    reachable, versions and contract digests equal to the Build's."""
     with reported_errors(as_json):
         report = asyncio.run(check_readiness(project, deploy=deploy, build=build))
     if as_json:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 from pathlib import Path
 
 import typer
@@ -109,20 +110,33 @@ def demo(
     `charter demo tutoring-panel [DIR]` runs it against a separate HTTP executor process;
     `charter demo report-pipeline [DIR]` runs a catalog workflow's task DAG end to end."""
     with reported_errors():
-        if target in EXAMPLES:
-            where = directory or Path(f".charter-{target}")
-            if not (where / "charter.yaml").exists():
-                init_project(where, template=target)
-            if target == "report-pipeline":
-                ok = asyncio.run(report_pipeline_demo(where))
-            else:
-                ok = asyncio.run(tutoring_demo(where))
+        example = target if target in EXAMPLES else "notes"
+        where = (directory or Path(f".charter-{target}")) if target in EXAMPLES else Path(target)
+        made = not (where / "charter.yaml").exists()
+        if made:
+            init_project(where, template=target if target in EXAMPLES else "basic")
+        _where(example, where, made=made)
+        if target == "report-pipeline":
+            ok = asyncio.run(report_pipeline_demo(where))
+        elif target == "tutoring-panel":
+            ok = asyncio.run(tutoring_demo(where))
         else:
-            where = Path(target)
-            if not (where / "charter.yaml").exists():
-                init_project(where)
             ok = asyncio.run(_demo(where))
+    console.print(
+        f"The project stays in {where.resolve()}: cd {shlex.quote(str(where))} and try "
+        "`charter runs ls`, `charter check` or `charter serve`.",
+        markup=False,
+        soft_wrap=True,
+    )
     raise typer.Exit(0 if ok else 1)
+
+
+def _where(example: str, where: Path, *, made: bool) -> None:
+    """Say where the demo's project is before anything runs in it."""
+    verb = "created" if made else "using the existing"
+    console.print(
+        f"{verb} {example} example project in {where.resolve()}", markup=False, soft_wrap=True
+    )
 
 
 def register(app: typer.Typer) -> None:

@@ -14,7 +14,11 @@ from charter.cli._output import JSON_OPTION, console, print_json
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, _principal, _remote, _run
 from charter.runtime import Runtime
 
-tasks_app = typer.Typer(help="Operators end tasks: cancel, fail or skip.", no_args_is_help=True)
+tasks_app = typer.Typer(
+    help="A catalog run's tasks: ls, show, handoff, start, complete; operators cancel, fail "
+    "or skip.",
+    no_args_is_help=True,
+)
 
 REASON = typer.Option(..., "--reason", help="Why (recorded in the ledger, redacted).")
 

@@ -22,6 +22,8 @@ from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.client import Client
+from charter.kernel.contexts import tool_schemas
+from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime, open_runtime
 
@@ -148,7 +150,14 @@ def contexts_resolve(
         ctx = await rt.resolve_context(
             who, profile, agent=agent, objective=objective, attachments=attachments, run_id=run
         )
-        return {**ctx.payload(), "run_id": ctx.run_id, "created_at": ctx.created_at}
+        contracts = [rt.build.tools[t.id].contract for t in ctx.tools]
+        return {  # the same document as the HTTP API's POST /v1/contexts
+            **ctx.payload(),
+            "run_id": ctx.run_id,
+            "created_at": ctx.created_at,
+            "format": "charter",
+            "tool_schemas": tool_schemas(contracts, "charter"),
+        }
 
     if server:
         out = _remote(
@@ -220,6 +229,16 @@ def call(
         help="The principal (required with --profile; defaults to the context's principal).",
     ),
     approval: str | None = typer.Option(None, "--approval", help="Present this approval id."),
+    task: str | None = typer.Option(
+        None,
+        "--task",
+        help="The running task of a catalog run this call belongs to; without --context it "
+        "resolves a context in --run for the task's profile and role.",
+    ),
+    run: str | None = typer.Option(None, "--run", help="The run to resolve a context in."),
+    agent: str | None = typer.Option(
+        None, "--agent", help="The agent of a fresh context (default with --task: its role)."
+    ),
     server: str | None = SERVER,
     project: Path = PROJECT,
     store: str | None = STORE,
@@ -232,32 +251,52 @@ def call(
     6 conflict (call id reused with other arguments), 7 failed, 8 unknown, 9 still
     dispatching, 10 cancelled, 11 abandoned, 1 any other error.
     """
-    if (context is None) == (profile is None):
-        fail("give exactly one of --context CTX or --profile P --as PRINCIPAL", as_json=as_json)
-    if profile is not None and as_ is None and not server:
-        fail("--profile needs --as PRINCIPAL", as_json=as_json)
+    fresh = profile is not None or (task is not None and run is not None)
+    if context is not None and (fresh or run is not None):
+        fail("--context names the context: leave out --profile and --run", as_json=as_json)
+    if context is None and not fresh:
+        fail(
+            "give --context CTX, --profile P --as PRINCIPAL, or --run RUN --task TASK",
+            as_json=as_json,
+        )
+    if fresh and as_ is None and not server:
+        fail("a fresh context needs --as PRINCIPAL", as_json=as_json)
     raw = sys.stdin.read() if args == "-" else args
 
     def remote(cl: Client) -> Envelope:
-        ctx_id = context or cl.resolve_context(str(profile))["context_id"]
-        return cl.call(ctx_id, tool, call_id, raw, approval_id=approval)
+        ctx_id = context
+        if ctx_id is None:
+            prof, role = profile, agent
+            if task is not None and run is not None:
+                pinned = cl.task(run, task)["contract"]
+                prof, role = prof or pinned["profile"], role or pinned["role"]
+            assert prof is not None
+            ctx_id = cl.resolve_context(prof, agent=role, run_id=run)["context_id"]
+        return cl.call(ctx_id, tool, call_id, raw, approval_id=approval, task_id=task)
 
     hint: list[str] = []
+    unbound: list[str] = []
 
     async def go(rt: Runtime) -> Envelope:
         ctx_id = context
         who = as_
         if ctx_id is None:
-            assert profile is not None
             assert who is not None
-            _known_profile(rt, profile, as_json)
-            ctx_id = (await rt.resolve_context(who, profile)).context_id
+            prof, role = profile, agent
+            if task is not None and run is not None:
+                pinned = (await rt.workflows.task(run, task, as_=who))["contract"]
+                prof = prof or pinned["profile"]
+                if role is None and pinned["role"] in rt.build.agents:
+                    role = pinned["role"]
+            assert prof is not None
+            _known_profile(rt, prof, as_json)
+            ctx_id = (await rt.resolve_context(who, prof, agent=role, run_id=run)).context_id
         elif who is None:
             found = await rt.get_context(ctx_id)
             if found is None:
                 fail("no such context", as_json=as_json)
             who = found.principal
-        env = await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval)
+        env = await rt.call(ctx_id, tool, call_id, raw, as_=who, approval_id=approval, task_id=task)
         if env.error and env.error.get("reason") == "TOOL_NOT_DISCLOSED":
             offered = await rt.get_context(ctx_id)
             if offered is not None:
@@ -265,6 +304,7 @@ def call(
                 ids = {n: t.id for t in offered.tools for n in (t.name, t.id)}
                 close = difflib.get_close_matches(tool, list(ids), n=3, cutoff=0.75)
                 hint.extend(dict.fromkeys(ids[n] for n in close))
+            unbound.extend(await _unbound(rt, tool))
         return env
 
     env = _remote(server, as_json, remote) if server else _run(project, store, deploy, as_json, go)
@@ -275,10 +315,18 @@ def call(
         retry = []
         if env.context_id:
             retry = ["charter", "call", tool, "--context", env.context_id, "--call-id", call_id]
-            retry += ["--args", raw, *where]
+            retry += ["--args", raw, *where, *(["--task", task] if task else [])]
             if as_ is not None and not server:
                 retry += ["--as", as_]
         _print_envelope(env, where=where, retry=retry)
+        for tool_id in unbound:
+            console.print(
+                f"tool {tool_id} is not bound: no binding in the deployment serves it, so no "
+                f"context offers it. Bind it in charter.deploy.yaml (bindings: {tool_id}: "
+                "{executor: ...}); `charter check` lists every tool's state.",
+                markup=False,
+                soft_wrap=True,
+            )
         if hint:
             console.print(f"did you mean: {', '.join(hint)}?", markup=False)
         if env.status is CallStatus.UNKNOWN:
@@ -294,6 +342,17 @@ def call(
             console.print(f"  {shlex.join(show)}", soft_wrap=True, markup=False)
             console.print(f"  {settle}", soft_wrap=True, markup=False)
     raise typer.Exit(EXIT_CODES.get(env.status, 1))
+
+
+async def _unbound(rt: Runtime, tool: str) -> list[str]:
+    """``[tool id]`` when ``tool`` (an id or model-facing name) is a tool of the Build that
+    nothing serves; the CLI has the project's source, so naming it discloses nothing."""
+    report = await rt.readiness()
+    for tool_id, built in rt.build.tools.items():
+        if tool in (tool_id, built.contract.name):
+            state = report.get(tool_id)
+            return [tool_id] if state is not None and not state.bound else []
+    return []
 
 
 def _where(server: str | None, project: Path, store: str | None, deploy: Path | None) -> list[str]:
@@ -332,7 +391,12 @@ def calls_show(
             if found is None:
                 fail("no such call", as_json=as_json)
             who = found.principal
-        return (await rt.get_call(context, call_id, as_=who)).to_dict()
+        call = await rt.get_call(context, call_id, as_=who)
+        out = call.to_dict()
+        tree = await family(rt.store, call)
+        if tree is not None:  # as GET /v1/calls/… answers
+            out["delegation"] = tree
+        return out
 
     if server:
         row = _remote(server, as_json, lambda cl: cl.get_call(context, call_id))
@@ -358,6 +422,36 @@ def calls_show(
             f"the call was made {row['state']} (evidence for `charter calls resolve`)"
         )
         sys.stdout.write(json.dumps(late.get("receipt"), indent=2, ensure_ascii=False) + "\n")
+    tree = row.get("delegation")
+    if isinstance(tree, dict):
+        _print_delegation(tree)
+
+
+def _print_delegation(tree: dict[str, Any]) -> None:
+    """The call's delegating parent and, for a delegating call, the tree of its calls."""
+    parent = tree.get("parent")
+    if isinstance(parent, dict):
+        named = parent.get("call_id")
+        where = f"call {named} ({parent.get('tool_id')}, {parent.get('state')})" if named else ""
+        console.print(f"made inside delegating span {parent.get('span_id')} {where}".rstrip())
+    if not tree.get("delegates_execution"):
+        return
+    children = tree.get("children") or []
+    console.print(
+        f"delegates execution (span {tree.get('span_id')}): {len(children)} call(s) made inside"
+    )
+
+    def show(nodes: list[dict[str, Any]], depth: int) -> None:
+        for node in nodes:
+            mark = "  (delegates)" if node.get("delegates_execution") else ""
+            console.print(
+                f"{'  ' * depth}└─ {node.get('call_id')}  {node.get('state')}  "
+                f"{node.get('tool_id')}{mark}",
+                markup=False,
+            )
+            show(node.get("children") or [], depth + 1)
+
+    show(children, 1)
 
 
 @calls_app.command("resolve")

@@ -1,9 +1,10 @@
 """``charter mcp`` (serve a profile over MCP) and ``charter import-mcp`` (pin a server's tools).
 
 ``charter mcp --profile P --as PRINCIPAL`` serves over stdio: stdout carries only MCP
-messages, so every diagnostic goes to stderr. ``--transport http`` serves streamable HTTP at
-``http://HOST:PORT/mcp/P``; there the bearer credential of each request decides the principal
-(``--as`` is not used).
+messages, so every diagnostic goes to stderr — log records as JSON lines at ``--log-level``
+(default ``warning``), through the same redacting filter as ``charter serve``.
+``--transport http`` serves streamable HTTP at ``http://HOST:PORT/mcp/P``; there the bearer
+credential of each request decides the principal (``--as`` is not used).
 """
 
 from __future__ import annotations
@@ -25,19 +26,42 @@ def mcp(
         None, "--as", help="Serve as this principal (stdio; over HTTP the credential decides)."
     ),
     transport: str = typer.Option("stdio", "--transport", help="stdio or http."),
+    run: str | None = typer.Option(
+        None, "--run", help="stdio: bind the session to this catalog run."
+    ),
+    task: str | None = typer.Option(
+        None, "--task", help="stdio, with --run: every call belongs to this task."
+    ),
+    agent: str | None = typer.Option(
+        None, "--agent", help="With --run: the context's agent (default: the task's role)."
+    ),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP: the address to listen on."),
     port: int = typer.Option(8765, "--port", help="HTTP: the port to listen on."),
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
+    log_level: str = typer.Option(
+        "warning", "--log-level", help="debug | info | warning | error (JSON lines on stderr)."
+    ),
 ) -> None:
     """Serve a profile's tools over MCP, every call governed by the kernel."""
     if transport not in ("stdio", "http"):
         fail("--transport must be stdio or http")
     if transport == "stdio" and as_ is None:
         fail("--as PRINCIPAL is required for --transport stdio")
+    if transport != "stdio" and (run or task or agent):
+        fail("--run, --task and --agent bind a stdio session (--transport stdio)")
+    if task is not None and run is None:
+        fail("--task needs --run RUN")
+    bound = (run, task, agent)
+    if log_level.lower() not in ("debug", "info", "warning", "error"):
+        fail("--log-level must be debug, info, warning or error")
+    from charter.server.logs import configure_logging
+
+    # every record (the MCP SDK's, HTTP clients') goes to stderr through the redacting filter
+    configure_logging(log_level.lower())
     with reported_errors():
-        asyncio.run(_serve(profile, as_, transport, host, port, project, store, deploy))
+        asyncio.run(_serve(profile, as_, transport, host, port, project, store, deploy, bound))
 
 
 async def _serve(
@@ -49,6 +73,7 @@ async def _serve(
     project: Path,
     store: str | None,
     deploy: Path | None,
+    bound: tuple[str | None, str | None, str | None] = (None, None, None),
 ) -> None:
     from charter.mcp import Gateway, mount_mcp, serve_stdio
     from charter.runtime import open_runtime
@@ -58,7 +83,8 @@ async def _serve(
         await Gateway(rt, profile).check_ready()
         if transport == "stdio":
             assert as_ is not None
-            await serve_stdio(rt, profile, as_)
+            run, task, agent = bound
+            await serve_stdio(rt, profile, as_, run_id=run, task_id=task, agent=agent)
             return
         import uvicorn
         from starlette.applications import Starlette

@@ -8,6 +8,9 @@ import typer
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
+from charter.deploy.deployment import deployment_path, load_deployment
+from charter.deploy.readiness import served_bindings
+from charter.errors import CharterError
 from charter.project.build import (
     Build,
     build_project,
@@ -79,7 +82,21 @@ def _load(ref: str, project: Path) -> Build:
     return load_build(resolve_build_path(ref, project))
 
 
-def _summary(b: Build) -> dict[str, object]:
+def _unbound(b: Build, project: Path) -> frozenset[str] | None:
+    """The Build's tools that the project's deployment does not bind (not offered anywhere);
+    ``None`` when the deployment cannot be read here. Never creates keys: with no deployment
+    file the local default binds exactly the tools that have a Python function."""
+    chosen = deployment_path(None, project_dir=project)
+    if chosen is None:
+        return frozenset(t for t, tool in b.tools.items() if tool.entrypoint is None)
+    try:
+        deployment = load_deployment(chosen, project_dir=project)
+    except CharterError:  # e.g. a secret this shell does not have: say nothing
+        return None
+    return frozenset(b.tools) - served_bindings(b, deployment).keys()
+
+
+def _summary(b: Build, unbound: frozenset[str] | None) -> dict[str, object]:
     return {
         "digest": b.digest,
         "project": {"name": b.project_name, "version": b.project_version},
@@ -95,6 +112,10 @@ def _summary(b: Build) -> dict[str, object]:
                 "digest": t.contract.digest,
                 "source": t.source,
                 "entrypoint": t.entrypoint,
+                "bound": None if unbound is None else t.contract.id not in unbound,
+                "description": t.contract.description,
+                "args_schema": t.contract.args_schema,
+                "result_schema": t.contract.result_schema,
             }
             for t in (b.tools[k] for k in sorted(b.tools))
         ],
@@ -114,8 +135,9 @@ def inspect(
     """Show a Build's tools, profiles, agents and digests."""
     with reported_errors(as_json):
         b = _load("latest" if latest else build_ref, project)
+    unbound = _unbound(b, project)
     if as_json:
-        print_json(_summary(b))
+        print_json(_summary(b, unbound))
         return
     console.print(f"[bold]{b.project_name}[/] {b.project_version}  {b.digest}")
     console.print(f"requires runtime: {b.requires_runtime}\n")
@@ -139,8 +161,15 @@ def inspect(
     profiles.add_column("profile")
     profiles.add_column("tools", overflow="fold")
     for name, prof in sorted(b.profiles.items()):
-        profiles.add_row(name, ", ".join(prof.tools) or "(none)")
+        listed = [f"{t} (not bound)" if unbound and t in unbound else t for t in prof.tools]
+        profiles.add_row(name, ", ".join(listed) or "(none)")
     print_table(profiles)
+    if unbound:
+        console.print(
+            f"not bound in this deployment (offered nowhere): {', '.join(sorted(unbound))}",
+            markup=False,
+            soft_wrap=True,
+        )
     if b.agents:
         agents = Table(title="Agents", title_justify="left")
         agents.add_column("agent")

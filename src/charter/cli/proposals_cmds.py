@@ -52,7 +52,10 @@ def _show(row: dict[str, Any], as_json: bool) -> None:
         print_json(row)
         return
     console.print(f"[bold]{row['proposal_id']}[/bold]  {row['status']}  {row['kind']}")
-    console.print(f"target: {row.get('target')}  baseline: {row.get('baseline_version')}")
+    console.print(
+        f"target: {row.get('target') or '(none)'}  "
+        f"baseline: {row.get('baseline_version') or '(none)'}"
+    )
     if row.get("rationale"):
         console.print(f"rationale: {row['rationale']}")
     for d in row.get("diagnostics") or []:
@@ -95,9 +98,9 @@ def proposals_ls(
             r["proposal_id"],
             r["status"],
             r["kind"],
-            str(r.get("target")),
-            str(r.get("baseline_version")),
-            str(r.get("requested_by")),
+            str(r.get("target") or "-"),
+            str(r.get("baseline_version") or "-"),
+            str(r.get("requested_by") or "-"),
         )
     print_table(table)
 

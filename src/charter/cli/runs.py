@@ -25,7 +25,6 @@ from rich.table import Table
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.cli.artifacts_cmds import deployment_source
 from charter.deploy.deployment import deployment_path
-from charter.deploy.secret_ref import SecretRef
 from charter.errors import InvalidInput, UserError
 from charter.kernel.sessions import listing
 from charter.ledger.chain import LedgerKey
@@ -247,10 +246,27 @@ def show(
         print_table(arts)
 
 
+_EVENT_KEYS = (
+    "status",
+    "task_id",
+    "stage",
+    "call_id",
+    "tool_id",
+    "outcome",
+    "code",
+    "reason",
+    "artifact_id",
+    "context_id",
+)
+
+
 def _event_text(event: Event) -> str:
+    """One line per event: the fields a reader follows a run by, never ``key=None``."""
     p = event.payload
     detail = " ".join(
-        f"{k}={p[k]}" for k in ("status", "task_id", "stage", "call_id", "artifact_id") if k in p
+        f"{k.removesuffix('_id') if k == 'tool_id' else k}={p[k]}"
+        for k in _EVENT_KEYS
+        if p.get(k) is not None and (k != "context_id" or event.type == "context_resolved")
     )
     return f"{event.event_id}  {event.at}  {event.type}  {detail}".rstrip()
 
@@ -285,22 +301,17 @@ def events(
         _run(in_project(store, project), _READ_ONLY_KEY, work)
 
 
-def _export_keys(project: Path, deploy: Path | None) -> list[LedgerKey]:
-    """The keys an export's head MAC may be checked with; none is ever created. An explicit
-    ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` first (a key file read both as the
-    runtime's variable reads it and as a deployment's ``{file: PATH}`` does), else the
-    project's key if it has a deployment or a local key; else no key at all."""
-    named = os.environ.get("CHARTER_LEDGER_KEY_FILE")
-    if os.environ.get("CHARTER_LEDGER_KEY") or named:
-        keys = [load_ledger_key()]
-        if named and not os.environ.get("CHARTER_LEDGER_KEY"):
-            raw = SecretRef(file=named).load(what="CHARTER_LEDGER_KEY_FILE")
-            keys.append(LedgerKey.derive_id(raw))
-        return keys
+def _export_key(project: Path, deploy: Path | None) -> LedgerKey | None:
+    """The key an export's head MAC is checked with; none is ever created. An explicit
+    ``CHARTER_LEDGER_KEY`` / ``CHARTER_LEDGER_KEY_FILE`` first (read as every reader reads a
+    key: :func:`charter.ledger.chain.key_material`), else the project's key if it has a
+    deployment or a local key; else no key at all."""
+    if os.environ.get("CHARTER_LEDGER_KEY") or os.environ.get("CHARTER_LEDGER_KEY_FILE"):
+        return load_ledger_key()
     local = project / ".charter" / "ledger.key"
     if deployment_path(deploy, project_dir=project) is not None or local.exists():
-        return [ledger_key_for(project, deploy)]
-    return []
+        return ledger_key_for(project, deploy)
+    return None
 
 
 def report_verify(report: VerifyReport, as_json: bool, *, mac_checked: bool = True) -> None:
@@ -322,6 +333,9 @@ def report_verify(report: VerifyReport, as_json: bool, *, mac_checked: bool = Tr
             "MAC, lifecycles and projections verified"
         )
     if report.ok:
+        if not as_json:
+            for note in report.notes:
+                console.print(f"note: {note}", style="yellow", markup=False)
         return
     if as_json:
         raise typer.Exit(1)
@@ -345,13 +359,9 @@ def verify(
     with reported_errors(as_json):
         path = Path(target)
         if path.is_dir():
-            keys = _export_keys(project, deploy)
-            report = verify_directory(path, keys[0] if keys else None, artifact_files=files)
-            for other in keys[1:]:
-                if report.reason != "LEDGER_MAC_INVALID":
-                    break
-                report = verify_directory(path, other, artifact_files=files)
-            report_verify(report, as_json, mac_checked=bool(keys))
+            export_key = _export_key(project, deploy)
+            report = verify_directory(path, export_key, artifact_files=files)
+            report_verify(report, as_json, mac_checked=export_key is not None)
             return
         key = ledger_key_for(project, deploy)
         source = deployment_source(target, deploy, project) if files else None

@@ -6,12 +6,16 @@ scale out; they behave as one gateway (see docs/server.md, "Replicas").
 
 from __future__ import annotations
 
+import errno
+import socket
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 
 import typer
 
+from charter._version import __version__
 from charter.cli._output import fail, reported_errors
 from charter.errors import ConfigError
 from charter.runtime import Runtime, open_runtime
@@ -35,18 +39,25 @@ def serve(
     ),
     log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error"),
 ) -> None:
-    """Serve the HTTP API (/v1, /docs, /healthz, /readyz, /metrics) until interrupted."""
+    """Serve the HTTP API (/v1, /docs, /console, /mcp/PROFILE, /healthz, /readyz, /metrics)
+    until interrupted. At a terminal, print where each is and where the operator key comes
+    from (never the key)."""
     try:
         import uvicorn
 
         from charter.server.app import create_app
         from charter.server.logs import configure_logging
     except ImportError:  # pragma: no cover - depends on the installed extras
-        fail("charter serve needs the server extra: pip install 'charter[server]'")
+        fail("charter serve needs the server extra: pip install -e '.[server]'")
     if deploy is None and env is not None:
         deploy = project / f"charter.deploy.{env}.yaml"
         if not deploy.is_file():
             fail(f"--env {env}: there is no {deploy}")
+
+    # Bind first: a busy port fails here, before the runtime opens or anything logs "ready".
+    sock = _listen(host, port)
+    base = _base_url(host, sock.getsockname()[1])
+    banner = sys.stdout.isatty()
 
     @asynccontextmanager
     async def opener() -> AsyncIterator[Runtime]:
@@ -56,20 +67,88 @@ def serve(
                     f"--env {env}: the deployment file is for environment "
                     f"{rt.deployment.environment!r}"
                 )
+            if banner:
+                print(serve_banner(rt, base), flush=True)
             yield rt
 
     configure_logging(log_level)
-    with reported_errors():
+    with sock, reported_errors():
         app = create_app(opener=opener)
-        uvicorn.run(
+        config = uvicorn.Config(
             app,
-            host=host,
-            port=port,
             log_config=None,
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=5,
         )
+        uvicorn.Server(config).run(sockets=[sock])
+
+
+def _listen(host: str, port: int) -> socket.socket:
+    """A listening socket on ``host:port``, or a clear error (exit 1) when it cannot be had."""
+    try:
+        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
+    except socket.gaierror:
+        fail(f"cannot listen on {host}:{port}: {host!r} is not an address of this machine")
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        if exc.errno == errno.EADDRINUSE:
+            fail(
+                f"port {port} on {host} is already in use (another charter serve?); "
+                "stop it or choose another port with --port"
+            )
+        fail(f"cannot listen on {host}:{port}: {exc.strerror}")
+    sock.set_inheritable(True)
+    return sock
+
+
+def _base_url(host: str, port: int) -> str:
+    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)
+    if ":" in shown and not shown.startswith("["):
+        shown = f"[{shown}]"
+    return f"http://{shown}:{port}"
+
+
+def serve_banner(rt: Runtime, base: str) -> str:
+    """Where everything is, for a person at a terminal — never a key, only where keys are."""
+    deployment = rt.deployment
+    where = str(deployment.source) if deployment.source is not None else "no deployment file"
+    lines = [
+        f"Charter {__version__} serving {rt.build.project_name} {rt.build.project_version} "
+        f"(environment {deployment.environment}, {where})",
+        f"  console   {base}/console/",
+        f"  API docs  {base}/docs   (OpenAPI: {base}/openapi.json, API: {base}/v1)",
+    ]
+    for name in sorted(rt.build.profiles):
+        lines.append(f"  MCP       {base}/mcp/{name}   (profile {name})")
+    lines.append(f"  health    {base}/healthz  {base}/readyz  {base}/metrics")
+    operators = [
+        (name, deployment.credential_refs.get(name))
+        for name, p in sorted(deployment.principals.items())
+        if p.kind.value == "operator"
+    ]
+    for name, ref in operators:
+        lines.append(f"  operator {name}: API key {_key_source(ref)}")
+    if not operators:
+        lines.append("  no operator principal: the console needs one (see docs/deploy.md)")
+    lines.append("Press Ctrl+C to stop.")
+    return "\n".join(lines)
+
+
+def _key_source(ref: str | None) -> str:
+    if ref is None:
+        return "not set"
+    kind, _, where = ref.partition(":")
+    if kind == "file":
+        return f"in the file {where}"
+    if kind == "env":
+        return f"in the environment variable {where}"
+    return "given by its owner (the deployment file holds only its sha256)"
 
 
 def register(app: typer.Typer) -> None:

@@ -9,13 +9,16 @@ library's. A problem+json answer becomes the failure class of its ``code`` with 
 
 from __future__ import annotations
 
+import base64
 import json
+import mimetypes
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import httpx2
 
+from charter.contracts.delegation import PARENT_SPAN_HEADER, current_span
 from charter.errors import (
     FAILURE_BY_CODE,
     ErrorCode,
@@ -84,11 +87,22 @@ def check(response: httpx2.Response) -> Any:
     return response.json()
 
 
+def call_headers(parent_span_id: str | None) -> dict[str, str]:
+    """The headers of a call: JSON, and the delegating span it is made in, if any — given,
+    or the one this code runs inside (a delegating tool served by :mod:`charter.remote`)."""
+    headers = {"Content-Type": "application/json"}
+    span = parent_span_id if parent_span_id is not None else current_span()
+    if span is not None:
+        headers[PARENT_SPAN_HEADER] = span
+    return headers
+
+
 def call_body(
     tool: str,
     call_id: str,
     arguments: str | bytes | Mapping[str, Any],
     approval_id: str | None,
+    task_id: str | None = None,
 ) -> bytes:
     """A call body; text arguments travel verbatim (``arguments_json``) to the strict parser."""
     body: dict[str, Any] = {"tool": tool, "call_id": call_id}
@@ -100,6 +114,8 @@ def call_body(
         body["arguments"] = dict(arguments)
     if approval_id is not None:
         body["approval_id"] = approval_id
+    if task_id is not None:
+        body["task_id"] = task_id
     return json.dumps(body, ensure_ascii=False, allow_nan=True).encode("utf-8", "surrogatepass")
 
 
@@ -147,6 +163,27 @@ def context_body(
         body["attachments"] = [{"kind": k, "ref": r} for k, r in attachments]
     if run_id is not None:
         body["run"] = run_id
+    return body
+
+
+def run_body(
+    session_id: str | None, workflow: str | None, inputs: Mapping[str, tuple[str, bytes]]
+) -> dict[str, Any]:
+    """``POST /v1/runs``: ad-hoc, or a catalog ``workflow`` with ``{TYPE: (path, data)}``."""
+    body: dict[str, Any] = {}
+    if session_id:
+        body["session_id"] = session_id
+    if workflow is not None:
+        body["workflow"] = workflow
+    if inputs:
+        body["inputs"] = {
+            typ: {
+                "path": path,
+                "media_type": mimetypes.guess_type(path)[0] or "application/octet-stream",
+                "content_base64": base64.b64encode(data).decode("ascii"),
+            }
+            for typ, (path, data) in inputs.items()
+        }
     return body
 
 

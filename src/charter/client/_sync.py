@@ -96,6 +96,39 @@ class Client:
         )
         return result
 
+    def report_disclosure(
+        self,
+        context_id: str,
+        *,
+        tools: Sequence[Mapping[str, str]],
+        schema_digest: str,
+        tokens: int,
+        attachment_ids: Sequence[str] = (),
+        request_id: str | None = None,
+        model: str | None = None,
+    ) -> dict[str, Any]:
+        """Report what one model request actually carried (``tools`` as ``{id, version}``);
+        the answer holds the flags against the context's offer (docs/kernel.md)."""
+        body: dict[str, Any] = {
+            "tools": [dict(t) for t in tools],
+            "schema_digest": schema_digest,
+            "tokens": tokens,
+            "attachment_ids": list(attachment_ids),
+        }
+        if request_id is not None:
+            body["request_id"] = request_id
+        if model is not None:
+            body["model"] = model
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/contexts/{context_id}/disclosures", json=body
+        )
+        return result
+
+    def run_disclosures(self, run_id: str) -> dict[str, Any]:
+        """Offered against reported, per context of the run (``charter runs disclosure``)."""
+        result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}/disclosures")
+        return result
+
     def call(
         self,
         context_id: str,
@@ -104,12 +137,16 @@ class Client:
         arguments: str | bytes | Mapping[str, Any] = "{}",
         *,
         approval_id: str | None = None,
+        parent_span_id: str | None = None,
+        task_id: str | None = None,
     ) -> Envelope:
+        """One governed call; ``parent_span_id`` (default: the delegating call this code
+        runs inside, in a remote executor) names the call it is made in."""
         response = self._request(
             "POST",
             f"/v1/contexts/{context_id}/calls",
-            content=c.call_body(tool, call_id, arguments, approval_id),
-            headers={"Content-Type": "application/json"},
+            content=c.call_body(tool, call_id, arguments, approval_id, task_id),
+            headers=c.call_headers(parent_span_id),
         )
         return c.envelope_from(response)
 
@@ -198,8 +235,16 @@ class Client:
 
     # -- runs and events --------------------------------------------------------------
 
-    def create_run(self, *, session_id: str | None = None) -> dict[str, Any]:
-        body = {"session_id": session_id} if session_id else {}
+    def create_run(
+        self,
+        *,
+        session_id: str | None = None,
+        workflow: str | None = None,
+        inputs: Mapping[str, tuple[str, bytes]] | None = None,
+    ) -> dict[str, Any]:
+        """An ad-hoc run, or a run of a catalog ``workflow`` (``inputs``: TYPE → (path,
+        bytes)); returns its manifest."""
+        body = c.run_body(session_id, workflow, inputs or {})
         result: dict[str, Any] = self._json("POST", "/v1/runs", json=body)
         return result
 
@@ -233,6 +278,39 @@ class Client:
         result: dict[str, Any] = self._json(
             "POST", f"/v1/runs/{run_id}/tasks/{task_id}/{action}", json={"reason": reason}
         )
+        return result
+
+    # -- catalog runs: tasks, handoffs, finishing (docs/workflows.md) -----------------
+
+    def tasks(self, run_id: str) -> list[dict[str, Any]]:
+        """A catalog run's tasks, each with its pinned ``contract``."""
+        result: list[dict[str, Any]] = self._json("GET", f"/v1/runs/{run_id}/tasks")
+        return result
+
+    def task(self, run_id: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("GET", f"/v1/runs/{run_id}/tasks/{task_id}")
+        return result
+
+    def record_handoff(
+        self, run_id: str, task_id: str, handoff: Mapping[str, Any]
+    ) -> dict[str, Any]:
+        """Record the handoff binding the task's next attempt; the task with ``handoff_id``."""
+        result: dict[str, Any] = self._json(
+            "POST", f"/v1/runs/{run_id}/tasks/{task_id}/handoff", json=dict(handoff)
+        )
+        return result
+
+    def start_task(self, run_id: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("POST", f"/v1/runs/{run_id}/tasks/{task_id}/start")
+        return result
+
+    def complete_task(self, run_id: str, task_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._json("POST", f"/v1/runs/{run_id}/tasks/{task_id}/complete")
+        return result
+
+    def finish_run(self, run_id: str) -> dict[str, Any]:
+        """``{"run_id", "status": "completed" | "partial", "gaps"}``."""
+        result: dict[str, Any] = self._json("POST", f"/v1/runs/{run_id}/finish")
         return result
 
     def events(self, run_id: str, *, after: int = 0, limit: int = 500) -> dict[str, Any]:

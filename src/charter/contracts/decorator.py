@@ -78,6 +78,7 @@ def tool(
     args_schema: Mapping[str, Any] | None = None,
     result_schema: Mapping[str, Any] | None = None,
     artifacts: Mapping[str, Any] | None = None,
+    delegates_execution: bool = False,
 ) -> Callable[[F], F]: ...
 
 
@@ -109,6 +110,7 @@ def tool(
     args_schema: Mapping[str, Any] | None = None,
     result_schema: Mapping[str, Any] | None = None,
     artifacts: Mapping[str, Any] | None = None,
+    delegates_execution: bool = False,
 ) -> Any:
     """Declare a tool contract on a function; returns the function unchanged."""
     options: dict[str, Any] = {
@@ -139,6 +141,8 @@ def tool(
         options["store_result"] = False
     if artifacts is not None:
         options["artifacts"] = dict(artifacts)
+    if delegates_execution:
+        options["delegates_execution"] = True
     annotations = {
         k: v
         for k, v in {

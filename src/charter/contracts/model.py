@@ -174,6 +174,9 @@ class ToolContract(BaseModel):
     store_result: bool = True  # False: the receipt keeps the result's fingerprint only
     upstream: Upstream | None = None  # a downstream MCP server's tool, pinned by digest
     artifacts: ArtifactSpec | None = None  # files the tool writes or reads (docs/artifacts.md)
+    # a tool that runs other tools (docs/kernel.md, "Delegation"): its own call records only
+    # events; each call made inside it is governed on its own and names it as parent span
+    delegates_execution: bool = False
 
     @field_validator("id")
     @classmethod
@@ -239,6 +242,11 @@ class ToolContract(BaseModel):
             idempotent=ann.idempotent if ann.idempotent is not None else self.effect is Effect.READ,
             open_world=ann.open_world,
         )
+        if self.delegates_execution and self.artifacts is not None and not self.artifacts.empty:
+            raise ValueError(
+                "a tool that delegates execution writes and reads no artifacts: each call it "
+                "makes declares and registers its own (remove `artifacts`)"
+            )
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "approval", approval)
         object.__setattr__(self, "danger", self.danger or DEFAULT_DANGER[self.effect])
@@ -248,8 +256,9 @@ class ToolContract(BaseModel):
     def canonical(self) -> dict[str, Any]:
         """The JSON form that is hashed: every field, defaults applied, enums as strings.
 
-        ``upstream``, ``artifacts``, ``audit`` and ``store_result`` appear only when set (and
-        not empty or not the default), so contracts without them keep their digests.
+        ``upstream``, ``artifacts``, ``audit``, ``store_result`` and ``delegates_execution``
+        appear only when set (and not empty or not the default), so contracts without them
+        keep their digests.
         """
         out = self.model_dump(mode="json")
         if not out.get("audit"):
@@ -260,6 +269,8 @@ class ToolContract(BaseModel):
             out.pop("upstream", None)
         if self.artifacts is None or self.artifacts.empty:
             out.pop("artifacts", None)
+        if not out.get("delegates_execution"):
+            out.pop("delegates_execution", None)
         return out
 
     @cached_property

@@ -2,7 +2,8 @@
 
 A parameter annotated with :class:`Context` is excluded from the tool's argument schema; the
 kernel fills it when the call is dispatched. Tools use it for the call id, the idempotency key
-to pass on to a back end, attribution, a cancellation signal and — for a tool whose contract
+to pass on to a back end, attribution, a cancellation signal, ``progress("...")`` messages and
+— for a tool whose contract
 declares ``artifacts`` and that runs in the Python executor — ``artifacts``, the run's confined,
 create-only file writer (see ``docs/artifacts.md``).
 """
@@ -10,6 +11,7 @@ create-only file writer (see ``docs/artifacts.md``).
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -62,6 +64,15 @@ class Context:
     span_id: str | None = None
     artifacts: ArtifactFiles | None = field(default=None, compare=False, repr=False)
     cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    progress_sink: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
+
+    def progress(self, message: str) -> None:
+        """Report progress: recorded as a ``tool_progress`` event (stage ``message``) of the
+        run, redacted as one stream with the call's other messages, and streamed to every
+        reader of the run's events. Safe from a worker thread and from async code; never
+        raises, never blocks; a no-op where nobody records progress (docs/tools.md)."""
+        if self.progress_sink is not None:
+            self.progress_sink(str(message))
 
     @property
     def is_cancelled(self) -> bool:

@@ -35,6 +35,7 @@ import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
 from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
+from charter.deploy.policy import PolicySettings, parse_policy
 from charter.deploy.reader import _join, _Reader
 from charter.deploy.redaction import known_secrets, parse_redaction, sections_secrets
 from charter.deploy.remote_settings import DEFAULT_READINESS_TTL_S, remote_settings
@@ -98,6 +99,7 @@ class Limits:
     policy_hook_deadline_s: float = 0.25  # each ownership hook
     session_idle_s: float | None = 3600.0  # session runs idle this long are ended
     renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run
+    run_metadata_retention_s: float | None = None  # ended runs' fingerprints erased after
 
 
 _S3_PREFIX = "charter/artifacts/"
@@ -149,6 +151,7 @@ class Deployment:
     # ``None`` lifts the restriction (the local development default only).
     enabled_tools: frozenset[str] | None = frozenset()
     kill_switch: bool = False  # True: no tool runs at all
+    policy: PolicySettings = field(default_factory=PolicySettings)  # the ``policy:`` section
     default_executor: str | None = None  # for tools without a binding; None = unbound
     source: Path | None = None  # the file it was read from; None for the local default
     # name -> "env:VAR" | "file:PATH" | "sha256" (how the principal's key was given)
@@ -224,9 +227,11 @@ class Deployment:
                 "max_args_bytes": self.limits.max_args_bytes,
                 "session_idle_s": self.limits.session_idle_s,
                 "renew_session_budgets": self.limits.renew_session_budgets,
+                "run_metadata_retention_s": self.limits.run_metadata_retention_s,
             },
             "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
             "kill_switch": self.kill_switch,
+            "policy": self.policy.describe(),
             "default_executor": self.default_executor,
             "principals": {
                 name: {
@@ -319,6 +324,7 @@ _TOP = frozenset(
         "readiness",
         "egress",
         "redaction",
+        "policy",  # max_danger, disabled tools, per-agent enablement, ownership, scoped modes
     }
 )
 _ARTIFACTS = frozenset(
@@ -349,6 +355,7 @@ _LIMITS = (
             "max_args_bytes",
             "session_idle_s",
             "renew_session_budgets",
+            "run_metadata_retention_s",
         }
     )
     | KEYS
@@ -395,7 +402,9 @@ def parse_deployment(
     limits = _limits(r, doc.get("limits"))
     artifacts = _artifact_settings(r, doc.get("artifacts"))
     principals, key_refs, key_digests = _principals(r, doc.get("principals"), file, env)
-    default_executor = None
+    # absent: python (tools that have a function run in-process); an explicit null: none,
+    # so only tools named under bindings are bound
+    default_executor: str | None = None if "default_executor" in doc else "python"
     if doc.get("default_executor") is not None:
         default_executor = _executor_kind(
             r, doc["default_executor"], "default_executor", kinds=_DEFAULT_EXECUTOR_KINDS
@@ -406,6 +415,7 @@ def parse_deployment(
     if doc.get("enable") is not None:
         enabled = r.names(doc["enable"], "enable", re.compile(TOOL_ID.pattern), "tool id")
     kill_switch = r.boolean(doc.get("kill_switch", False), "kill_switch")
+    policy = parse_policy(r, doc.get("policy"))
     redaction = parse_redaction(r, doc.get("redaction"), env)
     sections_secrets(doc, r, env)  # jwt and chat credentials: known to the redactor too
 
@@ -442,6 +452,7 @@ def parse_deployment(
         artifacts=artifacts,
         enabled_tools=enabled,
         kill_switch=kill_switch,
+        policy=policy,
         default_executor=default_executor,
         source=Path(file) if isinstance(file, Path) else None,
         credential_refs=MappingProxyType(key_refs),
@@ -518,6 +529,7 @@ def _limits(r: _Reader, value: Any) -> Limits:
             r.positive(section["max_args_bytes"], "limits.max_args_bytes", integer=True)
         )
     idle = optional("session_idle_s", base.session_idle_s, integer=False)
+    retention = optional("run_metadata_retention_s", None, integer=False)
     renew = base.renew_session_budgets
     if "renew_session_budgets" in section:
         renew = r.boolean(section["renew_session_budgets"], "limits.renew_session_budgets")
@@ -531,6 +543,7 @@ def _limits(r: _Reader, value: Any) -> Limits:
         policy_hook_deadline_s=hook_deadline_s(r, section),
         session_idle_s=idle,
         renew_session_budgets=renew,
+        run_metadata_retention_s=retention,
     )
 
 

@@ -1,5 +1,10 @@
 """Readiness: can each bound tool run as the Build says it should? (DESIGN §2, SEIF point 3)
 
+A tool of the Build that no binding serves — no ``bindings:`` entry and no
+``default_executor``, or only the default executor and no code for it (a YAML-declared tool
+without an entrypoint, no function handed in) — is **not bound** (``TOOL_NOT_BOUND``): it is
+never offered (profiles, MCP, HTTP contexts), never required, and blocks nothing.
+
 For every tool the deployment binds:
 
 - ``http`` — the executor's ``GET /describe`` must list the tool with exactly the Build's
@@ -10,16 +15,23 @@ For every tool the deployment binds:
   pinned digest over its name, description and input schema. Not ready: ``UPSTREAM_DRIFT``
   (the message names what changed), ``UPSTREAM_NOT_PINNED``, ``EXECUTOR_UNREACHABLE``.
 - ``python`` / ``subprocess`` — the entrypoint file exists inside the project, parses, and
-  defines the function (checked without importing it: importing runs module code, and the
-  Build already imported it once). A function handed to the runtime directly is ready.
-  Not ready: ``ENTRYPOINT_MISSING`` / ``ENTRYPOINT_INVALID``.
+  defines the function (checked first without importing it), and the code reports the
+  contract it declares, as the executor would run it: the in-process executor's function
+  (imported once, as a call imports it), or a fresh worker process for ``subprocess``.
+  A ``@charter.tool`` function reports its declared version and contract digest, which must
+  equal the Build's — edit the decorator (say, version 2.0.0) and the tool is not ready until
+  the project is rebuilt; a function that declares no contract (the implementation of a YAML
+  contract) reports the Build's. Not ready: ``ENTRYPOINT_MISSING`` / ``ENTRYPOINT_INVALID``
+  (also: the code fails to import, or its declaration is invalid), ``VERSION_MISMATCH``,
+  ``DIGEST_MISMATCH``.
 
 A report is cached for ``ttl_s`` seconds (default 5, the deployment's ``readiness.ttl_s``)
 so resolving a context is not one network round trip per call; concurrent callers share one
 refresh. Required tools that are not ready block context resolution (``TOOL_NOT_READY``);
 optional ones are omitted.
 
-Readiness is checked again before the intent of every remote call (:meth:`Readiness.
+Readiness is checked again before the intent of every remote call (and of every local call
+whose code now declares another contract) (:meth:`Readiness.
 check_call`, from the same cache), so a context resolved earlier does not keep trusting an
 executor that has since changed: a remote tool whose executor now reports another version or
 contract digest (or a downstream MCP tool that drifted) is refused before anything is
@@ -41,7 +53,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from charter.contracts.model import ToolContract
-from charter.deploy.deployment import Binding
+from charter.deploy.deployment import Binding, Deployment
 from charter.errors import Failure, TransientExternal
 from charter.executors.http import Described, HttpEndpoint, HttpExecutor
 from charter.kernel.readiness_port import ReadinessReport, ToolReadiness
@@ -61,9 +73,34 @@ UPSTREAM_DRIFT = "UPSTREAM_DRIFT"  # a downstream MCP tool's name, description o
 UPSTREAM_NOT_PINNED = "UPSTREAM_NOT_PINNED"
 EXECUTOR_CONTRACT_CHANGED = "EXECUTOR_CONTRACT_CHANGED"
 TOOL_NOT_READY = "TOOL_NOT_READY"
+TOOL_NOT_BOUND = "TOOL_NOT_BOUND"  # nothing serves the tool: not offered, blocks nothing
 DEFAULT_TTL_S = 5.0
 _REMOTE = frozenset({"http", "mcp"})
+_LOCAL = ("python", "subprocess")
 _CHANGED = frozenset({VERSION_MISMATCH, DIGEST_MISMATCH, TOOL_NOT_DESCRIBED, UPSTREAM_DRIFT})
+
+
+def served_bindings(
+    build: Build, deployment: Deployment, functions: Mapping[str, object] | None = None
+) -> dict[str, Binding]:
+    """The binding that serves each tool of ``build``; tools missing here are not bound.
+
+    An explicit ``bindings:`` entry always counts (if its executor cannot serve the tool,
+    readiness says why). The ``default_executor`` serves only tools that have code for it: an
+    entrypoint (a ``@charter.tool`` function) or a function handed to the runtime."""
+    handed = frozenset(functions or ())
+    served: dict[str, Binding] = {}
+    for tool_id, tool in build.tools.items():
+        explicit = deployment.bindings.get(tool_id)
+        if explicit is not None:
+            served[tool_id] = explicit
+            continue
+        fallback = deployment.binding_for(tool_id)
+        if fallback is None:
+            continue
+        if tool.entrypoint is not None or (fallback.executor == "python" and tool_id in handed):
+            served[tool_id] = fallback
+    return served
 
 
 class Readiness:
@@ -80,11 +117,16 @@ class Readiness:
         functions: frozenset[str] = frozenset(),
         ttl_s: float = DEFAULT_TTL_S,
         monotonic: Callable[[], float] = time.monotonic,
+        executors: Mapping[str, Any] | None = None,
     ) -> None:
+        """``executors``: the runtime's executors by kind; ``http`` and ``mcp`` are taken from
+        it when not given, and ``python`` / ``subprocess`` report their code's contracts."""
+        executors = executors or {}
         self._build = build
         self._bindings = dict(bindings)
-        self._http = http
-        self._mcp = mcp
+        self._http = http if http is not None else executors.get("http")
+        self._mcp = mcp if mcp is not None else executors.get("mcp")
+        self._local = {k: executors[k] for k in _LOCAL if hasattr(executors.get(k), "describe")}
         self._root = root
         self._functions = functions
         self._ttl_s = ttl_s
@@ -117,12 +159,14 @@ class Readiness:
         """Before a call's intent: ``None`` if ``contract``'s remote executor still serves it
         as the Build says, else the refusal (nothing has been recorded or sent yet)."""
         binding = self._bindings.get(contract.id)
-        if binding is None or binding.executor not in _REMOTE:
+        if binding is None or (binding.executor not in _REMOTE and binding.executor not in _LOCAL):
             return None
         state = (await self.report()).get(contract.id)
         if state is None or state.ready:
             return None
         changed = state.reason in _CHANGED
+        if binding.executor in _LOCAL and not changed:
+            return None  # a local tool that fails to load fails its call (nothing was sent)
         what = (
             "its executor no longer serves the contract this Build has"
             if changed
@@ -156,16 +200,18 @@ class Readiness:
             )
         )
         upstream = await self._upstream()
+        declared = await self._declared()
         results = []
-        for tool_id, binding in sorted(self._bindings.items()):
-            if tool_id not in self._build.tools:
-                continue  # a binding for a tool this Build does not have: nothing to serve
-            if binding.executor == "http":
-                results.append(self._http_tool(tool_id, binding, described))
-            elif binding.executor == "mcp":
-                results.append(self._mcp_tool(tool_id, binding, upstream.get(tool_id)))
+        for tool_id in sorted(self._build.tools):
+            bound = self._bindings.get(tool_id)
+            if bound is None:
+                results.append(self._unbound(tool_id))
+            elif bound.executor == "http":
+                results.append(self._http_tool(tool_id, bound, described))
+            elif bound.executor == "mcp":
+                results.append(self._mcp_tool(tool_id, bound, upstream.get(tool_id)))
             else:
-                results.append(self._local_tool(tool_id, binding))
+                results.append(self._local_tool(tool_id, bound, declared.get(tool_id)))
         return ReadinessReport(
             tools=tuple(results),
             checked_at=datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z"),
@@ -189,6 +235,22 @@ class Readiness:
             expected_version=contract.version,
             expected_digest=contract.digest,
             **kw,
+        )
+
+    def _unbound(self, tool_id: str) -> ToolReadiness:
+        contract = self._build.tools[tool_id].contract
+        return ToolReadiness(
+            tool_id=tool_id,
+            executor="none",
+            endpoint=None,
+            required=False,
+            ready=False,
+            bound=False,
+            expected_version=contract.version,
+            expected_digest=contract.digest,
+            reason=TOOL_NOT_BOUND,
+            message=f"no binding in the deployment serves {tool_id}; it is not offered "
+            f"(bind it: bindings: {{{tool_id}: {{executor: ...}}}})",
         )
 
     def _http_tool(
@@ -302,11 +364,27 @@ class Readiness:
             reported_digest=contract.digest,
         )
 
-    def _local_tool(self, tool_id: str, binding: Binding) -> ToolReadiness:
-        contract = self._build.tools[tool_id].contract
-        reported = {"reported_version": contract.version, "reported_digest": contract.digest}
+    async def _declared(self) -> dict[str, Mapping[str, Any]]:
+        """What the code of each local tool declares now, asked of its executor."""
+        asks = []
+        for kind, executor in self._local.items():
+            ids = sorted(
+                t
+                for t, b in self._bindings.items()
+                if b.executor == kind and t in self._build.tools
+            )
+            if ids:
+                asks.append(executor.describe(ids))
+        out: dict[str, Mapping[str, Any]] = {}
+        for answer in await asyncio.gather(*asks):
+            out.update(answer)
+        return out
+
+    def _local_tool(
+        self, tool_id: str, binding: Binding, declared: Mapping[str, Any] | None
+    ) -> ToolReadiness:
         if tool_id in self._functions and binding.executor == "python":
-            return self._base(tool_id, binding, ready=True, **reported)
+            return self._declared_tool(tool_id, binding, declared)
         entrypoint = self._build.tools[tool_id].entrypoint
         if entrypoint is None or self._root is None:
             return self._base(
@@ -321,6 +399,46 @@ class Readiness:
         if problem is not None:
             return self._base(
                 tool_id, binding, ready=False, reason=ENTRYPOINT_INVALID, message=problem
+            )
+        return self._declared_tool(tool_id, binding, declared)
+
+    def _declared_tool(
+        self, tool_id: str, binding: Binding, declared: Mapping[str, Any] | None
+    ) -> ToolReadiness:
+        contract = self._build.tools[tool_id].contract
+        if declared is None or (declared.get("version") is None and not declared.get("problem")):
+            # no executor to ask, or code that declares no contract (a YAML contract's code)
+            reported = {"reported_version": contract.version, "reported_digest": contract.digest}
+            return self._base(tool_id, binding, ready=True, **reported)
+        if declared.get("problem"):
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=ENTRYPOINT_INVALID,
+                message=f"the tool's code cannot be loaded: {declared['problem']}",
+            )
+        version, digest = str(declared["version"]), str(declared["digest"])
+        reported = {"reported_version": version, "reported_digest": digest}
+        if version != contract.version:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=VERSION_MISMATCH,
+                message=f"the tool's code declares version {version}; the Build has "
+                f"{contract.version} (rebuild the project)",
+                **reported,
+            )
+        if digest != contract.digest:
+            return self._base(
+                tool_id,
+                binding,
+                ready=False,
+                reason=DIGEST_MISMATCH,
+                message="the contract the tool's code declares differs from the Build's "
+                "(rebuild the project)",
+                **reported,
             )
         return self._base(tool_id, binding, ready=True, **reported)
 

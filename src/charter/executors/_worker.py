@@ -11,6 +11,13 @@ stderr instead, so it cannot corrupt the response. Request::
 Response: ``{"status": "succeeded", "result": ...}`` or ``{"status": "failed", "dispatched":
 bool, "error": {code, reason, message, retryable, details, exception}}``. Messages are not
 redacted here; the parent process redacts everything it receives.
+
+A describe request (readiness: what the code declares now, imported fresh as a call would)::
+
+    {"protocol": "charter.worker.v1", "op": "describe", "root": ..., "entrypoints": {id: ep}}
+
+answers ``{"status": "described", "tools": {id: {"version", "digest", "problem"}}}`` (see
+:func:`charter.executors.python.declared_by`); nothing is called.
 """
 
 from __future__ import annotations
@@ -68,12 +75,28 @@ def _load(root: str | None, entrypoint: str) -> Callable[..., Any]:
     return typing.cast(Callable[..., Any], obj)
 
 
+def _describe(request: dict[str, Any]) -> dict[str, Any]:
+    from charter.executors.python import declared_by
+
+    root = request.get("root")
+    tools: dict[str, Any] = {}
+    for tool_id, entrypoint in dict(request["entrypoints"]).items():
+        try:
+            found = declared_by(_load(root, str(entrypoint)))
+        except Exception as exc:
+            found = {"version": None, "digest": None, "problem": f"{type(exc).__name__}: {exc}"}
+        tools[str(tool_id)] = found
+    return {"status": "described", "tools": tools}
+
+
 def handle(raw: bytes) -> dict[str, Any]:
     """Run one request; always returns a response (never raises for a tool's exception)."""
     try:
         request = json.loads(raw)
         if not isinstance(request, dict) or request.get("protocol") != PROTOCOL:
             raise ValueError("not a charter.worker.v1 request")
+        if request.get("op") == "describe":
+            return _describe(request)
         entrypoint = str(request["entrypoint"])
         arguments = dict(request["arguments"])
         context = Context(**request["context"])

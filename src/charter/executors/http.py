@@ -354,6 +354,8 @@ class HttpExecutor:
                     "context_id": ctx.context_id,
                     "task_id": ctx.task_id,
                     "trace_id": ctx.trace_id,
+                    # a delegating tool passes it back on the calls it makes (docs/kernel.md)
+                    "span_id": ctx.span_id,
                 },
             }
         )

@@ -34,9 +34,7 @@ from typing import Any
 try:
     import mcp as _mcp_sdk  # noqa: F401 (the optional dependency, checked once here)
 except ImportError as exc:  # pragma: no cover - only without the extra
-    raise ImportError(
-        "Charter's MCP support needs the mcp extra: pip install 'charter[mcp]'"
-    ) from exc
+    raise ImportError("Charter's MCP support needs the mcp extra: pip install -e '.[mcp]'") from exc
 import anyio
 import httpx2
 import mcp_types as types
@@ -581,12 +579,31 @@ def _tool_id(prefix: str, server: str, name: str) -> str:
     return f"{prefix or server}.{safe}"
 
 
-def contract_data(tool: types.Tool, *, tool_id: str, server: str) -> dict[str, Any]:
+def _model_name(prefix: str, tool_id: str, upstream: str) -> str:
+    """The model-facing name: the upstream name, behind ``prefix_`` when a prefix is given
+    (so two servers' ``search`` tools do not clash); derived from the id when not valid."""
+    safe_prefix = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in prefix)
+    name = f"{safe_prefix}_{upstream}" if safe_prefix else upstream
+    if MODEL_NAME.fullmatch(name):
+        return name
+    return tool_id.replace(".", "_")[:64]
+
+
+class _NoAliases(yaml.SafeDumper):
+    """Write every value out in full: no ``&id001`` anchors and ``*id001`` aliases."""
+
+    def ignore_aliases(self, data: Any) -> bool:
+        return True
+
+
+def contract_data(
+    tool: types.Tool, *, tool_id: str, server: str, prefix: str = ""
+) -> dict[str, Any]:
     """The YAML contract for one upstream tool, pinned by :func:`upstream_digest`."""
     ann = tool.annotations
     data: dict[str, Any] = {
         "id": tool_id,
-        "name": tool.name if MODEL_NAME.match(tool.name) else tool_id.replace(".", "_"),
+        "name": _model_name(prefix, tool_id, tool.name),
         "version": "1.0.0",
         "description": tool.description or tool.name,
         "args_schema": tool.input_schema,
@@ -630,7 +647,8 @@ async def import_contracts(
     if server is None:
         server = prefix or "mcp"
     contracts = [
-        contract_data(t, tool_id=_tool_id(prefix, server, t.name), server=server) for t in tools
+        contract_data(t, tool_id=_tool_id(prefix, server, t.name), server=server, prefix=prefix)
+        for t in tools
     ]
     read_only = [t.name for t in tools if t.annotations and t.annotations.read_only_hint]
     hints = f" (the server marks {', '.join(read_only)} read-only)" if read_only else ""
@@ -638,7 +656,9 @@ async def import_contracts(
     if not target.is_absolute():
         target = project / target
     target.parent.mkdir(parents=True, exist_ok=True)
-    body = yaml.safe_dump({"tools": contracts}, sort_keys=False, allow_unicode=True, width=100)
+    body = yaml.dump(
+        {"tools": contracts}, Dumper=_NoAliases, sort_keys=False, allow_unicode=True, width=100
+    )
     target.write_text(HEADER.format(server=server, hints=hints) + body, encoding="utf-8")
     binding: dict[str, Any] = {"executor": "mcp"}
     if spec.command is not None:
@@ -651,8 +671,11 @@ async def import_contracts(
     else:
         binding["url"] = spec.url
         binding["credential"] = {"env": spec.credential_env or "MCP_TOKEN"}
-    hint = yaml.safe_dump(
-        {"bindings": {c["id"]: binding for c in contracts}}, sort_keys=False, width=100
+    hint = yaml.dump(
+        {"bindings": {c["id"]: binding for c in contracts}},
+        Dumper=_NoAliases,
+        sort_keys=False,
+        width=100,
     )
     try:
         shown = str(target.relative_to(project))

@@ -25,7 +25,7 @@ import functools
 import inspect
 import threading
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -33,9 +33,9 @@ from typing import Any
 import anyio
 import anyio.to_thread
 
-from charter.contracts.decorator import declaration
+from charter.contracts.decorator import declaration, declared_contract
 from charter.contracts.tool_context import Context
-from charter.errors import Failure, InternalFailure, InvalidInput, TimeoutFailure
+from charter.errors import ContractError, Failure, InternalFailure, InvalidInput, TimeoutFailure
 from charter.kernel import faults
 from charter.kernel.executor_port import (
     ARGS_MISMATCH,
@@ -78,6 +78,19 @@ def context_param_of(function: Callable[..., Any]) -> str | None:
     except Exception:  # unresolvable forward references: no injection
         return None
     return next((name for name, hint in hints.items() if hint is Context), None)
+
+
+def declared_by(function: Callable[..., Any]) -> dict[str, Any]:
+    """What ``function``'s code declares (the ``@charter.tool`` contract): its version and
+    contract digest, or ``problem`` when the declaration is invalid; version and digest are
+    ``None`` for a function that declares no contract (a YAML contract's implementation)."""
+    if declaration(function) is None:
+        return {"version": None, "digest": None, "problem": None}
+    try:
+        contract = declared_contract(function)
+    except ContractError as exc:
+        return {"version": None, "digest": None, "problem": str(exc)}
+    return {"version": contract.version, "digest": contract.digest, "problem": None}
 
 
 def resolve_entrypoint(
@@ -159,6 +172,23 @@ class PythonExecutor:
 
     async def aclose(self) -> None:
         """Nothing to release: threads still running a timed-out tool finish on their own."""
+
+    async def describe(self, tool_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
+        """What the code this executor runs declares for each tool (:func:`declared_by`):
+        the functions it already holds, or imports them as a call would."""
+        out: dict[str, dict[str, Any]] = {}
+        for tool_id in tool_ids:
+            try:
+                resolved = await self._resolve(tool_id)
+            except Exception as exc:  # any import failure is the tool's problem, reported
+                out[tool_id] = {
+                    "version": None,
+                    "digest": None,
+                    "problem": f"{type(exc).__name__}: {exc}",
+                }
+                continue
+            out[tool_id] = declared_by(resolved.function)
+        return out
 
     async def _resolve(self, tool_id: str) -> ResolvedTool:
         return await anyio.to_thread.run_sync(self._tools.resolve, tool_id)

@@ -24,7 +24,7 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -59,8 +59,10 @@ _READ_CHUNK = 65536
 
 
 def context_to_json(context: Context) -> dict[str, Any]:
-    """The Context without its threading.Event, for the worker to rebuild."""
-    return {f.name: getattr(context, f.name) for f in fields(context) if f.name != "cancelled"}
+    """The Context without its threading.Event and progress sink, for the worker to rebuild
+    (``ctx.progress`` is a no-op there: it does not cross the process boundary)."""
+    local = ("cancelled", "progress_sink")
+    return {f.name: getattr(context, f.name) for f in fields(context) if f.name not in local}
 
 
 def worker_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
@@ -103,6 +105,60 @@ class SubprocessExecutor:
         """Kill every worker still running."""
         for process in list(self._live):
             await _kill(process)
+
+    async def describe(
+        self, tool_ids: Iterable[str], *, timeout_s: float = 30.0
+    ) -> dict[str, dict[str, Any]]:
+        """What the code a worker would run declares for each tool, asked of a fresh worker
+        (so an edited file is seen as the next call would see it); nothing is called."""
+
+        def problem(message: str) -> dict[str, Any]:
+            return {"version": None, "digest": None, "problem": message}
+
+        ids = list(tool_ids)
+        wanted = {t: self._entrypoints[t] for t in ids if t in self._entrypoints}
+        out = {t: problem("no worker entrypoint is bound") for t in ids if t not in wanted}
+        if not wanted:
+            return out
+        payload = json.dumps(
+            {
+                "protocol": PROTOCOL,
+                "op": "describe",
+                "root": str(self._root) if self._root is not None else None,
+                "entrypoints": wanted,
+            }
+        ).encode("utf-8")
+        try:
+            process = await anyio.open_process(
+                [self._python, "-m", WORKER_MODULE],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                cwd=self._root,
+                env=self._env,
+                start_new_session=True,
+            )
+        except OSError as exc:
+            return out | {t: problem(f"the worker could not start: {exc.strerror}") for t in wanted}
+        self._live.add(process)
+        io = _WorkerIO(process, self._max_response, self._max_stderr)
+        try:
+            with anyio.move_on_after(timeout_s) as scope:
+                await io.run(payload)
+        finally:
+            await _kill(process)
+            self._live.discard(process)
+        try:
+            if scope.cancelled_caught:
+                raise ValueError(f"no answer within {timeout_s:g} s")
+            tools = json.loads(bytes(io.stdout))["tools"]
+            for t in wanted:
+                found = tools[t]
+                out[t] = {k: found.get(k) for k in ("version", "digest", "problem")}
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            failed_how = str(exc) if scope.cancelled_caught else "a malformed describe answer"
+            out |= {t: problem(f"the worker gave {failed_how}") for t in wanted}
+        return out
 
     async def execute(self, request: ExecutionRequest) -> ExecutionOutcome:
         ctx = request.context

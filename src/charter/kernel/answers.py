@@ -84,6 +84,12 @@ class Answers:
     # -----------------------------------------------------------------------------------
     # answers that record a decision
 
+    async def cached(self, row: CallRow, at: Attempt) -> Envelope:
+        """A finished call's recorded receipt, answered again: audited as ``cached``."""
+        envelope = self.receipt(row, at, cached=True)
+        await self.audit(at, "cached", _ms_since(at.started), reason=None, code=None)
+        return envelope
+
     async def refuse(self, at: Attempt, error: Failure, status: CallStatus) -> Envelope:
         """A refusal before any reservation: audited, nothing reserved or dispatched.
 
@@ -147,7 +153,8 @@ class Answers:
                 "reason": reason,
                 "fingerprint": at.fingerprint,
                 "duration_ms": round(duration_ms, 3),
-                "mode": self.state.settings.mode.value,
+                "mode": at.mode or self.state.settings.mode.value,
+                **({"parent_span_id": at.parent_span_id} if at.parent_span_id else {}),
             },
         )
 

@@ -128,6 +128,7 @@ class ApprovalGate:
                     "expires_at": expires_at,
                     "run_call_budget": state.settings.run_call_budget,
                     "replaces": approval.approval_id if approval is not None else None,
+                    **({"parent_span_id": at.parent_span_id} if at.parent_span_id else {}),
                 },
             )
         )

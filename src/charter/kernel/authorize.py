@@ -4,19 +4,26 @@ Each hook receives one :class:`AuthorizationInput` and returns a :class:`Denial`
 The first denial wins; a hook that raises denies (anything undecidable denies). The same
 functions serve live calls and replay, because they do no I/O.
 
-Order (DESIGN §3 phase 2)::
+Order (the Elsa seed's "Tool Execution Rules", DESIGN §3 phase 2)::
 
-    actor and tenant → agent scope → disclosure → enablement → tenancy → permissions
-    → ownership hooks (deployment-supplied) → danger policy
+    [actor and context, disclosure]  → validation →
+    tenant → RBAC (permissions) → ownership hooks (deployment-supplied) → danger
+    → enablement (global, disabled, per agent) → agent scope → task rules (the kernel's
+    ``task_rules`` slot, after this chain)
 
-Ownership hooks need the validated arguments, so the kernel runs the chain after strict
-validation; a tool that was not offered is denied before its arguments are even parsed.
+Only the checks that need no contract run before validation: the context belongs to the
+caller, and the tool was offered (a name the context never offered is denied before its
+arguments are parsed, and never named). Everything else needs the validated arguments
+(tenant arguments, ownership), so it runs after strict validation, in the order above, and
+the first denial answers. The validated arguments reach the hooks as a read-only copy
+(:func:`frozen`): a hook can not change what runs.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import Any
 
 from charter.contracts.model import Danger, Effect, Tenancy, ToolContract
@@ -45,6 +52,7 @@ class Enablement:
     disabled: frozenset[str] = frozenset()
     kill_switch: bool = False
     agent_enabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    agent_disabled: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -99,6 +107,8 @@ def enablement(inp: AuthorizationInput) -> Denial | None:
         return Denial(reason="TOOL_DISABLED", message="this tool is disabled")
     agent = inp.context.agent
     per_agent = en.agent_enabled.get(agent) if agent is not None else None
+    if agent is not None and c.id in en.agent_disabled.get(agent, frozenset()):
+        return Denial(reason="TOOL_DISABLED", message="this tool is disabled for this agent")
     if c.effect is not Effect.READ:
         enabled = (
             en.all_enabled or c.id in en.enabled or (per_agent is not None and c.id in per_agent)
@@ -160,9 +170,36 @@ def danger_policy(inp: AuthorizationInput) -> Denial | None:
     return None
 
 
-BEFORE_VALIDATION: tuple[Hook, ...] = (actor_and_tenant, agent_scope, disclosure, enablement)
+# The seed's order: tenant, RBAC, ownership (hooks between these two tuples), danger,
+# enablement, agent scope.
+BEFORE_VALIDATION: tuple[Hook, ...] = (actor_and_tenant, disclosure)
 AFTER_VALIDATION: tuple[Hook, ...] = (tenancy, permissions)
-FINAL: tuple[Hook, ...] = (danger_policy,)
+FINAL: tuple[Hook, ...] = (danger_policy, enablement, agent_scope)
+ORDER: tuple[str, ...] = (
+    "tenant",
+    "rbac",
+    "ownership",
+    "danger",
+    "enablement",
+    "agent_scope",
+    "task",
+)
+
+
+def frozen(value: Any) -> Any:
+    """A read-only deep copy: mappings become ``MappingProxyType``, lists become tuples."""
+    if isinstance(value, Mapping):
+        return MappingProxyType({k: frozen(v) for k, v in value.items()})
+    if isinstance(value, list | tuple):
+        return tuple(frozen(v) for v in value)
+    return value
+
+
+def read_only(inp: AuthorizationInput) -> AuthorizationInput:
+    """``inp`` with its arguments as a read-only copy (what policy hooks receive)."""
+    if inp.arguments is None or isinstance(inp.arguments, MappingProxyType):
+        return inp
+    return replace(inp, arguments=frozen(inp.arguments))
 
 
 def run_chain(inp: AuthorizationInput, hooks: Sequence[Hook]) -> Denial | None:
@@ -183,4 +220,5 @@ def authorize(
     """Run the chain: the part that needs no arguments, or all of it (with ownership hooks)."""
     if before_validation:
         return run_chain(inp, BEFORE_VALIDATION)
-    return run_chain(inp, (*BEFORE_VALIDATION, *AFTER_VALIDATION, *ownership, *FINAL))
+    hooks = (*BEFORE_VALIDATION, *AFTER_VALIDATION, *ownership, *FINAL)
+    return run_chain(read_only(inp), hooks)

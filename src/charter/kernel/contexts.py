@@ -81,6 +81,7 @@ class ResolvedContext:
     unresolved: tuple[str, ...] = ()
     created_at: str = ""
     expires_at: str = ""
+    metadata_expired_at: str | None = None  # the run's metadata expired (kernel/retention.py)
     _by_name: dict[str, OfferedTool] = field(default_factory=dict, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -131,6 +132,7 @@ class ResolvedContext:
             unresolved=tuple(row.get("unresolved", ())),
             created_at=row["created_at"],
             expires_at=row["expires_at"],
+            metadata_expired_at=row.get("metadata_expired_at"),
         )
 
 

@@ -86,6 +86,8 @@ class Arrival:
     presented: str | None = None  # the approval id the caller presented
     started: float  # ``time.perf_counter()`` at arrival
     trace: dict[str, str]  # ``trace_id`` and ``span_id``
+    # the delegating call's span this call is made in (docs/kernel.md, "Delegation")
+    parent_span_id: str | None = None
     timeline: Timeline = field(default_factory=Timeline)
     flight: Flight = field(default_factory=Flight)  # how far it got (charter.kernel.flight)
 
@@ -99,6 +101,7 @@ class Arrival:
             presented=self.presented,
             started=self.started,
             trace=self.trace,
+            parent_span_id=self.parent_span_id,
             timeline=self.timeline,
             flight=self.flight,
             ctx=ctx,
@@ -110,8 +113,9 @@ class Arrival:
 class Attempt(Arrival):
     """One call being decided: what the phases share, filled in as they pass.
 
-    Attribution fixes the context; ``contract`` is set once disclosure and the argument-free
-    authorization pass (a refusal before that never names the tool); ``arguments``,
+    Attribution fixes the context and the call's ``mode`` (scoped: tool, agent, profile,
+    then the deployment's); ``contract`` is set as soon as the context offered the tool (a
+    refusal before that never names the tool; after it, audit records name it); ``arguments``,
     ``fingerprint`` and ``summary`` once validation accepts the arguments;
     ``idempotency_key`` once the intent is committed. ``warnings`` go into the answer,
     ``would`` (what observe mode let through) into the intent.
@@ -125,6 +129,7 @@ class Attempt(Arrival):
     idempotency_key: str | None = None
     warnings: list[str] = field(default_factory=list)
     would: list[dict[str, str]] = field(default_factory=list)
+    mode: str | None = None  # the call's effective mode; None: the deployment's
 
     @property
     def run_id(self) -> str:

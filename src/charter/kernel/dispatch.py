@@ -11,6 +11,7 @@ from typing import Any, NamedTuple
 
 from charter.artifacts.ledger_registry import registration_event
 from charter.artifacts.records import ArtifactRecord, Producer
+from charter.contracts.delegation import delegating
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context as ToolContext
 from charter.errors import (
@@ -28,6 +29,7 @@ from charter.kernel.core import Attempt, KernelState
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope, Metrics, error_dict
 from charter.kernel.executor_port import ExecutionOutcome, ExecutionRequest
 from charter.kernel.late import record_late_result
+from charter.kernel.progress import ProgressChannel
 from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
 
@@ -71,9 +73,14 @@ class Dispatcher:
             "idempotency_key": idem_key,
             "owner": state.owner,
             "task_id": at.task_id,
-            "mode": state.settings.mode.value,
+            "mode": at.mode or state.settings.mode.value,
             "run_call_budget": state.settings.run_call_budget,
+            "span_id": at.trace["span_id"],
         }
+        if at.parent_span_id is not None:
+            payload["parent_span_id"] = at.parent_span_id
+        if contract.delegates_execution:
+            payload["delegates_execution"] = True
         if at.would:
             payload["execution_audit"] = {"would": at.would}
         if approval is not None:
@@ -151,6 +158,7 @@ class Dispatcher:
         service = state.artifacts
         if (
             contract.artifacts is not None
+            and not contract.delegates_execution  # its calls register their own files
             and service is not None
             and state.bindings.get(contract.id, "python") == "python"
         ):
@@ -164,6 +172,13 @@ class Dispatcher:
                 inputs,
                 state.call_redactor(contract, arguments).contains_secret,
             )
+        channel = ProgressChannel(
+            state.store,
+            ctx.run_id,
+            ctx.context_id,
+            at.call_id,
+            state.call_redactor(contract, arguments),
+        )
         tool_ctx = ToolContext(
             call_id=at.call_id,
             idempotency_key=at.idempotency_key,
@@ -177,6 +192,7 @@ class Dispatcher:
             trace_id=at.trace["trace_id"],
             span_id=at.trace["span_id"],
             artifacts=files,
+            progress_sink=channel.send,
         )
         lingering: list[Awaitable[None]] = []
         request = ExecutionRequest(
@@ -187,15 +203,23 @@ class Dispatcher:
             linger=lingering.append,
         )
         at.flight.phase = flight.DISPATCH
-        if contract.read_only:
-            outcome = await self.execute(at, request)
-        else:
-            lock = state.store.run_lock(ctx.run_id)
-            await lock.__aenter__()
-            try:
-                outcome = await self.execute(at, request)
-            finally:
-                await self._release(lock, lingering)
+        # A delegating tool takes no write lock (each write it makes takes it) and its span
+        # is the parent of every call made inside it; any other tool runs inside no span.
+        delegates = contract.delegates_execution
+        try:
+            with delegating(at.trace["span_id"] if delegates else None):
+                if contract.read_only or delegates:
+                    outcome = await self.execute(at, request)
+                else:
+                    lock = state.store.run_lock(ctx.run_id)
+                    await lock.__aenter__()
+                    try:
+                        outcome = await self.execute(at, request)
+                    finally:
+                        await self._release(lock, lingering)
+        finally:
+            # the messages (and the held-back rest) are recorded before the outcome
+            await channel.close()
         faults.point("after_result", contract.id)
         settled = self.accept(contract, arguments, outcome, at.warnings)
         registered: list[ArtifactRecord] = []
@@ -376,7 +400,7 @@ class Dispatcher:
             )
             current = await state.call_row(ctx, row.call_id)
         if current is not None and current.state in TERMINAL_STATES:
-            return self.answers.receipt(current, at, cached=True)
+            return await self.answers.cached(current, at)
         return Envelope(
             call_id=row.call_id,
             status=CallStatus.DISPATCHING,

@@ -40,7 +40,7 @@ async def closed_context(
         return await answers.conflict(
             at, tool_id=offered.id if offered is not None else "(undisclosed)"
         )
-    return answers.receipt(row, at, cached=True)
+    return await answers.cached(row, at)
 
 
 async def interrupted(

@@ -35,9 +35,13 @@ _OPEN_TASK = frozenset({"pending", "running", "input_required"})
 
 
 def in_flight_unknown(row: Row, reason: str, message: str) -> NewEvent:
-    """The ``unknown`` outcome of a call nobody will finish (its effect may have happened)."""
+    """The ``unknown`` outcome of a call nobody will finish (its effect may have happened);
+    a delegating call, which has no effect of its own, is ``abandoned`` instead."""
+    stage = "abandoned" if row.get("delegates_execution") else "unknown"
+    if stage == "abandoned":
+        message = "the delegating call was ended; each call it made is recorded on its own"
     receipt = {
-        "status": "unknown",
+        "status": stage,
         "data": None,
         "error": {"code": "internal", "reason": reason, "message": message, "retryable": False},
         "warnings": [],
@@ -48,7 +52,7 @@ def in_flight_unknown(row: Row, reason: str, message: str) -> NewEvent:
     return NewEvent(
         type="tool_progress",
         payload={
-            "stage": "unknown",
+            "stage": stage,
             "context_id": row["context_id"],
             "call_id": row["call_id"],
             "receipt": receipt,
@@ -169,10 +173,14 @@ class RunEndings:
         return [r for r in rows if task_id is None or r.get("task_id") == task_id]
 
     async def _settle(self, run_id: str, task_id: str | None) -> None:
-        """Wait up to ``settle_s`` for calls in flight; record the rest ``unknown``."""
+        """Wait up to ``settle_s`` for calls in flight; record the rest ``unknown`` (a
+        delegating call is not waited for: the calls it makes are; it ends ``abandoned``)."""
         deadline = time.monotonic() + self.settle_s
         flying = await self._in_flight(run_id, task_id)
-        while flying and (remaining := deadline - time.monotonic()) > 0:
+        while (
+            any(not r.get("delegates_execution") for r in flying)
+            and (remaining := deadline - time.monotonic()) > 0
+        ):
             head = await self.store.head(run_id)
             await self.store.wait_for_events(
                 run_id, after=head.seq if head else 0, timeout=min(remaining, 0.5)

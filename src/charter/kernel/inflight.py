@@ -3,13 +3,16 @@
 A run or task may not change status while one of its domain tool calls is ``dispatching``
 (the ChemSpace seed's rule: lifecycle transitions wait until each invocation reaches a
 durable terminal stage). The kernel's call table answers the question. The kernel's own
-``running ⇄ input_required`` bookkeeping for approvals is exempt (``by: kernel``).
+``running ⇄ input_required`` bookkeeping for approvals is exempt (``by: kernel``). A
+delegating call (``delegates_execution``) is not watched: the calls it makes are, one by one
+(:mod:`charter.kernel.delegation`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from charter.kernel.delegation import delegates
 from charter.kernel.store import KernelStore
 from charter.ledger.views import CallRow
 
@@ -26,4 +29,8 @@ class CallsInFlight:
         rows = await self.store.find_views(
             CallRow, run_id=run_id, state="dispatching", limit=10_000
         )
-        return [r.call_id for r in rows if task_id is None or r.task_id == task_id]
+        return [
+            r.call_id
+            for r in rows
+            if (task_id is None or r.task_id == task_id) and not delegates(r)
+        ]

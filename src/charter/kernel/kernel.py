@@ -24,7 +24,6 @@ import logging
 import re
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any, Generic, TypeVar, overload
 
@@ -33,6 +32,7 @@ import anyio
 from charter import telemetry
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
+from charter.contracts.delegation import current_span
 from charter.contracts.model import ToolContract
 from charter.errors import (
     Failure,
@@ -44,7 +44,7 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.kernel import faults
+from charter.kernel import delegation, faults
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -67,14 +67,14 @@ from charter.kernel.executor_port import Executor
 from charter.kernel.leases import OwnerLease
 from charter.kernel.limits import ADMITTED, Admission, Limiter
 from charter.kernel.operators import Operators
-from charter.kernel.policy_deadline import authorize_with_deadline
+from charter.kernel.policy_order import authorization
 from charter.kernel.principals import Principal
 from charter.kernel.readiness_port import ReadinessSource
 from charter.kernel.redaction import Redactor
+from charter.kernel.retention import expire_run_metadata
 from charter.kernel.sessions import Sessions
 from charter.kernel.settings import KernelSettings, Mode
 from charter.kernel.store import KernelStore
-from charter.kernel.task_auth import task_denial
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
@@ -245,29 +245,28 @@ class Kernel:
     async def maintain(self) -> dict[str, int]:
         """One round of upkeep (``charter serve`` runs it periodically): calls left
         ``dispatching`` by a process whose lease lapsed become ``unknown``, approvals past
-        their lifetime are recorded ``expired``, and idle session runs are ended. Safe from
+        their lifetime are recorded ``expired``, idle session runs are ended, and ended runs
+        past the metadata retention lose their fingerprints (kernel/retention.py). Safe from
         any number of processes at once. Returns how many of each this round changed."""
-        reconciled = await self.reconcile()
-        expired = await self.expire_approvals()
-        idle = await self.close_idle_runs()
         return {
-            "reconciled": len(reconciled),
-            "expired_approvals": len(expired),
-            "idle_runs_closed": len(idle),
+            "reconciled": len(await self.reconcile()),
+            "expired_approvals": len(await self.expire_approvals()),
+            "idle_runs_closed": len(await self.close_idle_runs()),
+            "run_metadata_expired": len(await expire_run_metadata(self.state)),
         }
 
     async def maintain_on_open(self) -> None:
         """What a runtime does when it opens: reconcile, and end idle session runs."""
         await self.reconcile()
         await self.close_idle_runs()
+        await expire_run_metadata(self.state)
 
     async def close_idle_runs(self) -> list[RunRow]:
         """End session runs idle past ``session_idle_s`` (see :mod:`charter.kernel.sessions`)."""
         return await self.sessions.close_idle()
 
     async def expire_approvals(self, *, tenant: str | None = None) -> list[ApprovalRow]:
-        """Record the expiry of approvals past their lifetime (see
-        :meth:`ApprovalGate.expire_approvals`)."""
+        """Record approvals past their lifetime ``expired`` (ApprovalGate.expire_approvals)."""
         return await self.approvals.expire_approvals(tenant=tenant)
 
     @property
@@ -498,8 +497,12 @@ class Kernel:
         approval_id: str | None = None,
         task_id: str | None = None,
         trace_id: str | None = None,
+        parent_span_id: str | None = None,
     ) -> Envelope:
         """Run one governed call and answer with its v2 envelope. Never raises.
+
+        ``parent_span_id`` names the delegating call this one is made in; by default the one
+        this code runs inside (:mod:`charter.kernel.delegation`).
 
         A failure before the intent was committed means nothing was dispatched: the answer is
         ``failed`` (a store failure, or ``internal`` / ``INTERNAL_ERROR`` for anything that is
@@ -519,6 +522,7 @@ class Kernel:
                 "trace_id": trace_id or self.state.trace_id("trace"),
                 "span_id": self.state.trace_id("span"),
             },
+            parent_span_id=parent_span_id if parent_span_id is not None else current_span(),
         )
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
             admission = ADMITTED
@@ -566,13 +570,18 @@ class Kernel:
     async def _admit(self, arrival: Arrival, context_id: str) -> Admission | Envelope:
         """1b. rate and concurrency limits, before anything is parsed or written."""
         state, limiter = self.state, self.limiter
-        if limiter is None or state.settings.mode is not Mode.ENFORCE:
+        if limiter is None:
             return ADMITTED
         ctx = await state.context(context_id)
         if ctx is None or ctx.tenant != arrival.principal.tenant:
             return ADMITTED  # the call path answers CONTEXT_NOT_FOUND
         offered = ctx.offered(arrival.tool) if isinstance(arrival.tool, str) else None
         tool_id = offered.id if offered is not None else None
+        mode = state.settings.modes.resolve(
+            state.settings.mode, tool=tool_id, agent=ctx.agent, profile=ctx.profile
+        )
+        if mode is not Mode.ENFORCE:
+            return ADMITTED
         lease = None
         if offered is not None:  # the longest the call can hold its slots: timeout + grace
             timeout = state.build.tools[offered.id].contract.timeout_s
@@ -600,22 +609,33 @@ class Kernel:
         state, answers = self.state, self.answers
         settings = state.settings
         # 1. attribution
-        principal, task_id = arrival.principal, arrival.task_id
+        principal = arrival.principal
         ctx = await state.context(context_id)
         if ctx is None or ctx.tenant != principal.tenant:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
             return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)
         at = arrival.attempt(ctx)
+        if ctx.metadata_expired_at is not None:  # retention: no receipt, no dedup, no replay
+            gone = PermissionDenied("the run's metadata has expired", reason="RUN_METADATA_EXPIRED")
+            return await answers.refuse(at, gone, CallStatus.DENIED)
+        offered = ctx.offered(at.tool)
+        bound = state.build.tools.get(offered.id) if offered is not None else None
+        contract = bound.contract if bound is not None else None
+        at.contract = contract  # offered: from here on, refusals and audit records name it
         if CALL_ID.fullmatch(at.call_id) is None:
             invalid = InvalidInput(
                 f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
                 reason="CALL_ID_INVALID",
             )
             return await answers.refuse(at, invalid, CallStatus.REJECTED)
-        offered = ctx.offered(at.tool)
-        bound = state.build.tools.get(offered.id) if offered is not None else None
-        contract = bound.contract if bound is not None else None
-        if settings.mode is Mode.OFF:
+        mode = settings.modes.resolve(
+            settings.mode,
+            tool=offered.id if offered is not None else None,
+            agent=ctx.agent,
+            profile=ctx.profile,
+        )
+        at.mode = mode.value
+        if mode is Mode.OFF:
             return await self.dispatcher.ungoverned(at, contract, arguments)
         # A context answers only under the Build it was resolved for; an old one (or an
         # expired one) can still hand back a finished call's receipt, nothing else.
@@ -634,8 +654,8 @@ class Kernel:
         if offered is not None and contract is None:
             missing = PermissionDenied("the tool is not in this Build", reason="TOOL_NOT_IN_BUILD")
             return await answers.refuse(at, missing, CallStatus.DENIED)
-        observe = settings.mode is Mode.OBSERVE
-        # 2. disclosure and authorization (the part that needs no arguments)
+        observe = mode is Mode.OBSERVE
+        # 2. disclosure (the part of authorization that needs no arguments)
         at.timeline.mark("authorization")
         inp = AuthorizationInput(
             principal=principal,
@@ -652,22 +672,6 @@ class Kernel:
         if denial is not None:
             at.would.append({"phase": "authorization", "reason": denial.reason})
         assert contract is not None
-        at.contract = contract  # from here on, refusals and audit records name the tool
-        # inside a task of a catalog run: its role, profile, tool allowlist and budgets
-        if task_id is not None:
-            denial = await task_denial(
-                state.store,
-                ctx,
-                contract.id,
-                task_id,
-                call_id=at.call_id,
-                agents=frozenset(state.build.agents),
-                now=state.now(),
-            )
-            if denial is not None and not observe:
-                return await answers.deny(at, denial)
-            if denial is not None:
-                at.would.append({"phase": "task", "reason": denial.reason})
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
         at.timeline.mark("validation")
         try:
@@ -680,15 +684,19 @@ class Kernel:
         except InvalidInput as exc:
             return await answers.refuse(at, exc, CallStatus.REJECTED)
         at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
-        denial = await authorize_with_deadline(
-            replace(inp, arguments=accepted.arguments),
-            ownership=state.ownership_hooks,
-            deadline_s=settings.policy_hook_deadline_s,
-        )
-        if denial is not None and not observe:
-            return await answers.deny(at, denial)
-        if denial is not None:
-            at.would.append({"phase": "authorization", "reason": denial.reason})
+        # tenant, RBAC, ownership, danger, enablement, agent scope, then the task rules
+        found = await authorization(state, at, inp)
+        if found is not None and not observe:
+            return await answers.deny(at, found[1])
+        if found is not None:
+            at.would.append({"phase": found[0], "reason": found[1].reason})
+        # made inside a delegating call: that call must be running in this run
+        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
+        if parent is not None and not observe:
+            return await answers.refuse(at, parent, CallStatus.DENIED)
+        if parent is not None:
+            at.would.append({"phase": "delegation", "reason": parent.reason})
+            at.parent_span_id = None
         # declared artifact inputs: registered in this run, checksum-verified
         if contract.artifact_inputs:
             try:
@@ -705,7 +713,9 @@ class Kernel:
         at.timeline.mark("reservation")
         # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         # caller wins the reservation, so we then read its row.
-        gated = contract.requires_approval and not observe
+        gated = contract.requires_approval and (
+            not observe or contract.id not in settings.modes.observe_without_approval
+        )
         approval_to_consume: ApprovalRow | None = None
         for attempt in range(_RESERVE_ATTEMPTS):
             if attempt > 2:  # contended: let the winners' appends through first
@@ -721,7 +731,7 @@ class Kernel:
                 if row.fingerprint != at.fingerprint or row.tool_id != contract.id:
                     return await answers.conflict(at)
                 if row.state in TERMINAL_STATES:
-                    return answers.receipt(row, at, cached=True)
+                    return await answers.cached(row, at)
                 if row.state == "dispatching":
                     return await self.dispatcher.coalesce(at, row)
             if ended:

@@ -11,6 +11,7 @@ from charter.errors import (
     StoreConflict,
 )
 from charter.kernel.core import KernelState
+from charter.kernel.delegation import delegates, orphaned_receipt
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import RunLedgerInvalid
@@ -24,7 +25,8 @@ class Operators:
         self.state = state
 
     async def reconcile(self) -> list[CallRow]:
-        """Calls left ``dispatching`` by a process that is gone become ``unknown``.
+        """Calls left ``dispatching`` by a process that is gone become ``unknown`` (an
+        orphaned delegating call ``abandoned``: it had no effect of its own).
 
         Gone: its owner lease lapsed or was released (on any host), or — on this host — its
         pid is dead or reused. A live owner's calls, and this process's own, are left alone.
@@ -50,21 +52,11 @@ class Operators:
                     continue
             elif owner.get("host") != state.owner["host"] or _alive(owner):
                 continue  # no lease to go by: only a dead pid on this host is known gone
-            receipt: dict[str, Any] = {
-                "status": "unknown",
-                "data": None,
-                "error": {
-                    "code": "internal",
-                    "reason": "DISPATCH_INTERRUPTED",
-                    "message": "the process running this call stopped before its outcome "
-                    "was recorded; the effect may or may not have happened",
-                    "retryable": False,
-                },
-                "warnings": [],
-                "artifact_ids": [],
-                "output_bytes": 0,
-                "attempts": row.attempts,
-            }
+            if delegates(row):
+                # it had no effect of its own: abandoned; its children are reconciled alone
+                stage, receipt = "abandoned", orphaned_receipt(row.attempts)
+            else:
+                stage, receipt = "unknown", interrupted_receipt(row.attempts)
             try:
                 await self.state.store.append(
                     row.run_id,
@@ -72,11 +64,11 @@ class Operators:
                         NewEvent(
                             type="tool_progress",
                             payload={
-                                "stage": "unknown",
+                                "stage": stage,
                                 "context_id": row.context_id,
                                 "call_id": row.call_id,
                                 "receipt": receipt,
-                                "reason": "DISPATCH_INTERRUPTED",
+                                "reason": receipt["error"]["reason"],
                             },
                         )
                     ],
@@ -155,3 +147,22 @@ def _alive(owner: Mapping[str, Any]) -> bool:
     except OSError:
         return False
     return start == owner.get("start")
+
+
+def interrupted_receipt(attempts: int) -> dict[str, Any]:
+    """The receipt of a call whose process stopped before its outcome was recorded."""
+    return {
+        "status": "unknown",
+        "data": None,
+        "error": {
+            "code": "internal",
+            "reason": "DISPATCH_INTERRUPTED",
+            "message": "the process running this call stopped before its outcome "
+            "was recorded; the effect may or may not have happened",
+            "retryable": False,
+        },
+        "warnings": [],
+        "artifact_ids": [],
+        "output_bytes": 0,
+        "attempts": attempts,
+    }

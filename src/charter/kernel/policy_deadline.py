@@ -25,6 +25,7 @@ from charter.kernel.authorize import (
     AuthorizationInput,
     Denial,
     Hook,
+    read_only,
     run_chain,
 )
 
@@ -63,7 +64,8 @@ async def authorize_with_deadline(
     inp: AuthorizationInput, *, ownership: Sequence[Hook], deadline_s: float
 ) -> Denial | None:
     """:func:`~charter.kernel.authorize.authorize` (the whole chain), each ownership hook
-    under ``deadline_s``."""
+    under ``deadline_s``. Every hook sees the arguments as a read-only copy."""
+    inp = read_only(inp)
     denial = run_chain(inp, (*BEFORE_VALIDATION, *AFTER_VALIDATION))
     if denial is not None:
         return denial

@@ -19,10 +19,14 @@ __all__ = ["ReadinessReport", "ReadinessSource", "ToolReadiness"]
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolReadiness:
-    """One tool's readiness: expected (the Build) against reported (the executor)."""
+    """One tool's readiness: expected (the Build) against reported (the executor).
+
+    A tool nothing serves (no binding, or only the default executor and no code for it) is
+    *not bound*: ``bound`` false, never required, never offered, and it blocks nothing.
+    """
 
     tool_id: str
-    executor: str  # python | subprocess | http
+    executor: str  # python | subprocess | http | mcp; "none" when not bound
     endpoint: str | None  # the base URL for http
     required: bool
     ready: bool
@@ -33,15 +37,19 @@ class ToolReadiness:
     reason: str | None = None
     message: str | None = None
     address: str | None = None  # http: the address requests go to (pinned at this check)
+    bound: bool = True
 
     @property
     def status(self) -> str:
+        """``ready``, ``not_bound`` or ``not_ready``."""
+        if not self.bound:
+            return "not_bound"
         return "ready" if self.ready else "not_ready"
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "tool": self.tool_id,
-            "executor": self.executor,
+            "executor": self.executor if self.bound else None,
             "endpoint": self.endpoint,
             "address": self.address,
             "required": self.required,
@@ -67,7 +75,11 @@ class ReadinessReport:
         return next((t for t in self.tools if t.tool_id == tool_id), None)
 
     def not_ready(self) -> tuple[ToolReadiness, ...]:
-        return tuple(t for t in self.tools if not t.ready)
+        """Bound tools that are not ready (tools that are not bound are not listed)."""
+        return tuple(t for t in self.tools if t.bound and not t.ready)
+
+    def not_bound(self) -> tuple[ToolReadiness, ...]:
+        return tuple(t for t in self.tools if not t.bound)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,7 +90,8 @@ class ReadinessReport:
 
 
 class ReadinessSource(Protocol):
-    """Reports the readiness of every bound tool (cached by the implementation)."""
+    """Reports the readiness of every tool of the Build, bound or not (cached by the
+    implementation)."""
 
     async def report(self, *, fresh: bool = False) -> ReadinessReport: ...
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from types import MappingProxyType
 
 from charter.contracts.model import Danger
 from charter.kernel.authorize import Enablement
 
-__all__ = ["KernelSettings", "Mode"]
+__all__ = ["KernelSettings", "Mode", "ModeScopes"]
 
 
 class Mode(StrEnum):
@@ -19,9 +21,37 @@ class Mode(StrEnum):
     OFF = "off"  # no governance, no recording
 
 
+def _empty() -> Mapping[str, Mode]:
+    return MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModeScopes:
+    """Modes per tool, agent or profile; the most specific one set applies (tool, then
+    agent, then profile), else the deployment's ``mode``."""
+
+    tools: Mapping[str, Mode] = field(default_factory=_empty)
+    agents: Mapping[str, Mode] = field(default_factory=_empty)
+    profiles: Mapping[str, Mode] = field(default_factory=_empty)
+    # tools that may run without their approval in observe mode (named one by one)
+    observe_without_approval: frozenset[str] = frozenset()
+
+    def resolve(self, default: Mode, *, tool: str | None, agent: str | None, profile: str) -> Mode:
+        if tool is not None and tool in self.tools:
+            return self.tools[tool]
+        if agent is not None and agent in self.agents:
+            return self.agents[agent]
+        return self.profiles.get(profile, default)
+
+    @property
+    def scoped(self) -> bool:
+        return bool(self.tools or self.agents or self.profiles)
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class KernelSettings:
     mode: Mode = Mode.ENFORCE
+    modes: ModeScopes = field(default_factory=ModeScopes)
     approval_lifetime_s: float = 300.0
     context_lifetime_s: float = 900.0
     token_budget: int = 32_000
@@ -39,3 +69,4 @@ class KernelSettings:
     lease_ttl_s: float = 30.0  # an owner lease lapses this long after its last renewal
     session_idle_s: float | None = 3600.0  # session runs idle this long are ended (None: never)
     renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run
+    run_metadata_retention_s: float | None = None  # ended runs' fingerprints erased (retention)

@@ -1,17 +1,22 @@
 """Task-scoped authorization: what a call made inside a task of a catalog run may do.
 
-The kernel calls :func:`task_denial` for every call that names a ``task_id``, after its own
-disclosure chain and before the arguments are validated. The decision itself is the pure
+The kernel calls :func:`task_check` for every call, at the "task" position of its
+authorization order (after agent scope) and before the arguments are validated: a call into
+a run of a catalog workflow must name a task of it (``TASK_REQUIRED`` otherwise), and a call
+that names a task goes through :func:`task_denial`. The decision itself is the pure
 function :func:`check_task_call`, over the run row, the task row, the pinned task contract,
 the context and the number of calls already made in the task's current attempt:
 
     catalog run → run running → task running → role → profile → tool allowlist
     → handoff of this attempt → ``max_tool_calls`` → ``timeout_seconds``
 
-The first failing rule denies with a specific reason. Budgets come from the handoff bound to
-the attempt; the attempt's calls are the call rows of this task reserved after that handoff.
-The count is read before the reservation, so two concurrent calls of one task can both pass
-the last free slot (the exact, transactional count is the per-context ``call_limit``).
+The first failing rule denies with a specific reason. A task of an ad-hoc run (a chat's
+delegated task) has no pinned contract: :func:`check_adhoc_task_call` applies its row's role
+and profile and its handoff's capabilities and budgets instead. Budgets come from the
+handoff bound to the attempt; the attempt's calls are the call rows of this task reserved
+after that handoff. The count is read before the reservation, so two concurrent calls of one
+task can both pass the last free slot (the exact, transactional count is the per-context
+``call_limit``).
 """
 
 from __future__ import annotations
@@ -31,6 +36,11 @@ from charter.project.pinning import pinned_entry
 
 def _parse_at(value: str) -> datetime:
     return datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def is_catalog_run(run: RunRow) -> bool:
+    """A run of a catalog workflow: its ``run_created`` event pinned the workflow's contract."""
+    return isinstance(run.workflow, Mapping) and "entries" in run.workflow
 
 
 def _contract(run: RunRow, task_id: str) -> TaskContract | None:
@@ -106,9 +116,58 @@ def check_task_call(
             reason="TASK_TOOL_NOT_ALLOWED",
             message=f"task {tid} may use {', '.join(contract.required_tools) or 'no tools'}",
         )
+    return _handoff_rules(task, tid, None, now=now, calls_in_attempt=calls_in_attempt)
+
+
+def check_adhoc_task_call(
+    *,
+    run: RunRow,
+    task: TaskRow | None,
+    context: ResolvedContext,
+    tool_id: str,
+    calls_in_attempt: int,
+    now: datetime,
+) -> Denial | None:
+    """A task of an ad-hoc run (a chat's delegated task: docs/chat.md, "Handoffs"). No
+    pinned contract: the task row's role and profile, and the tools its handoff named as
+    capabilities, stand in for it; the handoff's budgets apply as in a catalog task."""
+    if task is None:
+        return Denial(reason="TASK_NOT_FOUND", message="the context's run has no such task")
+    tid = task.task_id
+    if run.status != "running":
+        return Denial(reason="RUN_NOT_RUNNING", message=f"the run is {run.status}")
+    if task.status != "running":
+        return Denial(
+            reason="TASK_NOT_RUNNING", message=f"task {tid} is {task.status}, not running"
+        )
+    if task.role and context.agent != task.role:
+        return Denial(
+            reason="TASK_ROLE_MISMATCH",
+            message=f"task {tid} is for role {task.role}, the context is for "
+            f"{context.agent or 'no agent'}",
+        )
+    if task.profile and context.profile != task.profile:
+        return Denial(
+            reason="TASK_PROFILE_MISMATCH",
+            message=f"task {tid} runs in profile {task.profile}, the context in {context.profile}",
+        )
+    return _handoff_rules(task, tid, tool_id, now=now, calls_in_attempt=calls_in_attempt)
+
+
+def _handoff_rules(
+    task: TaskRow, tid: str, tool_id: str | None, *, now: datetime, calls_in_attempt: int
+) -> Denial | None:
+    """The attempt's handoff: bound, its capabilities (``tool_id`` given: an ad-hoc task),
+    its tool-call and elapsed-time budgets."""
     handoff = rules.current_handoff(task)
     if handoff is None:
         return Denial(reason="HANDOFF_MISSING", message=f"task {tid} has no handoff bound")
+    allowed = list(handoff.get("capabilities") or ())
+    if tool_id is not None and tool_id not in allowed:
+        return Denial(
+            reason="TASK_TOOL_NOT_ALLOWED",
+            message=f"task {tid} may use {', '.join(allowed) or 'no tools'}",
+        )
     budget = handoff.get("budget") or {}
     max_calls = budget.get("max_tool_calls")
     if isinstance(max_calls, int) and calls_in_attempt >= max_calls:
@@ -142,11 +201,24 @@ async def task_denial(
     run = await store.read_view(RunRow, context.run_id)
     task = await store.read_view(TaskRow, context.run_id, task_id)
     contract = _contract(run, task_id) if run is not None else None
+    adhoc = run is not None and not (
+        isinstance(run.workflow, Mapping) and "entries" in run.workflow
+    )
     count = 0
     if task is not None and task.status == "running":
         calls = await store.list_views(CallRow, context.run_id)
         count = attempt_calls(
             task, rules.current_handoff(task), calls, exclude=(context.context_id, call_id)
+        )
+    if adhoc:
+        assert run is not None
+        return check_adhoc_task_call(
+            run=run,
+            task=task,
+            context=context,
+            tool_id=tool_id,
+            calls_in_attempt=count,
+            now=now,
         )
     return check_task_call(
         run=run,
@@ -157,4 +229,30 @@ async def task_denial(
         agents=agents,
         calls_in_attempt=count,
         now=now,
+    )
+
+
+async def task_check(
+    store: KernelStore,
+    context: ResolvedContext,
+    tool_id: str,
+    task_id: str | None,
+    *,
+    call_id: str,
+    agents: frozenset[str],
+    now: datetime,
+) -> Denial | None:
+    """The kernel's task step: every call into a catalog run names a running task of it
+    (``TASK_REQUIRED``), and a call that names a task obeys that task's rules."""
+    if task_id is None:
+        run = await store.read_view(RunRow, context.run_id)
+        if run is not None and is_catalog_run(run):
+            return Denial(
+                reason="TASK_REQUIRED",
+                message=f"run {run.run_id} is a run of workflow {run.workflow_slug}: "
+                "a call into it names one of its running tasks (task_id)",
+            )
+        return None
+    return await task_denial(
+        store, context, tool_id, task_id, call_id=call_id, agents=agents, now=now
     )

@@ -67,7 +67,8 @@ TABLES: Mapping[str, TableSpec] = {
     "calls": TableSpec(
         name="calls",
         keys=("run_id", "context_id", "call_id"),
-        columns=("state", "tool_id", "tenant", "updated_seq"),
+        # parent_span_id: the delegating call's span (migration SQLite 12 / PostgreSQL 11)
+        columns=("state", "tool_id", "tenant", "updated_seq", "parent_span_id"),
         order_by="updated_seq",
     ),
     "approvals": TableSpec(
@@ -216,6 +217,8 @@ def _reserve(event: EventFacts, get: Getter, *, state: str) -> Writes:
         "created_at": at,
         "updated_at": at,
     }
+    if isinstance(p.get("parent_span_id"), str):  # a delegated call (docs/kernel.md)
+        row["parent_span_id"] = p["parent_span_id"]
     writes: Writes = {key: row, totals_key: {"run_id": run_id, "total": total}}
     if isinstance(limit, int):
         # Only tools with a call limit are counted per context: the context row is rewritten
@@ -435,7 +438,7 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
 def _dispatched(event: EventFacts) -> Row:
     """What a ``started`` stage sets on its call row."""
     p = event.payload
-    return {
+    out: Row = {
         "state": "dispatching",
         "owner": p.get("owner"),
         "idempotency_key": p.get("idempotency_key"),
@@ -443,9 +446,58 @@ def _dispatched(event: EventFacts) -> Row:
         "updated_seq": event.seq,
         "updated_at": event.at,
     }
+    # spans (docs/kernel.md, "Delegation"): set only where the event has them, so rows of
+    # calls recorded before delegation rebuild exactly as they were stored
+    for field in ("span_id", "parent_span_id"):
+        if isinstance(p.get(field), str):
+            out[field] = p[field]
+    if p.get("delegates_execution") is True:
+        out["delegates_execution"] = True
+    return out
+
+
+# ---------------------------------------------------------------------------------------
+# retention: a run's metadata expired (docs/privacy.md)
+
+
+def _reads_expired(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
+    keys: list[RowKey] = []
+    for cid in p.get("contexts", ()):
+        if isinstance(cid, str):
+            keys.append(context_key(run_id, cid))
+    for pair in p.get("calls", ()):
+        if isinstance(pair, list | tuple) and len(pair) == 2:
+            keys.append(call_key(run_id, str(pair[0]), str(pair[1])))
+    for aid in p.get("approvals", ()):
+        if isinstance(aid, str):
+            keys.append(approval_key(run_id, aid))
+    return tuple(keys)
+
+
+def _metadata_expired(event: EventFacts, get: Getter) -> Writes:
+    """Erase the keyed fingerprints (argument and result fingerprints, idempotency keys) of
+    the rows the event names, and mark them: deduplication and replay for the run end, and
+    its contexts fail closed (``RUN_METADATA_EXPIRED``)."""
+    writes: dict[RowKey, Row] = {}
+    for key in _reads_expired(event.run_id, event.payload):
+        row = get(key)
+        if row is None:
+            continue
+        new = {**row, "metadata_expired_at": event.at}
+        if key.table == "calls":
+            new["fingerprint"] = ""
+            new["idempotency_key"] = None
+            receipt = row.get("receipt")
+            if isinstance(receipt, Mapping) and "result_fingerprint" in receipt:
+                new["receipt"] = {k: v for k, v in receipt.items() if k != "result_fingerprint"}
+        elif key.table == "approvals":
+            new["fingerprint"] = ""
+        writes[key] = new
+    return writes
 
 
 HANDLERS: Mapping[str, Handler] = {
+    "run_metadata_expired": Handler(reads=_reads_expired, apply=_metadata_expired),
     "context_resolved": Handler(reads=_reads_context, apply=_context_resolved),
     "approval_requested": Handler(reads=_reads_call, apply=_approval_requested),
     "approval_approved": Handler(reads=_reads_approval, apply=_approval_decided),

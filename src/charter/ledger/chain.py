@@ -21,6 +21,25 @@ from charter.errors import ConfigError
 _KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 
 
+def key_material(raw: bytes, *, what: str) -> bytes:
+    """The secret bytes of a ledger key **file**, read the one way every reader reads it.
+
+    The file named by ``CHARTER_LEDGER_KEY_FILE``, the deployment's ``secrets.ledger_key:
+    {file: PATH}`` and the local ``.charter/ledger.key`` all pass through here, so one file is
+    one key whichever way it is named: its bytes are the key, a trailing newline dropped (as
+    for every secret file of a deployment). Hex or base64 text is *not* decoded — the text is
+    the key (what ``charter init`` writes: 64 hex characters). Fewer than 16 bytes is refused,
+    naming ``what``, never the value.
+    """
+    secret = raw.rstrip(b"\r\n")
+    if len(secret) < 16:
+        raise ConfigError(
+            f"the ledger key in {what} is shorter than 16 bytes (the file's bytes are the key: "
+            "write 32 random bytes, or e.g. `openssl rand -hex 32`)"
+        )
+    return secret
+
+
 def chain_hash(prev_hash: str, data: bytes) -> str:
     digest = hashlib.sha256(prev_hash.encode("ascii"))
     digest.update(data)

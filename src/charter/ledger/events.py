@@ -45,6 +45,7 @@ TOOL_PROGRESS_STAGES: frozenset[str] = frozenset(
         "unknown",
         "abandoned",
         "late_result",  # an executor's answer that arrived after the call was made unknown
+        "message",  # a tool's redacted progress message (ctx.progress)
     }
 )
 
@@ -58,6 +59,7 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "artifact_registered",
         "context_resolved",
         *OBSERVATIONAL_TYPES,
+        "run_metadata_expired",  # retention: a run's keyed fingerprints erased from its rows
         # approval_* (the approvals issue adds their projection handlers)
         "approval_requested",
         "approval_approved",
@@ -79,6 +81,8 @@ EVENT_TYPES: frozenset[str] = frozenset(
         "chat_tool_call",
         "chat_turn_completed",
         "chat_turn_failed",
+        # what an application reported sending the model (charter.proof.disclosure)
+        "disclosure_reported",
     }
 )
 """Every event type this code knows. A ledger holding any other type fails verification."""

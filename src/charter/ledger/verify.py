@@ -131,9 +131,11 @@ class VerifyReport:
     path: str | None = None
     head_hash: str | None = None
     """The hash of the head verified (an ok report only; not part of :meth:`to_dict`)."""
+    notes: tuple[str, ...] = ()
+    """What an ok run records that a reader should know (its metadata expired: retention)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "run_id": self.run_id,
             "ok": self.ok,
             "events": self.events,
@@ -144,6 +146,9 @@ class VerifyReport:
             "artifact_id": self.artifact_id,
             "path": self.path,
         }
+        if self.notes:
+            out["notes"] = list(self.notes)
+        return out
 
     def raise_for_problem(self) -> None:
         if not self.ok:
@@ -763,9 +768,24 @@ async def _verify(
                 await asyncio.to_thread(check_artifacts, registered, artifacts)
     except LedgerProblem as problem:
         return problem.report(run_id, events=count, head_seq=snap.head.seq), checker
+    expired = {
+        str(row["metadata_expired_at"])
+        for row in checker.rebuild.listed("contexts", run_id)
+        if row.get("metadata_expired_at")
+    }
+    notes = [
+        f"the run's metadata expired at {at} (retention): its fingerprints were erased from "
+        "its rows on purpose (a run_metadata_expired event); deduplication and replay ended"
+        for at in sorted(expired)
+    ]
     return (
         VerifyReport(
-            run_id=run_id, ok=True, events=count, head_seq=snap.head.seq, head_hash=snap.head.hash
+            run_id=run_id,
+            ok=True,
+            events=count,
+            head_seq=snap.head.seq,
+            head_hash=snap.head.hash,
+            notes=tuple(notes),
         ),
         checker,
     )

@@ -14,6 +14,13 @@ an approval included — reaches the same ``(context, call id)`` and never dispa
 Without a key the call id is derived from the session and the JSON-RPC request id
 (``mcp-<session>-<request id>``) over stdio, and is random per request over stateless HTTP
 (where request ids repeat across connections).
+
+Tasks. A call into a run of a catalog workflow names one of its running tasks. A gateway can
+be bound to such a run (``charter mcp --run RUN [--task TASK]``, stdio): its context is
+resolved in that run (for the task's role as agent, unless ``--agent`` says otherwise) and
+never renewed into another run, and every call carries the bound task — or the task a call
+names in its request ``_meta`` (``{"charter/task_id": TASK}``), which wins. The kernel then
+applies the task's rules (role, profile, allowlist, handoff, budgets) as on every surface.
 """
 
 from __future__ import annotations
@@ -26,9 +33,7 @@ from typing import Any
 try:
     import mcp as _mcp_sdk  # noqa: F401 (the optional dependency, checked once here)
 except ImportError as exc:  # pragma: no cover - only without the extra
-    raise ImportError(
-        "Charter's MCP support needs the mcp extra: pip install 'charter[mcp]'"
-    ) from exc
+    raise ImportError("Charter's MCP support needs the mcp extra: pip install -e '.[mcp]'") from exc
 import anyio
 import mcp_types as types
 
@@ -43,6 +48,7 @@ from charter.runtime import Runtime
 MCP_SESSION_SLUG = "mcp-session"
 _RENEW = frozenset({"RUN_ENDED", "RUN_TIME_BUDGET_EXCEEDED", "RUN_CALL_BUDGET_EXCEEDED"})
 IDEMPOTENCY_KEY = "idempotency_key"
+TASK_META = "charter/task_id"
 _KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
 _KEY_SCAN = 20  # calls with one idempotency key looked at (other principals' keys may clash)
 NETWORK_EXECUTORS = frozenset({"http", "mcp"})
@@ -66,7 +72,15 @@ class McpSession:
 class Gateway:
     """One profile of one runtime, served over MCP."""
 
-    def __init__(self, runtime: Runtime, profile: str) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        profile: str,
+        *,
+        run_id: str | None = None,
+        task_id: str | None = None,
+        agent: str | None = None,
+    ) -> None:
         if profile not in runtime.build.profiles:
             known = ", ".join(sorted(runtime.build.profiles)) or "(none)"
             raise InvalidInput(
@@ -74,6 +88,9 @@ class Gateway:
             )
         self.runtime = runtime
         self.profile = profile
+        self.run_id = run_id  # bound to a catalog run: contexts are resolved in it
+        self.task_id = task_id  # ... and calls carry this task unless _meta names one
+        self.agent = agent
 
     # -----------------------------------------------------------------------------------
     # the session's context
@@ -84,6 +101,12 @@ class Gateway:
             ctx = session.context
             now = self.runtime.clock()
             if ctx is not None and now < _parse_at(ctx.expires_at):
+                return ctx
+            if self.run_id is not None:  # bound to a run: a new context in the same run
+                ctx = await self.runtime.resolve_context(
+                    principal, self.profile, agent=self.agent, run_id=self.run_id
+                )
+                session.run_id, session.context = ctx.run_id, ctx
                 return ctx
             if ctx is not None and not session.request_ids_unique:
                 # Stateless HTTP: the "session" is the principal's for the process's lifetime,
@@ -146,8 +169,16 @@ class Gateway:
         name: str,
         arguments: Mapping[str, Any] | None,
         request_id: str | int | None,
+        meta: Mapping[str, Any] | None = None,
     ) -> types.CallToolResult:
         args = dict(arguments or {})
+        task_id = self.task_id
+        named = (meta or {}).get(TASK_META)
+        if named is not None:
+            if not isinstance(named, str):
+                bad = InvalidInput(f"_meta {TASK_META} must be a string", reason="TASK_ID_INVALID")
+                return failure_result(bad, name=name)
+            task_id = named
         key = self._take_key(name, args)
         try:
             ctx = await self.context(principal, session)
@@ -167,8 +198,11 @@ class Gateway:
             session.key_contexts[key] = context_id
             if len(session.key_contexts) > _KEYS_KEPT:  # the store remembers the rest
                 del session.key_contexts[next(iter(session.key_contexts))]
-        env = await self.runtime.call(context_id, name, call_id, args, as_=principal)
-        if key is None and env.error is not None and env.error.get("reason") in _RENEW:
+        env = await self.runtime.call(
+            context_id, name, call_id, args, as_=principal, task_id=task_id
+        )
+        renew = key is None and self.run_id is None  # a bound run is never swapped
+        if renew and env.error is not None and env.error.get("reason") in _RENEW:
             # The session's run ended (idle, or by an operator) or spent its budgets: the
             # session goes on in a fresh run (charter.kernel.sessions), once.
             session.context = None

@@ -2,8 +2,10 @@
 
 The low-level server lets Charter's Build supply the tool list: ``tools/list`` answers with
 exactly the tools of the session's context (the profile's tools this principal may see), and
-``tools/call`` goes through the kernel. How the principal and the session are found depends on
-the transport: fixed for stdio (``--as``), per request from the bearer credential for HTTP.
+``tools/call`` goes through the kernel; ``resources/…`` serve the manifests and artifacts of
+the runs of the caller's tenant in this profile (:mod:`charter.mcp._resources`). How the
+principal and the session are found depends on the transport: fixed for stdio (``--as``),
+per request from the bearer credential for HTTP.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from mcp.server.lowlevel import Server
 from charter._version import __version__
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
+from charter.mcp._resources import TEMPLATES, Resources
 
 Identify = Callable[[ServerRequestContext[Any, Any]], Awaitable[tuple[Principal, McpSession]]]
 """Finds who is calling, and in which session, for one request."""
@@ -43,9 +46,31 @@ def build_server(gateway: Gateway, identify: Identify) -> Server[Any]:
         ctx: ServerRequestContext[Any, Any], params: types.CallToolRequestParams
     ) -> types.CallToolResult:
         principal, session = await identify(ctx)
+        meta = params.meta if isinstance(params.meta, dict) else None
         return await gateway.call_tool(
-            principal, session, params.name, params.arguments, ctx.request_id
+            principal, session, params.name, params.arguments, ctx.request_id, meta
         )
+
+    resources = Resources(gateway.runtime, gateway.profile)
+
+    async def list_resources(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourcesResult:
+        principal, session = await identify(ctx)
+        cursor = params.cursor if params is not None else None
+        return await resources.list(principal, session.run_id, cursor)
+
+    async def list_templates(
+        ctx: ServerRequestContext[Any, Any], params: types.PaginatedRequestParams | None
+    ) -> types.ListResourceTemplatesResult:
+        await identify(ctx)
+        return types.ListResourceTemplatesResult(resource_templates=list(TEMPLATES))
+
+    async def read_resource(
+        ctx: ServerRequestContext[Any, Any], params: types.ReadResourceRequestParams
+    ) -> types.ReadResourceResult:
+        principal, session = await identify(ctx)
+        return await resources.read(principal, session.run_id, params.uri)
 
     return Server(
         f"charter-{gateway.profile}",
@@ -54,4 +79,7 @@ def build_server(gateway: Gateway, identify: Identify) -> Server[Any]:
         instructions=INSTRUCTIONS,
         on_list_tools=list_tools,
         on_call_tool=call_tool,
+        on_list_resources=list_resources,
+        on_list_resource_templates=list_templates,
+        on_read_resource=read_resource,
     )

@@ -68,6 +68,7 @@ class Agent:
     instructions: str
     tools: tuple[str, ...]
     context_providers: tuple[str, ...]
+    handoffs: tuple[str, ...] = ()  # the agents it may hand off to in a chat
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -118,6 +119,18 @@ def _resolve_profiles(
     return profiles
 
 
+def _agent_doc(a: Agent) -> dict[str, Any]:
+    doc: dict[str, Any] = {
+        "description": a.description,
+        "instructions": a.instructions,
+        "tools": list(a.tools),
+        "context_providers": list(a.context_providers),
+    }
+    if a.handoffs:  # absent when empty, so Builds without handoffs keep their digests
+        doc["handoffs"] = list(a.handoffs)
+    return doc
+
+
 def _resolve_agents(
     config: ProjectConfig, tool_ids: set[str], problems: list[Problem]
 ) -> dict[str, Agent]:
@@ -132,12 +145,22 @@ def _resolve_agents(
                         pointer=f"/agents/{name}/tools/{index}",
                     )
                 )
+        for index, role in enumerate(agent.handoffs):
+            if role not in config.agents or role == name:
+                problems.append(
+                    Problem(
+                        message=f"agent {name!r} hands off to {role!r}, which is not another agent",
+                        file=PROJECT_FILE,
+                        pointer=f"/agents/{name}/handoffs/{index}",
+                    )
+                )
         agents[name] = Agent(
             name=name,
             description=agent.description,
             instructions=agent.instructions,
             tools=tuple(sorted(agent.tools)),
             context_providers=tuple(sorted(agent.context_providers)),
+            handoffs=tuple(sorted(set(agent.handoffs))),
         )
     return agents
 
@@ -213,15 +236,7 @@ def _document(
             name: {"description": p.description, "tools": list(p.tools)}
             for name, p in sorted(profiles.items())
         },
-        "agents": {
-            name: {
-                "description": a.description,
-                "instructions": a.instructions,
-                "tools": list(a.tools),
-                "context_providers": list(a.context_providers),
-            }
-            for name, a in sorted(agents.items())
-        },
+        "agents": {name: _agent_doc(a) for name, a in sorted(agents.items())},
     }
     # Optional sections, absent when empty so tool-only Builds keep their digests.
     if catalog:
@@ -311,6 +326,7 @@ def build_from_document(
             instructions=a["instructions"],
             tools=tuple(a["tools"]),
             context_providers=tuple(a["context_providers"]),
+            handoffs=tuple(a.get("handoffs", ())),
         )
         for name, a in doc["agents"].items()
     }

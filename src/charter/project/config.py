@@ -69,6 +69,8 @@ class AgentConfig(BaseModel):
     instructions: str = ""
     tools: list[str] = Field(default_factory=list)
     context_providers: list[str] = Field(default_factory=list)
+    # agents this one may hand off to in a chat (docs/chat.md, "Handoffs")
+    handoffs: list[str] = Field(default_factory=list)
 
     @field_validator("tools")
     @classmethod

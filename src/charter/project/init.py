@@ -79,8 +79,9 @@ def make_dev_secrets(target: Path, extra: tuple[str, ...] = ()) -> list[str]:
     was already written under.
     """
     directory = target / SECRETS_DIR
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(directory, 0o700)
+    for private in (directory.parent, directory):  # .charter/ and its secrets: owner only
+        private.mkdir(parents=True, exist_ok=True, mode=0o700)
+        os.chmod(private, 0o700)
     made = []
     for name in DEV_SECRETS + extra:
         path = directory / name

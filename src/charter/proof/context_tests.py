@@ -5,11 +5,12 @@ Nothing is dispatched: calls are validated and authorized with :func:`charter.pr
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from charter.kernel.principals import Principal, PrincipalKind
+from charter.kernel.readiness_port import ToolReadiness
 from charter.project.build import Build
 from charter.project.suite import ContextTest
 from charter.proof.decide import decide, offered, synthetic_context
@@ -22,12 +23,14 @@ class CaseResult:
     passed: bool
     failures: tuple[str, ...] = ()
     origin: str = "own"  # own | inherited | guard
+    digest: str | None = None  # the obligation's content address (promotion)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
             "source": self.source,
             "origin": self.origin,
+            "digest": self.digest,
             "passed": self.passed,
             "failures": list(self.failures),
         }
@@ -54,7 +57,16 @@ class SuiteReport:
         }
 
 
-def run_test(build: Build, test: ContextTest, *, origin: str = "own") -> CaseResult:
+def run_test(
+    build: Build,
+    test: ContextTest,
+    *,
+    origin: str = "own",
+    live: Mapping[str, ToolReadiness] | None = None,
+) -> CaseResult:
+    """``live``: the deployment's readiness (each bound tool's live ``describe``); with it,
+    every executor entry that expects ``compatible`` is also checked against what the
+    executor serving that tool actually reports."""
     spec = test.principal
     principal = Principal(
         name=spec.name,
@@ -99,6 +111,8 @@ def run_test(build: Build, test: ContextTest, *, origin: str = "own") -> CaseRes
                 f"executor for {ex.tool} {ex.version}: expected {ex.expect}, "
                 f"it is {'compatible' if ok else 'incompatible'}"
             )
+        if live is not None and ex.expect == "compatible":
+            failures += _live_failures(live.get(ex.tool), ex.tool, ex.version, ex.digest)
     return CaseResult(
         name=test.name,
         source=test.source,
@@ -108,5 +122,26 @@ def run_test(build: Build, test: ContextTest, *, origin: str = "own") -> CaseRes
     )
 
 
-def run_tests(build: Build, tests: Iterable[ContextTest], *, origin: str = "own") -> SuiteReport:
-    return SuiteReport(results=tuple(run_test(build, t, origin=origin) for t in tests))
+def _live_failures(
+    state: ToolReadiness | None, tool: str, version: str, digest: str | None
+) -> list[str]:
+    if state is None:
+        return [f"live: no binding of the deployment serves {tool}"]
+    out = []
+    if state.reported_version is not None and state.reported_version != version:
+        out.append(f"live: the executor for {tool} reports version {state.reported_version}")
+    if digest is not None and state.reported_digest not in (None, digest):
+        out.append(f"live: the executor for {tool} reports digest {state.reported_digest}")
+    if not state.ready:
+        out.append(f"live: the executor for {tool} is not ready ({state.reason}: {state.message})")
+    return out
+
+
+def run_tests(
+    build: Build,
+    tests: Iterable[ContextTest],
+    *,
+    origin: str = "own",
+    live: Mapping[str, ToolReadiness] | None = None,
+) -> SuiteReport:
+    return SuiteReport(results=tuple(run_test(build, t, origin=origin, live=live) for t in tests))

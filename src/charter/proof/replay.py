@@ -10,21 +10,29 @@ contract digest the approval was given for) and the per-context ``call_limit`` b
 
 Arguments are stored only as fingerprints, so argument validation and argument-dependent
 hooks (tenancy, ownership) cannot be re-run; calls are re-evaluated as recorded on those.
-Principals' permissions come from the deployment when given; otherwise the recorded
-principal is assumed to hold the permissions it held (checks marked ``assumed``).
+
+Replay *as someone*: the deployment's principals (their permissions) and enablement (which
+tools may run) are inputs. When they are not given — or a recorded principal is not in the
+deployment — replay assumes the most permissive answer (every permission held, every tool
+enabled) and says so: the report names each assumption, and each call lists the assumptions
+its replayed decision depended on (``assumed``), found by deciding again with the assumption
+withdrawn — no permissions for an unknown principal; for enablement, the deployment default
+(read tools on, proposal and write tools only when enabled by name).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from charter.errors import PermissionDenied
+from charter.kernel.authorize import Enablement
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.ledger.jsonload import loads
 from charter.ledger.ports import Store
 from charter.project.build import Build
-from charter.proof.decide import decide, synthetic_context
+from charter.proof.decide import ALL_ENABLED, decide, synthetic_context
 
 DISPATCHED = ("allowed",)
 
@@ -39,9 +47,11 @@ class CallReplay:
     replayed: str
     reason: str | None
     changed: bool
+    assumed: tuple[str, ...] = ()  # "permissions" / "enablement": what the decision rests on
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "assumed": list(self.assumed),
             "context_id": self.context_id,
             "call_id": self.call_id,
             "tool": self.tool,
@@ -60,6 +70,24 @@ class ReplayReport:
     events: int
     calls: tuple[CallReplay, ...] = field(default_factory=tuple)
     assumed_permissions: bool = False
+    assumed_principals: tuple[str, ...] = ()  # recorded principals the deployment lacks
+    assumed_enablement: bool = False  # no deployment enablement: every tool assumed enabled
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """What this replay assumed instead of knowing (empty: it replayed as the deployment)."""
+        return tuple(
+            name
+            for name, on in (
+                ("permissions", self.assumed_permissions),
+                ("enablement", self.assumed_enablement),
+            )
+            if on
+        )
+
+    @property
+    def depends_on_assumption(self) -> tuple[CallReplay, ...]:
+        return tuple(c for c in self.calls if c.assumed)
 
     @property
     def changed(self) -> tuple[CallReplay, ...]:
@@ -75,6 +103,10 @@ class ReplayReport:
             "build_digest": self.build_digest,
             "events": self.events,
             "assumed_permissions": self.assumed_permissions,
+            "assumed_principals": list(self.assumed_principals),
+            "assumed_enablement": self.assumed_enablement,
+            "assumptions": list(self.assumptions),
+            "depends_on_assumption": [c.call_id for c in self.depends_on_assumption],
             "calls": [c.to_dict() for c in self.calls],
             "changed": [c.to_dict() for c in self.changed],
             "now_denied": [c.call_id for c in self.now_denied],
@@ -87,9 +119,10 @@ def replay_events(
     build: Build,
     *,
     principals: Mapping[str, Principal] | None = None,
+    enablement: Enablement | None = None,
 ) -> ReplayReport:
     """Pure: ``events`` are ``{seq, type, payload}`` mappings in seq order."""
-    replay = Replay(run_id, build, principals=principals)
+    replay = Replay(run_id, build, principals=principals, enablement=enablement)
     for ev in events:
         replay.add(ev)
     return replay.report()
@@ -100,34 +133,71 @@ class Replay:
     :meth:`report` (a verified replay feeds it as verification parses each event)."""
 
     def __init__(
-        self, run_id: str, build: Build, *, principals: Mapping[str, Principal] | None = None
+        self,
+        run_id: str,
+        build: Build,
+        *,
+        principals: Mapping[str, Principal] | None = None,
+        enablement: Enablement | None = None,
     ) -> None:
         self.run_id = run_id
         self.build = build
         self.principals = principals or {}
+        self.enablement = enablement if enablement is not None else ALL_ENABLED
+        self.assumed_enablement = enablement is None
+        self.assumed_principals: set[str] = set()
         self.events = 0
         self.contexts: dict[str, Mapping[str, Any]] = {}
         # The decision without arguments depends only on the context row and the tool: decide
         # once per (context, tool). The call_limit budget and the approval binding stay per
         # call.
-        self.decided: dict[str, dict[str, tuple[str, str | None]]] = {}
+        self.decided: dict[str, dict[str, tuple[str, str | None, tuple[str, ...]]]] = {}
         self.approvals: dict[str, Mapping[str, Any]] = {}
         self.seen: set[tuple[str, str]] = set()
         self.counts: dict[tuple[str, str], int] = {}
         self.calls: list[CallReplay] = []
         self.assumed = False
 
-    def _principal_of(self, ctx: Mapping[str, Any]) -> Principal:
+    def _principal_of(self, ctx: Mapping[str, Any]) -> tuple[Principal, bool]:
         found = self.principals.get(ctx["principal"])
         if found is not None:
-            return found
+            return found, False
         self.assumed = True
+        self.assumed_principals.add(str(ctx["principal"]))
         return Principal(
             name=ctx["principal"],
             tenant=ctx["tenant"],
             kind=PrincipalKind(ctx["kind"]),
             permissions=frozenset({"*"}),
-        )
+        ), True
+
+    def _decide(
+        self, ctx_row: Mapping[str, Any], tool: str
+    ) -> tuple[str, str | None, tuple[str, ...]]:
+        """The decision, and the assumptions it depends on (it changes without them)."""
+        build = self.build
+        who, assumed_who = self._principal_of(ctx_row)
+        profile, agent = ctx_row["profile"], ctx_row.get("agent")
+        ctx = synthetic_context(build, who, profile, agent)
+        got = decide(build, ctx, who, tool, None, enablement=self.enablement)
+        assumed: list[str] = []
+        if assumed_who:
+            bare = replace(who, permissions=frozenset())
+            alt = decide(
+                build,
+                synthetic_context(build, bare, profile, agent),
+                bare,
+                tool,
+                None,
+                enablement=self.enablement,
+            )
+            if alt.status != got.status:
+                assumed.append("permissions")
+        if self.assumed_enablement:
+            alt = decide(build, ctx, who, tool, None, enablement=Enablement())
+            if alt.status != got.status:
+                assumed.append("enablement")
+        return got.status, got.reason, tuple(assumed)
 
     def add(self, ev: Mapping[str, Any]) -> None:
         self.events += 1
@@ -138,6 +208,12 @@ class Replay:
             if p.get("stage") != "started":
                 return
             recorded = "allowed"
+        elif typ == "run_metadata_expired":
+            # retention (kernel/retention.py): replay for the run has ended
+            raise PermissionDenied(
+                f"run {self.run_id}: its metadata expired (retention); it cannot be replayed",
+                reason="RUN_METADATA_EXPIRED",
+            )
         elif typ == "tool_call_recorded":
             if p.get("outcome") not in ("denied", "rejected"):
                 return
@@ -162,12 +238,8 @@ class Replay:
             by_tool = self.decided[key[0]] = {}
         cached = by_tool.get(tool)
         if cached is None:
-            ctx_row = self.contexts[key[0]]
-            who = self._principal_of(ctx_row)
-            ctx = synthetic_context(build, who, ctx_row["profile"], ctx_row.get("agent"))
-            got = decide(build, ctx, who, tool, None)
-            cached = by_tool[tool] = (got.status, got.reason)
-        replayed, reason = cached
+            cached = by_tool[tool] = self._decide(self.contexts[key[0]], tool)
+        replayed, reason, assumed = cached
         contract = build.tools[tool].contract if tool in build.tools else None
         if recorded == "rejected" and replayed in ("allowed", "pending_approval"):
             replayed, reason = "rejected", "AS_RECORDED"  # validation needs the arguments
@@ -201,6 +273,7 @@ class Replay:
                 replayed=replayed,
                 reason=reason,
                 changed=replayed != recorded,
+                assumed=assumed,
             )
         )
 
@@ -211,6 +284,8 @@ class Replay:
             events=self.events,
             calls=tuple(self.calls),
             assumed_permissions=self.assumed,
+            assumed_principals=tuple(sorted(self.assumed_principals)),
+            assumed_enablement=self.assumed_enablement,
         )
 
 
@@ -234,5 +309,21 @@ async def replay_run(
     build: Build,
     *,
     principals: Mapping[str, Principal] | None = None,
+    enablement: Enablement | None = None,
 ) -> ReplayReport:
-    return replay_events(run_id, await read_events(store, run_id), build, principals=principals)
+    return replay_events(
+        run_id,
+        await read_events(store, run_id),
+        build,
+        principals=principals,
+        enablement=enablement,
+    )
+
+
+def enablement_of(enabled_tools: frozenset[str] | None, *, kill_switch: bool) -> Enablement:
+    """A deployment's enablement as the kernel holds it (``None``: every tool enabled)."""
+    return Enablement(
+        enabled=enabled_tools if enabled_tools is not None else frozenset(),
+        all_enabled=enabled_tools is None,
+        kill_switch=kill_switch,
+    )

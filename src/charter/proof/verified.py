@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from charter.kernel.authorize import Enablement
 from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
 from charter.ledger.gcpause import collector_paused
@@ -54,10 +55,12 @@ async def replay_verified(
     key: LedgerKey,
     *,
     principals: Mapping[str, Principal] | None = None,
+    enablement: Enablement | None = None,
     agents: frozenset[str] | None = None,
 ) -> VerifiedReplay:
-    """Verify ``run_id`` and, when it verifies, replay it against ``build`` and evaluate it."""
-    replay = Replay(run_id, build, principals=principals)
+    """Verify ``run_id`` and, when it verifies, replay it against ``build`` and evaluate it
+    (as the deployment's ``principals`` and ``enablement``; ``None``: assumed, and said)."""
+    replay = Replay(run_id, build, principals=principals, enablement=enablement)
     evaluator = Evaluator(run_id, agents=agents)
     feed = _Feed(replay.add, evaluator.add)
     with collector_paused():  # replay and evaluation build up state through the whole read

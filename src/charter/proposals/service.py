@@ -10,7 +10,7 @@ that crashes mid-apply leaves the call ``unknown`` and the proposal ``approved``
 Deployment settings (``proposals:`` in ``charter.deploy.yaml``)::
 
     proposals:
-      requester_may_approve: true    # the seed's MVP default
+      requester_may_approve: true    # the default
       lifetime_s: 604800
       kinds:
         workflow:
@@ -104,7 +104,8 @@ def _not_found() -> PermissionDenied:
 
 def _illegal(row: Mapping[str, Any], action: str) -> InvalidInput:
     return InvalidInput(
-        f"cannot {action} a {row['status']} proposal", reason="PROPOSAL_ILLEGAL_TRANSITION"
+        f"cannot {action} the proposal: it is {row['status']}",
+        reason="PROPOSAL_ILLEGAL_TRANSITION",
     )
 
 
@@ -142,11 +143,12 @@ class ProposalService:
         call_id: str,
         draft: Mapping[str, Any],
         conversation_id: str | None = None,
+        proposal_id: str | None = None,
     ) -> dict[str, Any]:
         """Store a draft; validated, or blocked when any diagnostic is an error."""
         diagnostics = [dict(d) for d in draft.get("diagnostics") or [] if isinstance(d, Mapping)]
         blocked = any(d.get("severity", "error") == "error" for d in diagnostics)
-        pid = new_id("prop")
+        pid = proposal_id or new_id("prop")
         now = self.runtime.clock()
         expires = format_at(now + timedelta(seconds=self.settings.lifetime_s))
         redactor = self.runtime.redactor

@@ -23,9 +23,11 @@ from charter.providers.base import (
     ToolInvoker,
     ToolOutcome,
     TurnRequest,
+    request_tokens,
 )
 from charter.providers.events import (
     MessageCompleted,
+    ModelRequested,
     ProviderError,
     ProviderEvent,
     TextDelta,
@@ -38,7 +40,7 @@ def _sdk() -> Any:
         import anthropic
     except ImportError:  # pragma: no cover - the extra is installed in the test environment
         raise ConfigError(
-            "the anthropic provider needs the anthropic extra: pip install 'charter[anthropic]'"
+            "the anthropic provider needs the anthropic extra: pip install -e '.[anthropic]'"
         ) from None
     return anthropic
 
@@ -98,6 +100,11 @@ class AnthropicProvider(SdkProvider):
                 options: dict[str, Any] = {"tools": tools} if tools else {}
                 if request.instructions:
                     options["system"] = request.instructions
+                yield ModelRequested(
+                    tools=tuple(t.name for t in request.tools),
+                    tokens=request_tokens([request.instructions, messages, tools]),
+                    model=self.model,
+                )
                 stream = await client.messages.create(
                     model=self.model,
                     max_tokens=self.max_tokens,

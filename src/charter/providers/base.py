@@ -7,6 +7,7 @@ invoker, which is the governed kernel: a provider never runs a tool itself.
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -65,6 +66,12 @@ class ToolOutcome:
     status: str
     content: str = field(repr=False)  # never printed
     data: Any = field(default=None, repr=False)
+
+
+def request_tokens(payload: Any) -> int:
+    """An estimate of a model request's size in tokens: about four bytes of its JSON each."""
+    size = len(json.dumps(payload, ensure_ascii=False, default=str).encode("utf-8"))
+    return (size + 3) // 4
 
 
 class ToolInvoker(Protocol):

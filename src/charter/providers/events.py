@@ -20,6 +20,8 @@ STREAM_EVENT_TYPES = (
     "approval.required",
     "proposal.created",
     "proposal.updated",
+    "task.started",
+    "task.ended",
     "conversation.error",
     "conversation.completed",
 )
@@ -67,8 +69,21 @@ class ProviderError:
     detail: str = ""
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ModelRequested:
+    """One request is being sent to the model: the tool names it carries and its size in
+    tokens — the provider's count when it has one, else an estimate (about four bytes of the
+    request's JSON per token; ``estimated``). The orchestrator reports it as a disclosure."""
+
+    tools: tuple[str, ...]
+    tokens: int
+    estimated: bool = True
+    model: str | None = None
+
+
 ProviderEvent = (
-    TextDelta
+    ModelRequested
+    | TextDelta
     | MessageCompleted
     | ToolCallRequested
     | ToolResultReady

@@ -24,9 +24,11 @@ from charter.providers.base import (
     ToolInvoker,
     ToolOutcome,
     TurnRequest,
+    request_tokens,
 )
 from charter.providers.events import (
     MessageCompleted,
+    ModelRequested,
     ProviderError,
     ProviderEvent,
     TextDelta,
@@ -39,7 +41,7 @@ def _sdk() -> Any:
         import openai
     except ImportError:  # pragma: no cover - the extra is installed in the test environment
         raise ConfigError(
-            "the openai provider needs the openai extra: pip install 'charter[openai]'"
+            "the openai provider needs the openai extra: pip install -e '.[openai]'"
         ) from None
     return openai
 
@@ -106,6 +108,11 @@ class OpenAICompatProvider(SdkProvider):
         try:
             for round_ in range(1, request.max_rounds + 1):
                 options: dict[str, Any] = {"tools": tools} if tools else {}
+                yield ModelRequested(
+                    tools=tuple(t.name for t in request.tools),
+                    tokens=request_tokens([messages, tools]),
+                    model=self.model,
+                )
                 stream = await client.chat.completions.create(
                     model=self.model,
                     messages=messages,

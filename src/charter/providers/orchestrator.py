@@ -5,7 +5,7 @@ It resolves the agent (instructions are text; they never grant a tool), the cont
 authorized tool set, attachments from tenant-safe providers clamped to a byte budget — the
 first attachment truncated rather than dropped), runs the provider's turn with the runtime as
 the tool invoker, clamps every tool result before the model sees it, waits for approvals the
-kernel asks for, turns proposal drafts into stored proposals, and always ends with
+kernel asks for, announces the proposals its calls stored, and always ends with
 ``conversation.completed``. Provider failures reach the client as one safe
 ``conversation.error``; details go to the log only.
 """
@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 from charter.contracts.preview import arguments_record, preview
 from charter.errors import Failure
 from charter.kernel.acceptance import model_text
-from charter.kernel.contexts import ResolvedContext
+from charter.kernel.contexts import ResolvedContext, schema_digest
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import StreamRedactor
@@ -38,9 +38,11 @@ from charter.providers.base import (
     ToolSpec,
     TurnRequest,
 )
+from charter.providers.delegation import HANDOFF_TOOL, Delegation, fail_lost_tasks
 from charter.providers.events import (
     SAFE_ERROR_MESSAGE,
     MessageCompleted,
+    ModelRequested,
     ProviderError,
     StreamEvent,
     TextDelta,
@@ -63,6 +65,7 @@ TREND_SCOPE = (
     "range and the diagnostics scope given with the request."
 )
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
+_LABEL = re.compile(r"[^A-Za-z0-9_.:/@+-]")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -226,12 +229,18 @@ class Orchestrator:
             await self._record(ctx, "chat_turn_completed", {"turn_id": request.turn_id})
             yield make("conversation.completed", {"status": "completed"})
             return
-        invoker = KernelInvoker(self, ctx, request, queue)
+        for lost in await fail_lost_tasks(self, ctx):
+            yield make("task.ended", {"taskId": lost, "status": "failed", "reason": "TURN_LOST"})
+        delegation = Delegation(self, request, ctx)
+        invoker = KernelInvoker(self, ctx, request, queue, delegation=delegation)
+        specs = self.tool_specs(ctx)
+        if delegation.active and all(spec.name != HANDOFF_TOOL for spec in specs):
+            specs.append(delegation.spec())
         turn = TurnRequest(
             conversation_id=request.conversation_id,
             instructions=self.instructions(request, ctx),
             messages=[*request.history, ChatMessage(role="user", text=request.message)],
-            tools=self.tool_specs(ctx),
+            tools=specs,
             max_rounds=self.settings.max_rounds,
         )
         status = "completed"
@@ -269,6 +278,8 @@ class Orchestrator:
                         yield make("assistant.delta", {"text": safe})
                 elif isinstance(event, MessageCompleted):
                     yield make("assistant.completed", {"text": event.text})
+                elif isinstance(event, ModelRequested):
+                    await self.disclose(ctx, request, event, self.sent_attachments(ctx))
                 elif isinstance(event, ToolCallRequested):
                     pass  # tool.started is emitted by the invoker with the governed call id
                 elif isinstance(event, ToolResultReady):
@@ -287,6 +298,8 @@ class Orchestrator:
                 raise task.exception()  # type: ignore[misc]
         except asyncio.CancelledError:
             task.cancel()
+            # the turn's tasks fail with it, written shielded from the cancellation
+            await asyncio.shield(delegation.end_turn("cancelled"))
             raise
         except Exception as exc:  # the provider's own failure: one safe error, details logged
             logger.warning("chat turn failed: %s", type(exc).__name__, exc_info=True)
@@ -300,12 +313,58 @@ class Orchestrator:
                 task.cancel()
         if deltas.pending:
             yield make("assistant.delta", {"text": deltas.flush()})
+        for task_id, ended in await delegation.end_turn(status):
+            yield make("task.ended", {"taskId": task_id, "status": ended})
         await self._record(
             ctx,
             "chat_turn_completed" if status == "completed" else "chat_turn_failed",
             {"turn_id": request.turn_id, "status": status},
         )
         yield make("conversation.completed", {"status": status})
+
+    def sent_attachments(self, ctx: ResolvedContext) -> list[str]:
+        """The ids (``kind:ref``) of the attachments the instructions carry after clamping."""
+        labels = [f"{a.kind}:{a.ref}" for a in ctx.attachments]
+        blocks, _ = clamp_attachments(
+            [(label, a.content) for label, a in zip(labels, ctx.attachments, strict=True)],
+            self.settings.context_budget_bytes,
+        )
+        return [label for label in labels if any(b.startswith(f"[{label}]\n") for b in blocks)]
+
+    async def disclose(
+        self,
+        ctx: ResolvedContext,
+        request: ChatRequest,
+        event: ModelRequested,
+        attachment_ids: Sequence[str],
+    ) -> None:
+        """Report one model request as a disclosure of ``ctx`` (docs/chat.md): the governed
+        tools it carried (the orchestrator's own handoff tool is not one), the digest of their
+        schemas, the attachments in the instructions, its token count."""
+        tools, contracts = [], []
+        for name in event.tools:
+            offered = ctx.offered(name)
+            if offered is None:
+                if name != HANDOFF_TOOL:  # never sent by this orchestrator; flagged if it were
+                    tools.append({"id": name, "version": "unknown"})
+                continue
+            tools.append({"id": offered.id, "version": offered.version})
+            contracts.append(self.runtime.build.tools[offered.id].contract)
+        report: dict[str, Any] = {
+            "tools": tools,
+            "schema_digest": schema_digest(contracts),
+            "attachment_ids": list(attachment_ids),
+            "tokens": event.tokens,
+            "tokens_estimated": event.estimated,
+        }
+        if event.model:
+            report["model"] = _LABEL.sub("_", event.model)[:128]
+        try:
+            await self.runtime.report_disclosure(
+                ctx.context_id, report, as_=request.principal, source="chat"
+            )
+        except Failure as exc:  # the turn goes on; the report's failure is logged
+            logger.warning("could not report a disclosure: %s", exc.reason)
 
     async def _record(self, ctx: ResolvedContext, type_: str, payload: dict[str, Any]) -> None:
         try:
@@ -326,11 +385,21 @@ class KernelInvoker:
         ctx: ResolvedContext,
         request: ChatRequest,
         queue: asyncio.Queue[tuple[str, dict[str, Any]] | None],
+        *,
+        delegation: Delegation | None = None,
+        task_id: str | None = None,
     ) -> None:
         self.o = orchestrator
         self.ctx = ctx
         self.request = request
         self.queue = queue
+        self.delegation = delegation  # the coordinator's: may hand off
+        self.task_id = task_id  # a role's: every call is made inside this task
+
+    def for_task(self, ctx: ResolvedContext, task_id: str) -> KernelInvoker:
+        """The invoker of a role working a delegated task: its context, calls in the task,
+        no further handoffs, the same stream."""
+        return KernelInvoker(self.o, ctx, self.request, self.queue, task_id=task_id)
 
     async def emit(self, type_: str, data: dict[str, Any]) -> None:
         await self.queue.put((type_, data))
@@ -354,19 +423,36 @@ class KernelInvoker:
         return arguments_record(redactor.redact(parsed), contract.audit)
 
     async def invoke(self, invocation: ToolInvocation) -> ToolOutcome:
+        if (
+            self.delegation is not None
+            and self.delegation.active
+            and invocation.name == HANDOFF_TOOL
+            and self.ctx.offered(HANDOFF_TOOL) is None
+        ):
+            return await self.delegation.handoff(self, invocation)
         runtime = self.o.runtime
-        call_id = self.o.call_id(self.request, invocation.call_id)
+        model_call_id = invocation.call_id
+        if self.task_id is not None:  # a role's calls never share ids with the coordinator's
+            model_call_id = f"{self.task_id}-{model_call_id}"
+        call_id = self.o.call_id(self.request, model_call_id)
         principal = self.request.principal
+        task = {"taskId": self.task_id} if self.task_id is not None else {}
         await self.emit(
             "tool.started",
             {
                 "callId": call_id,
                 "tool": invocation.name,
                 "arguments": self._summary(invocation.name, invocation.arguments),
+                **task,
             },
         )
         envelope = await runtime.call(
-            self.ctx.context_id, invocation.name, call_id, invocation.arguments, as_=principal
+            self.ctx.context_id,
+            invocation.name,
+            call_id,
+            invocation.arguments,
+            as_=principal,
+            task_id=self.task_id,
         )
         while envelope.status is CallStatus.PENDING_APPROVAL and envelope.approval:
             await self.emit(
@@ -389,6 +475,7 @@ class KernelInvoker:
                 call_id,
                 invocation.arguments,
                 as_=principal,
+                task_id=self.task_id,
             )
             if again.status is CallStatus.PENDING_APPROVAL and again.approval == envelope.approval:
                 break  # still pending after its lifetime: answer the model with that
@@ -402,12 +489,18 @@ class KernelInvoker:
                 "status": envelope.status.value,
                 "error": envelope.error,
                 "bytes": len(content.encode("utf-8")),
+                **task,
             },
         )
         await self.o._record(
             self.ctx,
             "chat_tool_call",
-            {"turn_id": self.request.turn_id, "call_id": call_id, "status": envelope.status.value},
+            {
+                "turn_id": self.request.turn_id,
+                "call_id": call_id,
+                "status": envelope.status.value,
+                **({"task_id": self.task_id} if self.task_id is not None else {}),
+            },
         )
         await self._proposal(envelope, call_id)
         return ToolOutcome(status=envelope.status.value, content=content, data=data)
@@ -436,15 +529,9 @@ class KernelInvoker:
         draft = draft_from_result(envelope.data)
         if contract.effect.value != "proposal" or draft is None or envelope.metrics.cached:
             return
-        row = await self.o.proposals.create(
-            run_id=self.ctx.run_id,
-            tenant=self.ctx.tenant,
-            requested_by=self.request.principal.name,
-            tool_id=contract.id,
-            call_id=call_id,
-            draft=draft,
-            conversation_id=self.request.conversation_id,
-        )
+        if not isinstance(draft.get("proposal_id"), str):
+            return  # not stored (the answer warns why)
+        row = await self.o.proposals.get(draft["proposal_id"], self.ctx.tenant)
         await self.emit(
             "proposal.created",
             {

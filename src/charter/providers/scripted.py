@@ -32,9 +32,16 @@ from typing import Any
 import yaml
 
 from charter.errors import ConfigError
-from charter.providers.base import SessionHandle, ToolInvocation, ToolInvoker, TurnRequest
+from charter.providers.base import (
+    SessionHandle,
+    ToolInvocation,
+    ToolInvoker,
+    TurnRequest,
+    request_tokens,
+)
 from charter.providers.events import (
     MessageCompleted,
+    ModelRequested,
     ProviderError,
     ProviderEvent,
     TextDelta,
@@ -123,6 +130,13 @@ class ScriptedProvider:
         steps: list[Any] = list(rule["steps"]) if rule is not None else []
         if rule is None:
             steps = [{"say": "(scripted) no rule matches this message."}]
+        names = tuple(t.name for t in request.tools)
+        sent: list[Any] = [
+            request.instructions,
+            [(m.role, m.text) for m in request.messages],
+            [(t.name, t.description, t.parameters) for t in request.tools],
+        ]
+        yield ModelRequested(tools=names, tokens=request_tokens(sent))
         for step in steps:
             if "say" in step:
                 text = str(render(step["say"], results))
@@ -152,6 +166,8 @@ class ScriptedProvider:
                         status=outcome.status,
                         content=outcome.content,
                     )
+                    sent.append([inv.arguments, outcome.content])
+                yield ModelRequested(tools=names, tokens=request_tokens(sent))
             elif "error" in step:
                 yield ProviderError(kind=str(step["error"]), detail="scripted error")
                 return

@@ -45,6 +45,7 @@ from starlette.routing import Route
 
 from charter.contracts.canonical import canonical_bytes
 from charter.contracts.decorator import declaration, declared_contract
+from charter.contracts.delegation import delegating
 from charter.contracts.model import ToolContract
 from charter.contracts.schema import CompiledSchema, compile_schema
 from charter.contracts.tool_context import Context
@@ -481,11 +482,15 @@ class _Server:
     async def _invoke(self, call: _Call) -> dict[str, Any]:
         tool = call.tool
         bound = functools.partial(tool.function, **call.kwargs)
+        # A delegating tool's calls through charter.client name its span as their parent
+        # (the worker thread of a sync tool gets a copy of this context).
+        span = call.context.span_id if tool.contract.delegates_execution else None
         try:
-            if tool.is_async:
-                result = await bound()
-            else:
-                result = await anyio.to_thread.run_sync(bound)
+            with delegating(span):
+                if tool.is_async:
+                    result = await bound()
+                else:
+                    result = await anyio.to_thread.run_sync(bound)
             return {"call_id": call.call_id, "status": "succeeded", "result": ensure_json(result)}
         except Failure as exc:
             error: dict[str, Any] = {
@@ -564,4 +569,5 @@ def _context(call_id: str, key: str, tool_id: str, attribution: Mapping[str, Any
         agent=text("agent"),
         task_id=text("task_id"),
         trace_id=text("trace_id"),
+        span_id=text("span_id"),
     )

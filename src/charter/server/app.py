@@ -24,7 +24,7 @@ from typing import Any
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.openapi.docs import get_swagger_ui_html
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.types import ASGIApp
@@ -41,7 +41,17 @@ from charter.server.logs import log
 from charter.server.mcp_mount import McpMount
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
-from charter.server.routes import approvals, artifacts, calls, chat, contexts, ops, runs
+from charter.server.routes import (
+    approvals,
+    artifacts,
+    calls,
+    chat,
+    contexts,
+    disclosures,
+    ops,
+    runs,
+    tasks,
+)
 from charter.server.routes import proposals as proposal_routes
 from charter.server.schemas import CallRequest
 from charter.server.state import ReadinessCheck, ServerState
@@ -137,7 +147,8 @@ def create_app(
         lifespan=lifespan,
     )
     app.state.charter = make_state(runtime, **options) if runtime is not None else None
-    for module in (contexts, calls, approvals, runs, chat):
+    # tasks before runs: its fixed paths (…/start) come before runs' …/{action}
+    for module in (contexts, calls, approvals, tasks, runs, chat, disclosures):
         app.include_router(module.router, prefix="/v1")
     app.include_router(proposal_routes.router, prefix="/v1")
     app.include_router(artifacts.router, prefix="/v1")
@@ -148,6 +159,7 @@ def create_app(
     app.mount("/mcp", mcp_mount)
     app.mount("/console", create_console(lambda: app.state.charter))
     _handlers(app)
+    _index(app)
     _docs(app)
     app.add_middleware(ServerMiddleware, state_of=lambda: app.state.charter)
     return app
@@ -214,6 +226,29 @@ def _handlers(app: FastAPI) -> None:
     async def on_error(request: Request, exc: Exception) -> JSONResponse:
         log(logging.ERROR, "unhandled error", error_type=type(exc).__name__)
         return problem_response(code=ErrorCode.INTERNAL, reason="INTERNAL", detail="internal error")
+
+
+def _index(app: FastAPI) -> None:
+    """``GET /``: a browser goes to the console; anything else gets a small JSON index."""
+
+    @app.get("/", include_in_schema=False, response_model=None)
+    async def index(request: Request) -> RedirectResponse | JSONResponse:
+        if "text/html" in request.headers.get("accept", ""):
+            return RedirectResponse("/console/", status_code=303)
+        state = app.state.charter
+        profiles = sorted(state.runtime.build.profiles) if state is not None else []
+        return JSONResponse(
+            {
+                "name": "charter",
+                "version": __version__,
+                "api": "/v1",
+                "console": "/console/",
+                "docs": "/docs",
+                "openapi": "/openapi.json",
+                "mcp": [f"/mcp/{name}" for name in profiles],
+                "health": {"live": "/healthz", "ready": "/readyz", "metrics": "/metrics"},
+            }
+        )
 
 
 def _docs(app: FastAPI) -> None:

@@ -71,6 +71,10 @@ class CallRequest(BaseModel):
         default=None, description="Or: the arguments object as JSON text."
     )
     approval_id: str | None = None
+    task_id: str | None = Field(
+        default=None,
+        description="The running task of a catalog run this call belongs to (required there).",
+    )
 
 
 class ErrorOut(BaseModel):

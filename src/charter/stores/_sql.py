@@ -49,7 +49,8 @@ def upsert_params(
     spec = TABLES[key.table]
     text = canonical_text(row)
     mac = None if ledger_key is None else ledger_key.row_mac(key.table, key.key, text.encode(), seq)
-    return (*key.key, *(row[c] for c in spec.columns), text, seq, mac)
+    # a column a row may leave out (calls.parent_span_id) is stored NULL
+    return (*key.key, *(row.get(c) for c in spec.columns), text, seq, mac)
 
 
 def _read_columns(spec: TableSpec) -> str:

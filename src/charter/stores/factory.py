@@ -8,10 +8,13 @@ Store URLs:
 * ``memory:`` — a fresh in-memory store (tests, demos).
 
 The ledger key never lives in the database. :func:`load_ledger_key` reads it from
-``CHARTER_LEDGER_KEY`` (hex or base64), else from the file named by
+``CHARTER_LEDGER_KEY`` (a value: hex or base64), else from the file named by
 ``CHARTER_LEDGER_KEY_FILE``, else from ``.charter/ledger.key`` (32 random bytes, created with
-mode 0600 on first local use when ``create`` is true). ``CHARTER_LEDGER_KEY_ID`` optionally
-names the key; otherwise its id is derived from the secret.
+mode 0600 on first local use when ``create`` is true). A key *file* is read by
+:func:`charter.ledger.chain.key_material` — its bytes, a trailing newline dropped — exactly
+as the deployment's ``secrets.ledger_key: {file: PATH}`` is.
+``CHARTER_LEDGER_KEY_ID`` optionally names the key; otherwise its id is derived from the
+secret.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from charter.errors import ConfigError
-from charter.ledger.chain import LedgerKey
+from charter.ledger.chain import LedgerKey, key_material
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import Store
@@ -73,7 +76,7 @@ async def open_store(
             from charter.stores.postgres import PostgresStore
         except ImportError as exc:  # pragma: no cover - depends on the installed extras
             raise ConfigError(
-                "PostgreSQL stores need the postgres extra: pip install 'charter[postgres]'"
+                "PostgreSQL stores need the postgres extra: pip install -e '.[postgres]'"
             ) from exc
         async with PostgresStore.open(url, **options) as pg_store:
             yield pg_store
@@ -81,20 +84,19 @@ async def open_store(
         raise ConfigError("store URLs start with sqlite:///, postgresql:// or memory:")
 
 
-def _decode_secret(raw: bytes, *, what: str) -> bytes:
-    text = raw.strip()
-    secret: bytes | None = None
+def _decode_value(text: bytes) -> bytes:
+    """``CHARTER_LEDGER_KEY``'s value: hex, else base64, else the text itself."""
+    text = text.strip()
+    secret: bytes = text
     if text and all(c in b"0123456789abcdefABCDEF" for c in text) and len(text) % 2 == 0:
         secret = bytes.fromhex(text.decode("ascii"))
-    else:
+    elif text.isascii():
         try:
-            secret = base64.b64decode(text, validate=True) if text.isascii() else None
+            secret = base64.b64decode(text, validate=True)
         except (binascii.Error, ValueError):
-            secret = None
-    if secret is None or not text.isascii():
-        secret = raw
+            secret = text
     if len(secret) < 16:
-        raise ConfigError(f"the ledger key from {what} is shorter than 16 bytes")
+        raise ConfigError("the ledger key from CHARTER_LEDGER_KEY is shorter than 16 bytes")
     return secret
 
 
@@ -108,7 +110,7 @@ def load_ledger_key(
     env = os.environ if environ is None else environ
     key_id = env.get("CHARTER_LEDGER_KEY_ID")
     if env.get("CHARTER_LEDGER_KEY"):
-        secret = _decode_secret(env["CHARTER_LEDGER_KEY"].encode(), what="CHARTER_LEDGER_KEY")
+        secret = _decode_value(env["CHARTER_LEDGER_KEY"].encode())
     else:
         named = env.get("CHARTER_LEDGER_KEY_FILE")
         path = Path(named) if named else (base_dir or Path.cwd()) / LOCAL_KEY_PATH
@@ -116,12 +118,18 @@ def load_ledger_key(
             _create_key_file(path)
         try:
             raw = path.read_bytes()
-        except OSError:
+        except OSError as exc:
+            if named:
+                raise ConfigError(
+                    f"CHARTER_LEDGER_KEY_FILE: cannot read the ledger key file {path}: "
+                    f"{exc.strerror or type(exc).__name__}"
+                ) from None
             raise ConfigError(
                 f"no ledger key: set CHARTER_LEDGER_KEY or CHARTER_LEDGER_KEY_FILE "
                 f"(looked for {path})"
             ) from None
-        secret = _decode_secret(raw, what=str(path))
+        what = f"CHARTER_LEDGER_KEY_FILE ({path})" if named else str(path)
+        secret = key_material(raw, what=what)
     return LedgerKey(key_id, secret) if key_id else LedgerKey.derive_id(secret)
 
 

@@ -178,6 +178,12 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
             owner_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid INTEGER NOT NULL,
             start TEXT NOT NULL, renewed_at TEXT NOT NULL, expires_at TEXT NOT NULL)""",
     ),
+    # Delegation (docs/kernel.md): a call made inside a delegating call names its span; the
+    # column finds a call's children. Rows written before have no parent (NULL).
+    (
+        "ALTER TABLE calls ADD COLUMN parent_span_id TEXT",
+        "CREATE INDEX calls_by_parent ON calls (run_id, parent_span_id)",
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -274,6 +280,10 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
         """CREATE TABLE leases (
             owner_id TEXT PRIMARY KEY, host TEXT NOT NULL, pid BIGINT NOT NULL,
             start TEXT NOT NULL, renewed_at TEXT NOT NULL, expires_at TEXT NOT NULL)""",
+    ),
+    (  # delegation: the parent span of a delegated call (see the SQLite list's migration 12)
+        "ALTER TABLE calls ADD COLUMN parent_span_id TEXT",
+        "CREATE INDEX calls_by_parent ON calls (run_id, parent_span_id)",
     ),
 )
 

@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import queue
 import sqlite3
 import threading
@@ -150,7 +151,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
     async def start(self) -> None:
         if self.path != ":memory:":
             try:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                _create_private(Path(self.path))
             except OSError as exc:
                 raise StoreError(
                     f"sqlite: cannot create the directory for {self.path}: {exc.strerror}"
@@ -683,3 +684,16 @@ def _settle_ready(ready: asyncio.Future[None], exc: BaseException | None) -> Non
 
 
 __all__ = ["MigrationError", "SQLiteStore", "migrate", "translate_sqlite_error"]
+
+
+def _create_private(path: Path) -> None:
+    """A new database file is the owner's only (0600; SQLite gives its -wal and -shm files the
+    same mode), in a directory created 0700; an existing file keeps its mode."""
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)

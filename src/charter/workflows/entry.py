@@ -13,13 +13,16 @@ import binascii
 import mimetypes
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
-from charter.runtime import Runtime
 from charter.workflows.service import RunInput, WorkflowRuns
+
+if TYPE_CHECKING:
+    from charter.runtime import Runtime
 
 
 class InputFile(BaseModel):

@@ -24,6 +24,7 @@ from charter.server.console import (
     approvals,
     attention,
     audit,
+    disclosure,
     proposals,
     readiness,
     runs,
@@ -75,7 +76,7 @@ def create_console(state_of: Callable[[], ServerState | None], *, poll_s: float 
     app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
     app.state.console = Console(state_of)
     app.state.console_poll_s = poll_s
-    for module in (signin, approvals, proposals, runs, attention, readiness, audit):
+    for module in (signin, approvals, proposals, runs, attention, readiness, audit, disclosure):
         app.include_router(module.router)
     app.mount("/static", StaticFiles(directory=STATIC), name="console-static")
 

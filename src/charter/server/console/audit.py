@@ -12,6 +12,8 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
+from charter.errors import Failure
+from charter.ledger.observe import observe_report
 from charter.server.console.runs import tenant_runs
 from charter.server.console.web import Operator, console_of, operator, render
 
@@ -70,6 +72,42 @@ async def audit_page(
                 "since": since,
                 "until": until,
             },
+            "page": "audit",
+        },
+        who=who,
+    )
+
+
+@router.get("/audit/observe", response_class=HTMLResponse)
+async def observe_page(
+    request: Request,
+    who: Annotated[Operator, Depends(operator)],
+    since: str = "",
+    until: str = "",
+) -> HTMLResponse:
+    """What enforce would have denied in observe mode, by tool and reason, over a range."""
+    runtime = console_of(request).state.runtime
+    runs = await tenant_runs(console_of(request), who.principal.tenant)
+    run_ids = [str(r["run_id"]) for r in runs[:RUN_SCAN]]
+
+    async def events(run_id: str, after: int, limit: int) -> Any:
+        return await runtime.events(run_id, after=after, limit=limit)
+
+    error = None
+    report = None
+    try:
+        report = await observe_report(run_ids, events, since=since, until=until)
+    except Failure as exc:
+        error = str(exc)
+    return render(
+        request,
+        "audit_observe.html",
+        {
+            "report": report,
+            "error": error,
+            "scanned_all": len(runs) <= RUN_SCAN,
+            "run_scan": RUN_SCAN,
+            "filters": {"since": since, "until": until},
             "page": "audit",
         },
         who=who,

@@ -35,7 +35,7 @@ async def readiness_page(
                 "digest": contract.digest,
                 "effect": contract.effect.value,
                 "enabled": enabled or contract.effect.value == "read",
-                "executor": found.executor
+                "executor": (found.executor if found.bound else "—")
                 if found
                 else (binding.executor if binding else deployment.default_executor or "—"),
                 "endpoint": found.endpoint if found else None,

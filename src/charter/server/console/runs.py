@@ -101,12 +101,38 @@ async def runs_page(
     )
 
 
+def as_tree(calls: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The run's calls in delegation order: each delegating call followed by the calls made
+    inside it (``depth`` one more, ``parent_call`` naming it), the rest in reservation order."""
+    spans = {c["span_id"]: c for c in calls if c.get("delegates_execution") and c.get("span_id")}
+    children: dict[str, list[dict[str, Any]]] = {}
+    roots = []
+    for c in calls:
+        parent = c.get("parent_span_id")
+        if isinstance(parent, str) and parent in spans and spans[parent] is not c:
+            children.setdefault(parent, []).append(c)
+        else:
+            roots.append(c)
+    out: list[dict[str, Any]] = []
+
+    def place(c: dict[str, Any], depth: int, parent: str | None, seen: frozenset[str]) -> None:
+        out.append({**c, "depth": depth, "parent_call": parent})
+        span = c.get("span_id")
+        if c.get("delegates_execution") and span and span not in seen:
+            for child in children.get(span, ()):
+                place(child, depth + 1, c["call_id"], seen | {span})
+
+    for c in roots:
+        place(c, 0, None, frozenset())
+    return out
+
+
 async def _run_parts(console: Console, run_id: str) -> dict[str, Any]:
     snap = await console.state.runtime.snapshot(run_id)
     if snap is None or snap.run is None:
         raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
     doc = manifest(snap.run, snap.tables["tasks"], snap.tables["artifacts"], head_seq=snap.head.seq)
-    calls = sorted(snap.tables.get("calls", []), key=lambda c: c.get("reserved_seq") or 0)
+    calls = as_tree(sorted(snap.tables.get("calls", []), key=lambda c: c.get("reserved_seq") or 0))
     return {
         "run": snap.run,
         "manifest": doc,

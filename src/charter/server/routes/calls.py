@@ -13,10 +13,12 @@ import math
 import time
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Header, Request
 from fastapi.responses import JSONResponse
 
+from charter.contracts.delegation import PARENT_SPAN_HEADER
 from charter.errors import InvalidInput, PermissionDenied
+from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.server.body import check_members, optional_str, parse_object, required_str
@@ -38,7 +40,7 @@ HTTP_STATUS: dict[CallStatus, int] = {
     CallStatus.CONFLICT: 409,
     CallStatus.REJECTED: 422,
 }
-_MEMBERS = frozenset({"tool", "call_id", "arguments", "arguments_json", "approval_id"})
+_MEMBERS = frozenset({"tool", "call_id", "arguments", "arguments_json", "approval_id", "task_id"})
 
 
 def _envelope_response(status: int, description: str) -> dict[str, Any]:
@@ -92,12 +94,22 @@ async def make_call(
     request: Request,
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
+    parent_span: Annotated[
+        str | None,
+        Header(
+            alias=PARENT_SPAN_HEADER,
+            description="The delegating call's span this call is made in (a remote "
+            "executor's delegating tool passes the span_id it was given); the call is "
+            "denied DELEGATION_PARENT_UNKNOWN unless that call is running in the same run",
+        ),
+    ] = None,
 ) -> JSONResponse:
     body = parse_object(await request.body(), keep_raw=frozenset({"arguments"}))
     check_members(body, _MEMBERS)
     tool = required_str(body, "tool")
     call_id = required_str(body, "call_id")
     approval_id = optional_str(body, "approval_id")
+    task_id = optional_str(body, "task_id")  # a call into a catalog run names its task
     raw_args = optional_str(body, "arguments")  # the member's exact text (kept raw)
     if raw_args is not None and raw_args.strip() == "null":
         raw_args = None
@@ -113,7 +125,9 @@ async def make_call(
         arguments,
         as_=principal,
         approval_id=approval_id,
+        task_id=task_id,
         trace_id=getattr(request.state, "trace_id", None),
+        parent_span_id=parent_span,
     )
     if envelope.error is not None and envelope.error.get("reason") == "CONTEXT_NOT_FOUND":
         raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
@@ -154,4 +168,8 @@ async def get_call(
     state: Annotated[ServerState, Depends(get_state)],
 ) -> dict[str, Any]:
     call = await state.runtime.get_call(context_id, call_id, as_=principal)
-    return call.to_dict()
+    out = call.to_dict()
+    tree = await family(state.runtime.store, call)
+    if tree is not None:  # a delegating or delegated call: its parent and children
+        out["delegation"] = tree
+    return out

@@ -1,0 +1,52 @@
+"""Phase 2 after validation, in the Elsa seed's order, with the task rules last.
+
+:func:`authorization` runs the chain of :mod:`charter.kernel.authorize` (tenant, RBAC,
+ownership hooks under their deadline, danger, enablement, agent scope) and then
+:func:`task_rules` — the ``task`` position of :data:`~charter.kernel.authorize.ORDER`. The
+first denial answers; the phase it came from is returned with it (observe mode records both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from charter.kernel.authorize import AuthorizationInput, Denial
+from charter.kernel.contexts import ResolvedContext
+from charter.kernel.core import Attempt, KernelState
+from charter.kernel.policy_deadline import authorize_with_deadline
+from charter.kernel.task_auth import task_check
+
+
+async def task_rules(
+    state: KernelState, ctx: ResolvedContext, tool_id: str, task_id: str | None, call_id: str
+) -> Denial | None:
+    """The task position of the order (after agent scope): inside a task of a catalog run,
+    its role, profile, tool allowlist and budgets; a call into a catalog run names a running
+    task (``TASK_REQUIRED``, :func:`~charter.kernel.task_auth.task_check`)."""
+    return await task_check(
+        state.store,
+        ctx,
+        tool_id,
+        task_id,
+        call_id=call_id,
+        agents=frozenset(state.build.agents),
+        now=state.now(),
+    )
+
+
+async def authorization(
+    state: KernelState, at: Attempt, inp: AuthorizationInput
+) -> tuple[str, Denial] | None:
+    """The first denial of the ordered chain and then the task rules, with its phase."""
+    denial = await authorize_with_deadline(
+        replace(inp, arguments=at.arguments),
+        ownership=state.ownership_hooks,
+        deadline_s=state.settings.policy_hook_deadline_s,
+    )
+    if denial is not None:
+        return "authorization", denial
+    contract = at.bound()
+    denial = await task_rules(state, at.ctx, contract.id, at.task_id, at.call_id)
+    if denial is not None:
+        return "task", denial
+    return None

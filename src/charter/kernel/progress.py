@@ -1,0 +1,109 @@
+"""Progress messages from a running tool: ``ctx.progress("...")``.
+
+A tool served by the Python executor may report progress while it runs. Each message is
+recorded in the run's ledger as a ``tool_progress`` event of stage ``message``
+(``{"stage": "message", "context_id", "call_id", "text"}``), so it reaches every reader of
+the run's events — ``charter runs events``, ``GET /v1/runs/{id}/events`` as JSON or SSE, the
+console — before the call's terminal event.
+
+Messages are redacted as one text stream with the call's redactor (the contract's, plus the
+call's secret argument values): a :class:`~charter.kernel.redaction.StreamRedactor` holds
+back a tail that could be the start of a known secret, so a secret split across two messages
+is scrubbed whole and never reaches the store or a stream. What is held back is emitted with
+the next message or when the call ends.
+
+A message may come from the tool's worker thread or from the event loop; recording never
+blocks the tool and never fails the call (a message that cannot be recorded is dropped).
+Each message is cut to :data:`MAX_MESSAGE_CHARS` characters; after :data:`MAX_MESSAGES`
+events of a call further messages are dropped and their number is recorded on the last one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+
+from charter.kernel.redaction import Redactor, StreamRedactor
+from charter.ledger.events import NewEvent
+from charter.ledger.ports import Store
+
+MAX_MESSAGE_CHARS = 1000
+MAX_MESSAGES = 100
+
+_log = logging.getLogger("charter.kernel.progress")
+_END = object()
+
+
+class ProgressChannel:
+    """One call's progress messages: :meth:`send` from anywhere, :meth:`close` at the end."""
+
+    def __init__(
+        self, store: Store, run_id: str, context_id: str, call_id: str, redactor: Redactor
+    ) -> None:
+        self._store = store
+        self._run_id = run_id
+        self._where = {"context_id": context_id, "call_id": call_id}
+        self._stream = StreamRedactor(redactor)
+        self._loop = asyncio.get_running_loop()
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._lock = threading.Lock()
+        self._closed = False
+        self._recorded = 0
+        self._dropped = 0
+        self._task = self._loop.create_task(self._drain())
+
+    def send(self, message: str) -> None:
+        """Queue a message (thread-safe; ignored once the call has ended)."""
+        text = str(message)[:MAX_MESSAGE_CHARS]
+        with self._lock:
+            if self._closed:
+                return
+            try:
+                running = asyncio.get_running_loop()
+            except RuntimeError:
+                running = None
+            if running is self._loop:
+                self._queue.put_nowait(text)
+            else:
+                with contextlib.suppress(RuntimeError):  # the loop is gone
+                    self._loop.call_soon_threadsafe(self._queue.put_nowait, text)
+
+    async def close(self) -> None:
+        """Stop taking messages, record what is queued and the held-back rest."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+        self._queue.put_nowait(_END)
+        await asyncio.shield(self._task)
+
+    async def _drain(self) -> None:
+        while True:
+            item = await self._queue.get()
+            if item is _END:
+                break
+            assert isinstance(item, str)
+            if self._recorded >= MAX_MESSAGES:
+                self._dropped += 1
+                continue
+            piece = self._stream.feed(item)
+            if piece:
+                await self._record(piece)
+        rest = self._stream.flush()
+        if rest or self._dropped:
+            await self._record(rest, final=True)
+
+    async def _record(self, text: str, *, final: bool = False) -> None:
+        payload: dict[str, object] = {"stage": "message", **self._where, "text": text}
+        if final and self._dropped:
+            payload["dropped"] = self._dropped
+        try:
+            await self._store.append(
+                self._run_id, [NewEvent(type="tool_progress", payload=payload)]
+            )
+        except Exception as exc:  # progress never fails the call
+            _log.warning("a progress message could not be recorded: %s", type(exc).__name__)
+            return
+        self._recorded += 1
