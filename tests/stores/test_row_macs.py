@@ -120,17 +120,26 @@ async def test_a_row_edited_under_an_open_writer_is_not_used_from_its_memory(
             for entry in SAMPLE_RUN[:-2]:
                 await store.append(run_id, [entry])
         sql(
-            "UPDATE runs SET data = replace(data, '\"status\":\"running\"', ?) "
+            'UPDATE runs SET data = replace(data, \'"status":"running"\', ?) '
             "WHERE run_id = 'run-1'",
             '"status":"completed"',
         )
         with pytest.raises(RunLedgerInvalid) as caught:
             await store.append(
                 "run-1",
-                [NewEvent(type="task_status_changed", payload={"task_id": "report", "status": "completed"})],
+                [
+                    NewEvent(
+                        type="task_status_changed",
+                        payload={"task_id": "report", "status": "completed"},
+                    )
+                ],
             )
         assert caught.value.problem.reason == "ROW_MAC_INVALID"
         await store.append(  # the neighbour still appends
             "run-2",
-            [NewEvent(type="task_status_changed", payload={"task_id": "report", "status": "completed"})],
+            [
+                NewEvent(
+                    type="task_status_changed", payload={"task_id": "report", "status": "completed"}
+                )
+            ],
         )
