@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from charter.errors import InvalidInput, StoreConflict
 from charter.ledger import lifecycle
+from charter.ledger.calls_projection import call_key
 from charter.ledger.chain import Head, LedgerKey, chain_hash
 from charter.ledger.events import (
     EVENT_TYPES,
@@ -26,7 +27,6 @@ from charter.ledger.events import (
     stored_bytes,
 )
 from charter.ledger.ids import check_identifier
-from charter.ledger.calls_projection import call_key
 from charter.ledger.projections import (
     HANDLERS,
     STATUS_EVENTS,
