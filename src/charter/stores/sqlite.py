@@ -230,8 +230,9 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             hot = self._hot if trust.enabled else None
             if hot is not None:
                 hot.check(conn)
+            run_ids = {job.run_id for job in batch}
             pending = _Pending(
-                _heads(conn, {job.run_id for job in batch}),
+                _heads(conn, run_ids) if hot is None else hot.read_heads(conn, run_ids),
                 self._opener,
                 self.key if trust.enabled else None,
                 hot,

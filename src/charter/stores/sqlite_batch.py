@@ -120,6 +120,7 @@ class HotRows:
 
     def __init__(self) -> None:
         self.rows: dict[RowKey, str] = {}
+        self.heads: dict[str, Head] = {}
         self.owned: set[str] = set()
         self.version: int | None = None
 
@@ -133,7 +134,16 @@ class HotRows:
 
     def clear(self) -> None:
         self.rows.clear()
+        self.heads.clear()
         self.owned.clear()
+
+    def read_heads(self, conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head]:
+        """The heads of ``run_ids`` that exist: the ones this writer moved from memory, the
+        rest in one query."""
+        known = {r: self.heads[r] for r in run_ids if r in self.heads}
+        if len(known) < len(run_ids):
+            known.update(_heads(conn, [r for r in run_ids if r not in known]))
+        return known
 
     def committed(self, pending: _Pending) -> None:
         """After COMMIT: keep what the batch wrote."""
@@ -142,6 +152,7 @@ class HotRows:
             return
         for key, params in pending.rows.items():
             self.rows[key] = str(params[DATA_AT])
+        self.heads.update(pending.moved)
         self.owned.update(pending.new_runs)
 
 
