@@ -146,3 +146,32 @@ async def test_a_call_still_in_flight_after_the_wait_becomes_unknown(tmp_path: P
         assert out.status is CallStatus.UNKNOWN
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project))
         assert report.ok, report.to_dict()
+
+
+async def test_a_run_ended_by_another_process_refuses_new_calls_in_the_same_transaction(
+    tmp_path: Path,
+) -> None:
+    """The kernel does not read the run before an optimistic reservation: the store refuses
+    the intent of a new call in an ended run inside the append's transaction, so a run ended
+    by another process (this kernel has not seen it end) takes no new call."""
+    project = write_runtime_project(tmp_path / "kv")
+    store = f"sqlite:///{tmp_path / 'charter.db'}"
+    async with open_runtime(project, store=store) as rt:
+        ctx = await rt.resolve_context("app", "all")
+        done = await rt.call(ctx.context_id, "kv.get", "r1", {"key": "a"}, as_="app")
+        assert done.status is CallStatus.SUCCEEDED
+        proc = await asyncio.to_thread(
+            cli, project, store, "runs", "cancel", ctx.run_id, "--reason", "x", "--as", "alice"
+        )
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        later = await rt.call(ctx.context_id, "kv.get", "r2", {"key": "a"}, as_="app")
+        assert later.status is CallStatus.DENIED
+        assert later.error is not None
+        assert later.error["reason"] == "RUN_ENDED"
+        with pytest.raises(PermissionDenied, match="CALL_NOT_FOUND"):
+            await rt.get_call(ctx.context_id, "r2", as_="app")
+        again = await rt.call(ctx.context_id, "kv.get", "r1", {"key": "a"}, as_="app")
+        assert again.status is CallStatus.SUCCEEDED
+        assert again.metrics.cached is True
+        report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project))
+        assert report.ok, report.to_dict()

@@ -20,7 +20,7 @@ from charter.ledger.trust import RunLedgerInvalid
 from charter.stores.postgres import PostgresStore
 from charter.stores.sqlite import SQLiteStore
 from charter.testing.ids import fixed_ledger_key
-from charter.testing.scenarios import record_sample_run
+from charter.testing.scenarios import SAMPLE_RUN, record_sample_run
 
 pytestmark = pytest.mark.anyio
 KEY = fixed_ledger_key()
@@ -106,3 +106,40 @@ async def test_rows_without_a_mac_are_sealed_from_the_verified_rebuild(
         assert left > 0
     async with open_store() as store:  # sealed rows verify in the next process too
         assert await store.list_rows("tasks", "run-1")
+
+
+async def test_a_row_edited_under_an_open_writer_is_not_used_from_its_memory(
+    backend: tuple[Opener, Sql],
+) -> None:
+    """The SQLite writer keeps the rows it committed for its next appends; an edit by another
+    connection (here, someone with the database file) makes it forget them, so the next
+    append reads the edited row, finds its MAC broken and refuses the run."""
+    open_store, sql = backend
+    async with open_store() as store:
+        for run_id in ("run-1", "run-2"):  # both still running
+            for entry in SAMPLE_RUN[:-2]:
+                await store.append(run_id, [entry])
+        sql(
+            'UPDATE runs SET data = replace(data, \'"status":"running"\', ?) '
+            "WHERE run_id = 'run-1'",
+            '"status":"completed"',
+        )
+        with pytest.raises(RunLedgerInvalid) as caught:
+            await store.append(
+                "run-1",
+                [
+                    NewEvent(
+                        type="task_status_changed",
+                        payload={"task_id": "report", "status": "completed"},
+                    )
+                ],
+            )
+        assert caught.value.problem.reason == "ROW_MAC_INVALID"
+        await store.append(  # the neighbour still appends
+            "run-2",
+            [
+                NewEvent(
+                    type="task_status_changed", payload={"task_id": "report", "status": "completed"}
+                )
+            ],
+        )

@@ -202,6 +202,7 @@ class KernelState:
         self._redactors: dict[str, Redactor] = {}
         self._result_schemas: dict[str, CompiledSchema | None] = {}
         self._run_created: dict[str, datetime] = {}
+        self.catalog_runs: dict[str, bool] = {}  # run id -> a catalog run (kernel/task_auth)
         self.contexts: dict[str, ResolvedContext] = {}
         self.owner = {
             "host": socket.gethostname(),

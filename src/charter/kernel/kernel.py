@@ -720,10 +720,11 @@ class Kernel:
         for attempt in range(_RESERVE_ATTEMPTS):
             if attempt > 2:  # contended: let the winners' appends through first
                 await asyncio.sleep(state.jitter(0.001 * attempt))
-            ended = await state.run_ended(ctx.run_id)  # an ended run answers receipts only
             # A call that needs no approval reserves optimistically: the store refuses a
-            # duplicate (StoreConflict) and only then is the existing row read.
-            optimistic = attempt == 0 and not gated and not ended
+            # duplicate or a call in an ended run (StoreConflict), and only then are the
+            # existing row and the run read (an ended run answers receipts only).
+            optimistic = attempt == 0 and not gated and ctx.run_id not in state.ended_runs
+            ended = False if optimistic else await state.run_ended(ctx.run_id)
             # 5. idempotency reservation: a reserved call id answers from its row
             row = None if optimistic else await state.call_row(ctx, at.call_id)
             if row is not None:

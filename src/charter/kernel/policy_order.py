@@ -31,6 +31,7 @@ async def task_rules(
         call_id=call_id,
         agents=frozenset(state.build.agents),
         now=state.now(),
+        catalog_runs=state.catalog_runs,
     )
 
 

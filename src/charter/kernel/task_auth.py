@@ -241,11 +241,21 @@ async def task_check(
     call_id: str,
     agents: frozenset[str],
     now: datetime,
+    catalog_runs: dict[str, bool] | None = None,
 ) -> Denial | None:
     """The kernel's task step: every call into a catalog run names a running task of it
-    (``TASK_REQUIRED``), and a call that names a task obeys that task's rules."""
+    (``TASK_REQUIRED``), and a call that names a task obeys that task's rules.
+    ``catalog_runs`` remembers which runs are catalog runs (fixed when a run is created), so
+    a call without a task reads its run once per process, not once per call."""
     if task_id is None:
+        known = None if catalog_runs is None else catalog_runs.get(context.run_id)
+        if known is False:
+            return None
         run = await store.read_view(RunRow, context.run_id)
+        if run is not None and catalog_runs is not None:
+            if len(catalog_runs) > 10_000:
+                catalog_runs.clear()
+            catalog_runs[run.run_id] = is_catalog_run(run)
         if run is not None and is_catalog_run(run):
             return Denial(
                 reason="TASK_REQUIRED",

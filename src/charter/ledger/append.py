@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from charter.errors import InvalidInput, StoreConflict
 from charter.ledger import lifecycle
+from charter.ledger.calls_projection import call_key
 from charter.ledger.chain import Head, LedgerKey, chain_hash
 from charter.ledger.events import (
     EVENT_TYPES,
@@ -26,9 +27,31 @@ from charter.ledger.events import (
     stored_bytes,
 )
 from charter.ledger.ids import check_identifier
-from charter.ledger.projections import HANDLERS, STATUS_EVENTS, Row, RowKey, Writes, reads_for
+from charter.ledger.projections import (
+    HANDLERS,
+    STATUS_EVENTS,
+    Row,
+    RowKey,
+    Writes,
+    reads_for,
+    run_key,
+)
 
 _AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
+_RUN_ENDED = frozenset(s.value for s in lifecycle.RUN_TERMINAL)
+
+
+def _reserved_call(run_id: str, entry: NewEvent) -> RowKey | None:
+    """The call row ``entry`` may reserve (an approval request, a dispatch start), if any."""
+    p = entry.payload
+    if entry.type == "tool_progress" and p.get("stage") != "started":
+        return None
+    if entry.type not in ("tool_progress", "approval_requested"):
+        return None
+    cid, call = p.get("context_id"), p.get("call_id")
+    if not isinstance(cid, str) or not isinstance(call, str):
+        return None
+    return call_key(run_id, cid, call)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -50,6 +73,8 @@ def rows_needed(run_id: str, entries: Sequence[NewEvent]) -> tuple[RowKey, ...]:
     for entry in entries:
         for key in reads_for(run_id, entry.type, entry.payload):
             seen[key] = None
+        if _reserved_call(run_id, entry) is not None:
+            seen[run_key(run_id)] = None  # a new call may not start in an ended run
     return tuple(seen)
 
 
@@ -136,6 +161,16 @@ def plan_append(
             prev_hash=prev,
             hash=digest,
         )
+        reserving = _reserved_call(run_id, entry)
+        if reserving is not None and view.get(reserving) is None:
+            run = view.get(run_key(run_id))
+            if run is not None and run.get("status") in _RUN_ENDED:
+                # Checked here, in the append's transaction, so that no call is reserved in
+                # a run that ended after the kernel looked (the kernel reads it only on a
+                # retry, after this conflict).
+                raise StoreConflict(
+                    "the run has ended; nothing more runs in it", reason="RUN_ENDED", run_id=run_id
+                )
         handler = HANDLERS.get(entry.type)
         if handler is not None:
             try:

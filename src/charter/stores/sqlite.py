@@ -65,7 +65,16 @@ from charter.stores.flags import (
 )
 from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
-from charter.stores.sqlite_batch import _connect, _head, _heads, _list, _Pending, _row, migrate
+from charter.stores.sqlite_batch import (
+    HotRows,
+    _connect,
+    _head,
+    _heads,
+    _list,
+    _Pending,
+    _row,
+    migrate,
+)
 from charter.stores.sqlite_conversations import SQLiteConversations
 from charter.stores.sqlite_errors import is_storage_failure, translate_sqlite_error
 
@@ -125,6 +134,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         self._background: set[asyncio.Task[None]] = set()
         """What this process verified of each run, and the runs it refuses."""
         self._opener = RowOpener(self.trust)
+        self._hot = HotRows()  # the writer thread's committed rows (sqlite_batch.HotRows)
         self.commits = 0
         """Transactions the writer committed (group commit makes this < appends)."""
 
@@ -217,10 +227,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         try:
             conn.execute("BEGIN IMMEDIATE")
             trust = self.trust
+            hot = self._hot if trust.enabled else None
+            if hot is not None:
+                hot.check(conn)
+            run_ids = {job.run_id for job in batch}
             pending = _Pending(
-                _heads(conn, {job.run_id for job in batch}),
+                _heads(conn, run_ids) if hot is None else hot.read_heads(conn, run_ids),
                 self._opener,
                 self.key if trust.enabled else None,
+                hot,
             )
             # One timestamp for the transaction: its appends become durable together.
             now = format_at(self._clock())
@@ -239,8 +254,11 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             self.commits += 1
             for head in pending.moved.values():
                 trust.advance(head)
+            if hot is not None:
+                hot.committed(pending)
             return outcomes
         except Exception as exc:  # the writer thread must survive anything a batch raises
+            self._hot.clear()
             with contextlib.suppress(sqlite3.Error):
                 conn.execute("ROLLBACK")
             if is_storage_failure(exc):

@@ -100,6 +100,62 @@ def _list(conn: sqlite3.Connection, table: str, run_id: str, opener: RowOpener) 
     return opener.many(table, conn.execute(sql, (run_id,)).fetchall(), listing=False)
 
 
+def _text_of(data: object) -> str:
+    return data.decode() if isinstance(data, bytes) else str(data)
+
+
+class HotRows:
+    """The projection rows this process's writer committed, kept for its next appends.
+
+    The writer thread is the process's only writer. While no other connection commits (SQLite's
+    ``PRAGMA data_version`` on the writer's connection changes only for commits of other
+    connections: another process, an operator's edit, this process's rare side writes), the
+    rows it wrote are what the database holds, so an append reads them from here instead of a
+    SELECT, a MAC check and a parse. A run created by this writer is *owned*: every one of its
+    rows is here, so a key that is missing is a row that does not exist. Anything else is read
+    (and MAC-checked) from the database as before and kept. Only the writer thread touches it.
+    """
+
+    LIMIT = 20_000
+
+    def __init__(self) -> None:
+        self.rows: dict[RowKey, str] = {}
+        self.heads: dict[str, Head] = {}
+        self.owned: set[str] = set()
+        self.version: int | None = None
+
+    def check(self, conn: sqlite3.Connection) -> None:
+        """At the start of a write transaction: forget everything if another connection
+        committed since this writer last looked."""
+        (version,) = conn.execute("PRAGMA data_version").fetchone()
+        if version != self.version:
+            self.clear()
+            self.version = version
+
+    def clear(self) -> None:
+        self.rows.clear()
+        self.heads.clear()
+        self.owned.clear()
+
+    def read_heads(self, conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head]:
+        """The heads of ``run_ids`` that exist: the ones this writer moved from memory, the
+        rest in one query."""
+        known = {r: self.heads[r] for r in run_ids if r in self.heads}
+        if len(known) < len(run_ids):
+            known.update(_heads(conn, [r for r in run_ids if r not in known]))
+        return known
+
+    def committed(self, pending: _Pending) -> None:
+        """After COMMIT: keep what the batch wrote."""
+        if len(self.rows) + len(pending.rows) > self.LIMIT:
+            self.clear()
+            return
+        for key, params in pending.rows.items():
+            self.rows[key] = str(params[DATA_AT])
+        self.heads.update(pending.moved)
+        self.owned.update(pending.new_runs)
+
+
 class _Pending:
     """One batch's appends as planned, written at its end with one statement per kind.
 
@@ -109,10 +165,15 @@ class _Pending:
     """
 
     def __init__(
-        self, heads: dict[str, Head], opener: RowOpener, mac_key: LedgerKey | None
+        self,
+        heads: dict[str, Head],
+        opener: RowOpener,
+        mac_key: LedgerKey | None,
+        hot: HotRows | None = None,
     ) -> None:
         self.heads = heads
         self.opener = opener
+        self.hot = hot
         self.mac_key = mac_key
         self.events: list[tuple[str, int, str, str, str, str, bytes]] = []
         self.moved: dict[str, Head] = {}
@@ -121,9 +182,22 @@ class _Pending:
 
     def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
         planned = self.rows.get(key)
-        if planned is None:
+        if planned is not None:
+            return dict(json.loads(str(planned[DATA_AT])))
+        hot = self.hot
+        if hot is None:
             return _row(conn, key, self.opener)
-        return dict(json.loads(str(planned[DATA_AT])))
+        text = hot.rows.get(key)
+        if text is not None:
+            self.opener.trust.refuse_if_invalid(key.key[0])
+            return dict(json.loads(text))
+        if key.key[0] in hot.owned:
+            return None  # every row of an owned run is kept: this one does not exist
+        got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
+        row = self.opener.opt(key.table, got)
+        if got is not None:
+            hot.rows[key] = _text_of(got[0])
+        return row
 
     def add(self, plan: AppendPlan) -> None:
         self.events.extend(
