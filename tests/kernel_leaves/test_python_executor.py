@@ -265,3 +265,37 @@ async def test_caller_cancellation_sets_the_flag_and_propagates(redact_message: 
     with anyio.move_on_after(0.05):
         await make(redact_message, slow=slow).execute(req)
     assert req.context.is_cancelled
+
+
+async def test_argument_names_are_bound_once_per_set(redact_message: Any) -> None:
+    """The signature check is remembered per set of argument names; each set is still
+    checked, and a set that does not fit stays refused."""
+
+    def add(a: int, b: int = 0) -> int:
+        return a + b
+
+    executor = make(redact_message, add=add)
+    for args in ({"a": 1, "b": 2}, {"a": 5, "b": 6}, {"a": 3}, {"b": 1}, {"b": 2}, {"a": 1}):
+        outcome = await executor.execute(request("demo.add", args))
+        if "a" in args:
+            assert (outcome.status, outcome.result) == ("succeeded", args["a"] + args.get("b", 0))
+        else:
+            assert (outcome.status, outcome.reason) == ("failed", "ARGS_MISMATCH")
+    tool = executor._tools.cached("demo.add")
+    assert tool is not None
+    assert tool._fits == {frozenset("ab"): True, frozenset("a"): True, frozenset("b"): False}
+
+
+async def test_binding_cache_is_bounded(redact_message: Any) -> None:
+    from charter.executors.python import MAX_CACHED_BINDINGS
+
+    def anything(**kwargs: Any) -> int:
+        return len(kwargs)
+
+    executor = make(redact_message, anything=anything)
+    for i in range(MAX_CACHED_BINDINGS + 10):
+        outcome = await executor.execute(request("demo.anything", {f"k{i}": i}))
+        assert (outcome.status, outcome.result) == ("succeeded", 1)
+    tool = executor._tools.cached("demo.anything")
+    assert tool is not None
+    assert len(tool._fits) == MAX_CACHED_BINDINGS

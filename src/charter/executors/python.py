@@ -55,17 +55,41 @@ from charter.kernel.executor_port import (
 )
 from charter.project.loader import import_project_module
 
+# Argument-name sets remembered per tool (whether they fit its signature); past this many a
+# tool whose schema admits arbitrary names binds each call afresh instead of growing the cache.
+MAX_CACHED_BINDINGS = 64
+
 
 class ResolvedTool:
     """A callable plus how to call it: the name of its Context parameter and its signature."""
 
-    __slots__ = ("context_param", "function", "is_async", "signature")
+    __slots__ = ("_fits", "context_param", "function", "is_async", "signature")
 
     def __init__(self, function: Callable[..., Any]) -> None:
         self.function = function
         self.context_param = context_param_of(function)
         self.is_async = inspect.iscoroutinefunction(function)
         self.signature = inspect.signature(function)
+        self._fits: dict[frozenset[str], bool] = {}
+
+    def fits(self, kwargs: Mapping[str, Any]) -> bool:
+        """Whether the function takes these keyword arguments.
+
+        ``Signature.bind`` with keywords only looks at their names (which exist, which are
+        required, which are positional-only), never their values: the answer is remembered per
+        set of names, so a tool's usual calls bind once.
+        """
+        names = frozenset(kwargs)
+        fits = self._fits.get(names)
+        if fits is None:
+            try:
+                self.signature.bind(**kwargs)
+                fits = True
+            except TypeError:
+                fits = False
+            if len(self._fits) < MAX_CACHED_BINDINGS:
+                self._fits[names] = fits
+        return fits
 
 
 def context_param_of(function: Callable[..., Any]) -> str | None:
@@ -224,9 +248,7 @@ class PythonExecutor:
         kwargs = dict(request.arguments)
         if tool.context_param is not None:
             kwargs[tool.context_param] = ctx
-        try:
-            tool.signature.bind(**kwargs)
-        except TypeError:
+        if not tool.fits(kwargs):
             return failed(
                 InvalidInput(
                     f"the arguments do not fit the signature of tool {tool_id}",

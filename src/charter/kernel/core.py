@@ -126,6 +126,7 @@ class Attempt(Arrival):
     arguments: Mapping[str, Any] = field(default_factory=dict)
     fingerprint: str | None = None
     summary: Any = None
+    redactor: Redactor | None = None  # the call's redactor, made once (KernelState.redactor_of)
     idempotency_key: str | None = None
     warnings: list[str] = field(default_factory=list)
     would: list[dict[str, str]] = field(default_factory=list)
@@ -264,9 +265,24 @@ class KernelState:
         secrets = redactor.secret_values(arguments)
         return redactor.remember(secrets) if secrets else redactor
 
-    def summary(self, contract: ToolContract, arguments: Mapping[str, Any]) -> ArgumentViews:
-        """What may be kept of a call's arguments (docs/privacy.md): see :class:`ArgumentViews`."""
-        redacted = self.call_redactor(contract, arguments).redact(dict(arguments))
+    def redactor_of(self, at: Attempt) -> Redactor:
+        """:meth:`call_redactor` of an attempt's contract and arguments, made once per call
+        (the summary, the progress channel, the artifact writer and acceptance share it)."""
+        if at.redactor is None:
+            at.redactor = self.call_redactor(at.bound(), at.arguments)
+        return at.redactor
+
+    def summary(
+        self,
+        contract: ToolContract,
+        arguments: Mapping[str, Any],
+        redactor: Redactor | None = None,
+    ) -> ArgumentViews:
+        """What may be kept of a call's arguments (docs/privacy.md): see :class:`ArgumentViews`.
+        ``redactor``: the call's (:meth:`redactor_of`), when the caller has it."""
+        if redactor is None:
+            redactor = self.call_redactor(contract, arguments)
+        redacted = redactor.redact(dict(arguments))
         size = len(canonical_bytes(redacted))
         return ArgumentViews(
             record=arguments_record(redacted, contract.audit, size=size),

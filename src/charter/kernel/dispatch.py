@@ -30,6 +30,7 @@ from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope, Metri
 from charter.kernel.executor_port import ExecutionOutcome, ExecutionRequest
 from charter.kernel.late import record_late_result
 from charter.kernel.progress import ProgressChannel
+from charter.kernel.redaction import Redactor
 from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
 
@@ -130,7 +131,9 @@ class Dispatcher:
                 outcome.error is not None and outcome.error.code.value == "transient_external"
             )
             if outcome.status == "succeeded" or not transient or attempt == attempts:
-                return replace(outcome, attempts=attempt)
+                if outcome.attempts != attempt:
+                    outcome = replace(outcome, attempts=attempt)
+                return outcome
             await state.store.append(
                 at.ctx.run_id,
                 [
@@ -170,14 +173,10 @@ class Dispatcher:
                 ctx.run_id,
                 contract,
                 inputs,
-                state.call_redactor(contract, arguments).contains_secret,
+                state.redactor_of(at).contains_secret,
             )
         channel = ProgressChannel(
-            state.store,
-            ctx.run_id,
-            ctx.context_id,
-            at.call_id,
-            state.call_redactor(contract, arguments),
+            state.store, ctx.run_id, ctx.context_id, at.call_id, state.redactor_of(at)
         )
         tool_ctx = ToolContext(
             call_id=at.call_id,
@@ -221,7 +220,7 @@ class Dispatcher:
             # the messages (and the held-back rest) are recorded before the outcome
             await channel.close()
         faults.point("after_result", contract.id)
-        settled = self.accept(contract, arguments, outcome, at.warnings)
+        settled = self.accept(contract, arguments, outcome, at.warnings, state.redactor_of(at))
         registered: list[ArtifactRecord] = []
         artifact_ids: list[str] = []
         if files is not None and service is not None:
@@ -269,8 +268,10 @@ class Dispatcher:
         arguments: Mapping[str, Any],
         outcome: ExecutionOutcome,
         warnings: list[str],
+        redactor: Redactor | None = None,
     ) -> Settled:
-        """Phase 9: check the result against the contract, redact it, clamp its size."""
+        """Phase 9: check the result against the contract, redact it, clamp its size
+        (``redactor``: the call's, when the caller has it; else made from the arguments)."""
         if outcome.status == "unknown":
             return Settled(CallStatus.UNKNOWN, None, outcome.error, 0, outcome.attempts)
         if outcome.status == "failed":
@@ -278,7 +279,9 @@ class Dispatcher:
         try:
             check_result(outcome.result, self.state.result_schema(contract))
             # A tool may echo a secret argument under an innocent key: scrub those values too.
-            redacted = self.state.call_redactor(contract, arguments).redact(outcome.result)
+            if redactor is None:
+                redactor = self.state.call_redactor(contract, arguments)
+            redacted = redactor.redact(outcome.result)
             accepted = clamp(redacted, contract)
         except Failure as exc:
             # The tool ran and answered: an unacceptable result leaves a write's effect done
@@ -319,6 +322,14 @@ class Dispatcher:
         stage = {CallStatus.SUCCEEDED: "completed", CallStatus.FAILED: "failed"}.get(
             status, "unknown"
         )
+        audited = answers.audit_entry(
+            at,
+            status.value,
+            duration_ms,
+            reason=err["reason"] if err else None,
+            code=err["code"] if err else None,
+            versioned=True,
+        )
         entries = [
             *(registration_event(r) for r in registered),
             NewEvent(
@@ -330,14 +341,7 @@ class Dispatcher:
                     "receipt": receipt,
                 },
             ),
-            answers.audit_entry(
-                at,
-                status.value,
-                duration_ms,
-                reason=err["reason"] if err else None,
-                code=err["code"] if err else None,
-                versioned=True,
-            ),
+            audited,
         ]
         try:
             await self.state.store.append(ctx.run_id, entries)
@@ -355,17 +359,15 @@ class Dispatcher:
             err = error_dict(
                 InternalFailure("the outcome could not be recorded", reason="OUTCOME_NOT_RECORDED")
             )
-        await answers.sink(
-            ctx,
-            answers.audit_entry(
+            audited = answers.audit_entry(
                 at,
                 status.value,
                 duration_ms,
-                reason=err["reason"] if err else None,
-                code=err["code"] if err else None,
+                reason=err["reason"],
+                code=err["code"],
                 versioned=True,
-            ),
-        )
+            )
+        await answers.sink(ctx, audited)
         return Envelope(
             call_id=at.call_id,
             status=status,

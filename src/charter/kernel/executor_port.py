@@ -159,8 +159,70 @@ def ensure_json(value: Any) -> Any:
     Accepted: dicts with string keys, lists (tuples become lists), strings (valid Unicode, no
     lone surrogates), finite numbers, booleans and ``None``. Anything else — sets, bytes,
     NaN, objects — is refused, naming the JSON pointer where it was found (never the value).
+
+    Most results are plain already (exact ``dict``/``list``/``str``/``int``/``float``/``bool``
+    /``None``, shallow): :func:`_plain` copies those without building a pointer per key; any
+    other value (a subclass, a tuple, something to refuse) goes through :func:`_json`, which
+    gives the same copy or names where the problem is.
     """
-    return _json(value, "", 0)
+    try:
+        return _plain(value, 0)
+    except _NotPlain:
+        return _json(value, "", 0)
+
+
+class _NotPlain(Exception):
+    """:func:`_plain` met something it leaves to :func:`_json`."""
+
+
+_NOT_PLAIN = _NotPlain()
+
+
+def _plain_str(text: str) -> str:
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            raise _NOT_PLAIN from None
+    return text
+
+
+def _plain(value: Any, depth: int) -> Any:
+    """A copy of ``value`` when it is plain JSON of exact built-in types, else ``_NotPlain``.
+
+    Equal to what :func:`_json` returns for such a value: strings, integers, booleans and
+    ``None`` are immutable and kept; containers are copied; a non-empty container at depth
+    :data:`MAX_RESULT_DEPTH` (whose items ``_json`` refuses as too deep) is left to it.
+    """
+    kind = type(value)
+    if kind is dict:
+        if value and depth >= MAX_RESULT_DEPTH:
+            raise _NOT_PLAIN
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise _NOT_PLAIN
+            kind = type(item)
+            if kind is str:
+                out[_plain_str(key)] = _plain_str(item)
+            elif kind is int or kind is bool or item is None:
+                out[_plain_str(key)] = item
+            else:
+                out[_plain_str(key)] = _plain(item, depth + 1)
+        return out
+    if kind is list:
+        if value and depth >= MAX_RESULT_DEPTH:
+            raise _NOT_PLAIN
+        return [_plain(item, depth + 1) for item in value]
+    if kind is str:
+        return _plain_str(value)
+    if kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise _NOT_PLAIN
+        return value
+    raise _NOT_PLAIN
 
 
 def _refuse(pointer: str, what: str) -> ContractViolation:
