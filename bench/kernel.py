@@ -10,13 +10,26 @@ Measures, in one process on one event loop:
   awaits) and for 32 concurrent callers (32 coroutines, each making sequential calls);
 * **floors**: the bare function call; two bare SQLite ``synchronous=FULL`` commits (one small
   insert + commit, twice, WAL, same temp dir: the durable work a governed call needs — intent
-  and outcome); the official MCP SDK's (2.x) in-process ``call_tool`` of the same function
-  (``mcp.Client`` over an ``MCPServer``), which does no durable work at all.
+  and outcome); the **minimal stdlib pipeline** — what a governed call cannot do without, in
+  plain Python: intake (``json.loads`` of the arguments text and a tiny schema check), an
+  intent row inserted and committed, the function called, an outcome row inserted and
+  committed — on a file (WAL, FULL) and on ``:memory:`` (its CPU alone); the official MCP
+  SDK's (2.x) in-process ``call_tool`` of the same function (``mcp.Client`` over an
+  ``MCPServer``), which does no durable work at all.
 
-Goals (``--check`` exits 1 when one is missed and says by how much): p50 ≤ 1.3× the two bare
-commits; p50 ≤ 0.5× the MCP SDK call; 32 callers ≥ 10,000 calls/s. ``--profile`` adds a
-cProfile of the 1-caller and 32-caller loops (top functions by own time and by cumulative
-time). Timings on a shared two-core machine drift 10–50 % between runs: compare the ratios.
+The single caller's samples are taken in blocks of 50, each followed by a block of the two
+durable floors, so that the disk's drift hits the governed call and its floors alike. Every
+measurement reports CPU per call too (``time.process_time`` of the whole process, all
+threads, over the loop, divided by its calls): on a loaded machine it moves far less than
+wall-clock latency.
+
+Goals (``--check`` exits 1 when one is missed and says by how much). Issue 25: p50 ≤ 2× the
+two bare commits and ≤ 1.5× the minimal pipeline; CPU per governed call ≤ 1/4 of the commit
+before that work and 32 callers ≥ 4× its calls/s, both A/B against another source tree in one
+sitting (``bench/ab.py``, not judged here). Earlier (issue 5): p50 ≤ 1.3× the two bare commits,
+p50 ≤ 0.5× the MCP SDK call, 32 callers ≥ 10,000 calls/s. ``--profile`` adds a cProfile of
+the 1-caller and 32-caller loops (top functions by own time and by cumulative time). Timings
+on a shared two-core machine drift 10–50 % between runs: compare the ratios.
 """
 
 from __future__ import annotations
@@ -50,6 +63,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 SECTION = "## kernel"
 TRUST_SECTION = "## ledger trust"
 CALLERS = 32
+BLOCK = 50  # single-caller samples per block, alternating with the durable floors
 
 CHARTER_YAML = """
 name: kernelbench
@@ -142,39 +156,109 @@ async def bare_function(fn: Callable[..., Awaitable[Any]], n: int) -> list[float
     return out
 
 
-def bare_two_commits(path: Path, n: int) -> list[float]:
-    """Per sample: insert + commit, twice (intent and outcome), WAL, synchronous=FULL."""
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("PRAGMA journal_mode = WAL")
-    conn.execute("PRAGMA synchronous = FULL")
-    conn.execute("CREATE TABLE bare (id INTEGER PRIMARY KEY, data BLOB)")
-    row = b"x" * 300
-    out = []
-    for _ in range(n):
-        t = time.perf_counter()
-        for _ in range(2):
-            conn.execute("BEGIN")
-            conn.execute("INSERT INTO bare (data) VALUES (?)", (row,))
-            conn.execute("COMMIT")
-        out.append(time.perf_counter() - t)
-    conn.close()
+class Timed(list[float]):
+    """Latency samples (seconds) and the CPU time per sample of the loop that took them."""
+
+    cpu_per_call: float = 0.0
+
+
+def with_cpu(samples: Timed) -> dict[str, float]:
+    out = summary(samples)
+    out["cpu_us_per_call"] = samples.cpu_per_call * 1e6
     return out
 
 
-async def mcp_sdk(fn: Callable[..., Awaitable[Any]], n: int) -> list[float]:
+PIPELINE_ARGS = b'{"text": "hello"}'
+
+
+def _echo(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+class Floor:
+    """A durable floor measured in blocks, interleaved with the governed call's blocks so that
+    the disk's and the machine's drift hit both alike. Keeps one connection open."""
+
+    def __init__(self, path: Path | str, *, pipeline: bool) -> None:
+        self.pipeline = pipeline
+        self.conn = sqlite3.connect(path, isolation_level=None)
+        if path != ":memory:":
+            self.conn.execute("PRAGMA journal_mode = WAL")
+        self.conn.execute("PRAGMA synchronous = FULL")
+        self.conn.execute("CREATE TABLE bare (id INTEGER PRIMARY KEY, data BLOB)")
+        self.conn.execute(
+            "CREATE TABLE intents (call_id TEXT PRIMARY KEY, tool TEXT NOT NULL, args TEXT)"
+        )
+        self.conn.execute(
+            "CREATE TABLE outcomes (call_id TEXT PRIMARY KEY, status TEXT, result TEXT)"
+        )
+        self.samples = Timed()
+        self.cpu = 0.0
+        self.count = 0
+
+    def run(self, n: int) -> None:
+        step = self._pipeline_step if self.pipeline else self._two_commits_step
+        cpu = time.process_time()
+        for _ in range(n):
+            t = time.perf_counter()
+            step()
+            self.samples.append(time.perf_counter() - t)
+        self.cpu += time.process_time() - cpu
+
+    def _two_commits_step(self) -> None:
+        """Insert + commit, twice (intent and outcome)."""
+        for _ in range(2):
+            self.conn.execute("BEGIN")
+            self.conn.execute("INSERT INTO bare (data) VALUES (?)", (b"x" * 300,))
+            self.conn.execute("COMMIT")
+
+    def _pipeline_step(self) -> None:
+        """The least a durable governed call does, in plain Python: intake (parse the
+        arguments text, check it is an object with exactly one string ``text``), an intent row
+        inserted and committed, the function called, an outcome row (its JSON result)
+        inserted and committed."""
+        args = json.loads(PIPELINE_ARGS)
+        if type(args) is not dict or args.keys() != {"text"} or type(args["text"]) is not str:
+            raise RuntimeError("the pipeline's arguments did not pass its schema")
+        self.count += 1
+        call_id = f"c-{self.count}"
+        conn = self.conn
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO intents (call_id, tool, args) VALUES (?, ?, ?)",
+            (call_id, "bench.echo", PIPELINE_ARGS),
+        )
+        conn.execute("COMMIT")
+        result = _echo(**args)
+        conn.execute("BEGIN")
+        conn.execute(
+            "INSERT INTO outcomes (call_id, status, result) VALUES (?, ?, ?)",
+            (call_id, "succeeded", json.dumps(result)),
+        )
+        conn.execute("COMMIT")
+
+    def result(self) -> dict[str, float]:
+        self.conn.close()
+        self.samples.cpu_per_call = self.cpu / max(1, len(self.samples))
+        return with_cpu(self.samples)
+
+
+async def mcp_sdk(fn: Callable[..., Awaitable[Any]], n: int) -> Timed:
     from mcp import Client
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("bench")
     server.add_tool(fn, name="echo")
-    out = []
+    out = Timed()
     async with Client(server) as client:
         for _ in range(min(50, n)):  # warm up
             await client.call_tool("echo", {"text": "hello"})
+        cpu = time.process_time()
         for _ in range(n):
             t = time.perf_counter()
             result = await client.call_tool("echo", {"text": "hello"})
             out.append(time.perf_counter() - t)
+        out.cpu_per_call = (time.process_time() - cpu) / n
         assert not result.is_error, result
     return out
 
@@ -350,15 +434,35 @@ async def charter_suite(project: Path, tmp: Path, args: argparse.Namespace) -> d
         bench = Bench(rt, ctx.context_id)
         await bench.sequential(args.warmup)
         store = rt.store
-        before = store.commits
-        res["one_caller"] = summary(await bench.sequential(args.samples))
-        res["one_caller"]["commits_per_call"] = (store.commits - before) / args.samples
-        res["one_caller"]["cpu_us_per_call"] = bench.cpu_per_call * 1e6
-        before = store.commits
+
+        def commits() -> int:  # a store without the counter reports none
+            return int(getattr(store, "commits", 0))
+
+        # The single caller in blocks, each followed by a block of each durable floor.
+        floors = {
+            "two_commits": Floor(tmp / "bare.db", pipeline=False),
+            "pipeline": Floor(tmp / "pipeline.db", pipeline=True),
+        }
+        for floor in floors.values():
+            floor.run(20)  # warm up
+            floor.samples, floor.cpu = Timed(), 0.0
+        before = commits()
+        one, cpu = Timed(), 0.0
+        for start in range(0, args.samples, BLOCK):
+            n = min(BLOCK, args.samples - start)
+            one += await bench.sequential(n)
+            cpu += bench.cpu_per_call * n
+            for floor in floors.values():
+                floor.run(n)
+        res["one_caller"] = summary(one)
+        res["one_caller"]["commits_per_call"] = (commits() - before) / args.samples
+        res["one_caller"]["cpu_us_per_call"] = cpu / args.samples * 1e6
+        res["floors"] = {name: floor.result() for name, floor in floors.items()}
+        before = commits()
         lat, rate = await bench.concurrent(CALLERS, args.per_caller)
         res["callers32"] = summary(lat)
         res["callers32"]["per_s"] = rate
-        res["callers32"]["calls_per_commit"] = len(lat) / max(1, store.commits - before)
+        res["callers32"]["calls_per_commit"] = len(lat) / max(1, commits() - before)
         res["callers32"]["cpu_us_per_call"] = bench.cpu_per_call * 1e6
         if profiles is not None:
             res["profile"] = {}
@@ -446,28 +550,65 @@ def render_trust(res: dict[str, Any]) -> str:
 # -- goals and report ----------------------------------------------------------------------
 
 
-def goals(res: dict[str, Any]) -> list[tuple[str, bool, str]]:
-    p50 = res["charter"]["one_caller"]["p50_us"]
-    commits = res["floors"]["two_commits"]["p50_us"]
-    mcp = res["floors"]["mcp_sdk"]["p50_us"]
-    rate = res["charter"]["callers32"]["per_s"]
+Goal = tuple[str, bool | None, str]  # name, met (None: judged by an A/B elsewhere), measured
+
+
+def goals(res: dict[str, Any]) -> list[Goal]:
+    one, many = res["charter"]["one_caller"], res["charter"]["callers32"]
+    floors = res["floors"]
+    p50 = one["p50_us"]
+    commits = floors["two_commits"]["p50_us"]
+    pipeline = floors["pipeline"]["p50_us"]
+    pipeline_cpu = floors["pipeline_memory"]["cpu_us_per_call"]
+    mcp = floors["mcp_sdk"]["p50_us"]
+    rate = many["per_s"]
     return [
         (
-            "p50 <= 1.3x two bare FULL commits",
+            "p50 <= 2x two bare FULL commits (issue 25)",
+            p50 <= 2 * commits,
+            f"{p50:.0f} us vs {commits:.0f} us ({p50 / commits:.2f}x; goal 2x)",
+        ),
+        (
+            "p50 <= 1.5x the minimal stdlib pipeline (issue 25)",
+            p50 <= 1.5 * pipeline,
+            f"{p50:.0f} us vs {pipeline:.0f} us ({p50 / pipeline:.2f}x; goal 1.5x)",
+        ),
+        (
+            "CPU per call <= 1/4 of before, 1 and 32 callers (issue 25; A/B: bench/ab.py)",
+            None,
+            f"1 caller {one['cpu_us_per_call']:.0f} us, {CALLERS} callers "
+            f"{many['cpu_us_per_call']:.0f} us; the minimal pipeline on :memory: "
+            f"{pipeline_cpu:.0f} us ({one['cpu_us_per_call'] / pipeline_cpu:.1f}x)",
+        ),
+        (
+            f"{CALLERS} callers >= 4x before (issue 25; A/B: bench/ab.py)",
+            None,
+            f"{rate:.0f} calls/s",
+        ),
+        (
+            "p50 <= 1.3x two bare FULL commits (issue 5)",
             p50 <= 1.3 * commits,
             f"{p50:.0f} us vs {commits:.0f} us ({p50 / commits:.2f}x; goal 1.3x)",
         ),
         (
-            "p50 <= 0.5x MCP SDK in-process call_tool",
+            "p50 <= 0.5x MCP SDK in-process call_tool (issue 5)",
             p50 <= 0.5 * mcp,
             f"{p50:.0f} us vs {mcp:.0f} us ({p50 / mcp:.2f}x; goal 0.5x)",
         ),
         (
-            "32 callers >= 10,000 calls/s",
+            f"{CALLERS} callers >= 10,000 calls/s (issue 5)",
             rate >= 10_000,
             f"{rate:.0f} calls/s ({rate / 10_000:.0%} of goal)",
         ),
     ]
+
+
+def met_text(ok: bool | None, markdown: bool = False) -> str:
+    if ok is None:
+        return "A/B"
+    if ok:
+        return "[green]yes[/]" if not markdown else "yes"
+    return "[red]no[/]" if not markdown else "**no**"
 
 
 def environment() -> dict[str, str]:
@@ -480,13 +621,17 @@ def environment() -> dict[str, str]:
     }
 
 
-def render_table(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> None:
+def cpu_text(m: dict[str, float]) -> str:
+    return f"{m['cpu_us_per_call']:.0f}" if "cpu_us_per_call" in m else "—"
+
+
+def render_table(res: dict[str, Any], checks: list[Goal]) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console()
     table = Table(title="governed call vs floors (same run)")
-    for col in ("measurement", "p50 µs", "p95 µs", "p99 µs", "calls/s"):
+    for col in ("measurement", "p50 µs", "p95 µs", "p99 µs", "calls/s", "CPU µs/call"):
         table.add_column(col, justify="left" if col == "measurement" else "right")
     for label, m in rows(res):
         table.add_row(
@@ -495,6 +640,7 @@ def render_table(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> No
             f"{m['p95_us']:.1f}",
             f"{m['p99_us']:.1f}",
             f"{m['per_s']:.0f}",
+            cpu_text(m),
         )
     console.print(table)
     for line in notes(res):
@@ -503,7 +649,7 @@ def render_table(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> No
     for col in ("goal", "met", "measured"):
         goal_table.add_column(col)
     for name, ok, detail in checks:
-        goal_table.add_row(name, "[green]yes[/]" if ok else "[red]no[/]", detail)
+        goal_table.add_row(name, met_text(ok), detail)
     console.print(goal_table)
 
 
@@ -546,6 +692,8 @@ def rows(res: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
     return [
         ("bare function call (async)", f["function"]),
         ("two bare SQLite insert+commit (WAL, FULL)", f["two_commits"]),
+        ("minimal stdlib pipeline: intake + 2 FULL commits", f["pipeline"]),
+        ("minimal stdlib pipeline on :memory:", f["pipeline_memory"]),
         ("MCP SDK in-process call_tool", f["mcp_sdk"]),
         ("Charter governed call, 1 caller", c["one_caller"]),
         (f"Charter governed call, {CALLERS} callers", c["callers32"]),
@@ -553,11 +701,15 @@ def rows(res: dict[str, Any]) -> list[tuple[str, dict[str, float]]]:
 
 
 def notes(res: dict[str, Any]) -> list[str]:
-    c = res["charter"]
-    floor = res["floors"]["two_commits"]["p50_us"] / res["floors"]["mcp_sdk"]["p50_us"]
+    c, f = res["charter"], res["floors"]
+    floor = f["two_commits"]["p50_us"] / f["mcp_sdk"]["p50_us"]
+    pipeline = f["pipeline"]["p50_us"] / f["two_commits"]["p50_us"]
     return [
         f"The two bare commits alone are {floor:.2f}× the MCP SDK call in this run (the "
-        "p50 ≤ 0.5× MCP goal needs this floor below 0.5× with room for the kernel's CPU).",
+        "p50 ≤ 0.5× MCP goal needs this floor below 0.5× with room for the kernel's CPU); "
+        f"the minimal stdlib pipeline is {pipeline:.2f}× the two bare commits, and its CPU "
+        f"without the disk (`:memory:`) {f['pipeline_memory']['cpu_us_per_call']:.0f} µs per "
+        "call.",
         f"CPU per governed call (process time, all threads): 1 caller "
         f"{c['one_caller']['cpu_us_per_call']:.0f} µs, {CALLERS} callers "
         f"{c['callers32']['cpu_us_per_call']:.0f} µs. "
@@ -567,7 +719,7 @@ def notes(res: dict[str, Any]) -> list[str]:
     ]
 
 
-def render_markdown(res: dict[str, Any], checks: list[tuple[str, bool, str]]) -> str:
+def render_markdown(res: dict[str, Any], checks: list[Goal]) -> str:
     env = res["environment"]
     c = res["charter"]
     lines = [
@@ -580,31 +732,39 @@ def render_markdown(res: dict[str, Any], checks: list[tuple[str, bool, str]]) ->
         f"load average {env['load_before']} before, {env['load_after']} after. "
         "Two shared cores: numbers drift 10–50 % between runs, the ratios are what matter.",
         "",
-        "| measurement | p50 µs | p95 µs | p99 µs | calls/s |",
-        "|---|---|---|---|---|",
+        "| measurement | p50 µs | p95 µs | p99 µs | calls/s | CPU µs/call |",
+        "|---|---|---|---|---|---|",
     ]
     for label, m in rows(res):
         lines.append(
             f"| {label} | {m['p50_us']:.1f} | {m['p95_us']:.1f} | {m['p99_us']:.1f} "
-            f"| {m['per_s']:.0f} |"
+            f"| {m['per_s']:.0f} | {cpu_text(m)} |"
         )
     lines += ["", notes(res)[0], "", notes(res)[1], ""]
     lines += [
         "| goal | met | measured |",
         "|---|---|---|",
     ]
-    lines += [f"| {name} | {'yes' if ok else '**no**'} | {detail} |" for name, ok, detail in checks]
+    lines += [
+        f"| {name} | {met_text(ok, markdown=True)} | {detail} |" for name, ok, detail in checks
+    ]
     if "profile" in c:
         lines += ["", *profile_lines(c["profile"])]
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
-async def floors_suite(fn: Callable[..., Awaitable[Any]], tmp: Path, n: int) -> dict[str, Any]:
+async def floors_suite(fn: Callable[..., Awaitable[Any]], n: int) -> dict[str, Any]:
+    """The floors that do not touch the disk (the durable ones run inside the Charter suite,
+    interleaved with the governed call)."""
     await bare_function(fn, 100)
+    memory = Floor(":memory:", pipeline=True)
+    memory.run(100)  # warm up
+    memory.samples, memory.cpu = Timed(), 0.0
+    memory.run(n)
     return {
         "function": summary(await bare_function(fn, n)),
-        "two_commits": summary(bare_two_commits(tmp / "bare.db", n)),
-        "mcp_sdk": summary(await mcp_sdk(fn, n)),
+        "pipeline_memory": memory.result(),
+        "mcp_sdk": with_cpu(await mcp_sdk(fn, n)),
     }
 
 
@@ -647,8 +807,9 @@ def main() -> int:
             if args.write_results:
                 write_section(TRUST_SECTION, render_trust(res))
             return 0
-        res["floors"] = asyncio.run(floors_suite(fn, tmp, args.samples))
+        res["floors"] = asyncio.run(floors_suite(fn, args.samples))
         res["charter"] = asyncio.run(charter_suite(project, tmp, args))
+        res["floors"].update(res["charter"].pop("floors"))
         res["environment"]["load_after"] = " ".join(f"{x:.2f}" for x in os.getloadavg())
     checks = goals(res)
     res["goals"] = [{"goal": n, "met": ok, "measured": d} for n, ok, d in checks]
@@ -660,9 +821,9 @@ def main() -> int:
             render_profile(res["charter"]["profile"])
     if args.write_results:
         write_section(SECTION, render_markdown(res, checks))
-    if args.check and not all(ok for _, ok, _ in checks):
+    if args.check and any(ok is False for _, ok, _ in checks):
         for name, ok, detail in checks:
-            if not ok:
+            if ok is False:
                 print(f"goal missed: {name}: {detail}", file=sys.stderr)
         return 1
     return 0

@@ -10,15 +10,16 @@ Both servers run as real stdio subprocesses and are driven by the official MCP S
   the same function — every call goes through the kernel (authorization, validation,
   idempotency reservation, durable intent and outcome in SQLite with ``synchronous=FULL``).
 
-Reports p50/p95 round-trip latency per call and the ratio of the p50s. Goal: charter ≤ 1.2×
-plain. ``--check`` exits 1 when missed. Timings on a shared two-core machine drift 10–50 %
-between runs: read the ratio.
+Reports p50/p95 round-trip latency per call and the ratio of the p50s. Goal (issue 25):
+charter ≤ 1.5× plain (issue 5 asked for 1.2×). ``--check`` exits 1 when missed. Timings on a
+shared two-core machine drift 10–50 % between runs: read the ratio.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import platform
 import secrets
 import statistics
@@ -39,7 +40,7 @@ if sys.path and Path(sys.path[0]).resolve() == Path(__file__).resolve().parent:
 from mcp import Client, StdioServerParameters
 
 SECTION = "## mcp"
-GOAL = 1.2
+GOAL = 1.5  # issue 25 (issue 5 asked for 1.2)
 
 CHARTER_YAML = """
 name: mcpbench
@@ -147,14 +148,19 @@ def _stats(samples: list[float]) -> dict[str, float]:
 
 
 async def measure(calls: int, block: int = 50) -> dict[str, Any]:
-    charter_bin = str(Path(sys.executable).with_name("charter"))
+    # `python -m charter` with this process's PYTHONPATH (the SDK passes a server only a few
+    # safe variables unless told): the server runs the same charter as this script imports,
+    # which is what `bench/ab.py --bench mcp` relies on.
+    pythonpath = os.environ.get("PYTHONPATH")
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         make_project(root)
         plain = StdioServerParameters(command=sys.executable, args=["plain.py"], cwd=root)
+        serve = ["mcp", "--profile", "bench", "--as", "app", "--project", str(root)]
         governed = StdioServerParameters(
-            command=charter_bin,
-            args=["mcp", "--profile", "bench", "--as", "app", "--project", str(root)],
+            command=sys.executable,
+            args=["-m", "charter", *serve],
+            env={"PYTHONPATH": pythonpath} if pythonpath else None,
             cwd=root,
         )
         samples: dict[str, list[float]] = {"plain": [], "charter": []}
