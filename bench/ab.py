@@ -38,6 +38,11 @@ KERNEL_FIGURES: tuple[tuple[str, tuple[str, ...], bool], ...] = (
     ("CPU µs per call, 32 callers", ("charter", "callers32", "cpu_us_per_call"), False),
     ("calls/s, 32 callers", ("charter", "callers32", "per_s"), True),
     ("p50 µs, 32 callers", ("charter", "callers32", "p50_us"), False),
+    (
+        "CPU per call, 1 caller, in minimal pipelines (:memory:)",
+        ("charter", "one_caller", "cpu_in_pipelines"),
+        False,
+    ),
     ("floor: two bare FULL commits p50 µs", ("floors", "two_commits", "p50_us"), False),
     ("floor: minimal pipeline p50 µs", ("floors", "pipeline", "p50_us"), False),
     (
@@ -86,6 +91,15 @@ def dig(doc: dict[str, Any], path: tuple[str, ...]) -> float:
     for key in path:
         value = value[key]
     return float(value)
+
+
+def normalized(doc: dict[str, Any]) -> dict[str, Any]:
+    """Add the single caller's CPU per call in units of the minimal pipeline's CPU on
+    ``:memory:`` in the same run: a machine-speed yardstick that drifts with the load."""
+    floor = doc["floors"]["pipeline_memory"]["cpu_us_per_call"]
+    one = doc["charter"]["one_caller"]["cpu_us_per_call"]
+    doc["charter"]["one_caller"]["cpu_in_pipelines"] = one / floor if floor else float("nan")
+    return doc
 
 
 def compare(
@@ -143,7 +157,8 @@ def main() -> int:
         for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
             tree = args.a if side == "A" else args.b
             print(f"round {r + 1}/{args.rounds}: {side} ({tree})", file=sys.stderr, flush=True)
-            runs[side].append(run_once(tree, args.bench, args))
+            doc = run_once(tree, args.bench, args)
+            runs[side].append(normalized(doc) if args.bench == "kernel" else doc)
     rows = compare(runs, KERNEL_FIGURES if args.bench == "kernel" else MCP_FIGURES)
     if args.json:
         print(json.dumps({"a": str(args.a), "b": str(args.b), "figures": rows}, indent=2))

@@ -267,7 +267,7 @@ class KernelState:
 
     def redactor_of(self, at: Attempt) -> Redactor:
         """:meth:`call_redactor` of an attempt's contract and arguments, made once per call
-        (the summary, the progress channel, the artifact writer and acceptance share it)."""
+        (the progress channel, the artifact writer and acceptance share it)."""
         if at.redactor is None:
             at.redactor = self.call_redactor(at.bound(), at.arguments)
         return at.redactor
