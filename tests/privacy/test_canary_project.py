@@ -197,8 +197,17 @@ def serve_debug(project: PrivacyProject, store: str) -> Iterator[tuple[str, Path
                 proc.wait()
 
 
-def raw_sse(url: str, key: str, method: str, path: str, **kw: Any) -> bytes:
-    """The raw bytes of an SSE response, read until it ends or is idle for 3 s."""
+def raw_sse(
+    url: str,
+    key: str,
+    method: str,
+    path: str,
+    *,
+    until: bytes = b"conversation.completed",
+    **kw: Any,
+) -> bytes:
+    """The raw bytes of an SSE response, read until ``until`` arrives (or it is idle for 30 s:
+    a loaded machine may take seconds to send the first event)."""
     headers = {"Authorization": f"Bearer {key}", "Accept": "text/event-stream"}
     chunks: list[bytes] = []
     try:
@@ -206,13 +215,15 @@ def raw_sse(url: str, key: str, method: str, path: str, **kw: Any) -> bytes:
             method,
             url + path,
             headers=headers,
-            timeout=httpx2.Timeout(10.0, read=3.0),
+            timeout=httpx2.Timeout(10.0, read=30.0),
             **kw,
         ) as response:
             for chunk in response.iter_raw():
                 chunks.append(chunk)
-                if b"conversation.completed" in b"".join(chunks):
-                    break
+                seen = b"".join(chunks)
+                at = seen.find(until)
+                if at >= 0 and (b"\r\n\r\n" in seen[at:] or b"\n\n" in seen[at:]):
+                    break  # that event is whole
     except httpx2.ReadTimeout:
         pass
     return b"".join(chunks)
@@ -295,8 +306,14 @@ def over_server(project: PrivacyProject, url: str) -> tuple[list[str], dict[str,
         with pytest.raises(Exception) as refused:
             app.upload_artifact(run_id, b"x", name=f"up-{urllib.parse.quote(c.dep)}.bin")
         assert getattr(refused.value, "reason", None) == "ARTIFACT_NAME_SECRET"
+        listed = httpx2.get(  # the run's last event so far: the stream is read up to it
+            f"{url}/v1/runs/{run_id}/events?limit=1000",
+            headers={"Authorization": f"Bearer {project.app_key}"},
+            timeout=30,
+        ).json()
+        last = f"id: {listed['next_after']}".encode()
         streams["run events SSE"] = raw_sse(
-            url, project.app_key, "GET", f"/v1/runs/{run_id}/events"
+            url, project.app_key, "GET", f"/v1/runs/{run_id}/events", until=last
         )
         body = {"message": "please fetch", "profile": "all"}
         streams["chat SSE"] = raw_sse(url, project.app_key, "POST", "/v1/chat", json=body)
