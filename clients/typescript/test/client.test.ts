@@ -137,15 +137,20 @@ test("the event stream resumes with Last-Event-ID after a dropped connection: ev
     let text = "";
     const cut = new ReadableStream<Uint8Array>({
       async pull(controller) {
-        const { value, done } = await reader.read();
-        if (done) return controller.close();
-        text += decoder.decode(value, { stream: true });
-        const frames = [...text.matchAll(/^id: .*\n(?:.*\n)*?\n/gm)];
-        if (frames.length < 2) return;
-        const end = frames[1]!.index! + frames[1]![0].length;
-        controller.enqueue(encoder.encode(text.slice(0, end)));
-        await reader.cancel();
-        controller.error(new Error("connection dropped"));
+        // Read until two whole frames are in (a pull that enqueues nothing is not called
+        // again: the stream would stall when the server sends fewer than two per chunk).
+        for (;;) {
+          const { value, done } = await reader.read();
+          if (done) return controller.close();
+          text += decoder.decode(value, { stream: true });
+          const frames = [...text.matchAll(/^id: .*\n(?:.*\n)*?\n/gm)];
+          if (frames.length < 2) continue;
+          const end = frames[1]!.index! + frames[1]![0].length;
+          controller.enqueue(encoder.encode(text.slice(0, end)));
+          await reader.cancel();
+          controller.error(new Error("connection dropped"));
+          return;
+        }
       },
     });
     return new Response(cut, { status: answer.status, headers: answer.headers });
