@@ -31,7 +31,7 @@ def slow_put(key: str, value: str, seconds: float, ctx: charter.Context) -> dict
     time.sleep(seconds)
     data = _load()
     data[key] = value
-    STORE.write_text(json.dumps(data))
+    _save(data)
     return {"key": key, "written": True}
 
 

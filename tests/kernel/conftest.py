@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -62,6 +63,14 @@ def _load() -> dict[str, Any]:
     return json.loads(STORE.read_text()) if STORE.exists() else {}
 
 
+def _save(data: dict[str, Any]) -> None:
+    # whole or not at all: a read running beside a write (tools run in threads) never sees
+    # a half-written file
+    tmp = STORE.with_name(f"{STORE.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, STORE)
+
+
 @charter.tool("kv.get", permissions=["kv:read"])
 def get(key: str, ctx: charter.Context) -> dict[str, Any]:
     """Read a key."""
@@ -75,7 +84,7 @@ def put(key: str, value: str, ctx: charter.Context) -> dict[str, Any]:
     _journal("kv.put", ctx, key=key)
     data = _load()
     data[key] = value
-    STORE.write_text(json.dumps(data))
+    _save(data)
     return {"key": key, "written": True}
 
 
