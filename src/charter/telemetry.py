@@ -60,11 +60,25 @@ def tracer() -> trace.Tracer:
     return _tracer
 
 
+def _tracing() -> bool:
+    """Whether a tracer provider (an SDK) is installed. Without one every span is a
+    non-recording stand-in for the current one, so the span helpers below skip making and
+    attaching it: the current span (a caller's ``traceparent`` included) is what the API's
+    no-op tracer would have answered anyway."""
+    return not isinstance(trace.get_tracer_provider(), _NO_SDK)
+
+
+_NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+
+
 @contextmanager
 def tool_span(
     tool: str, call_id: str, *, run_id: str | None = None, context_id: str | None = None
 ) -> Iterator[Span]:
     """The ``execute_tool {tool}`` span around one governed call."""
+    if not _tracing():
+        yield trace.get_current_span()
+        return
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -128,6 +142,9 @@ def span(
     name: str, attributes: Mapping[str, Any] | None = None, *, kind: SpanKind = SpanKind.INTERNAL
 ) -> Iterator[Span]:
     """A child span of the current one."""
+    if not _tracing():
+        yield trace.get_current_span()
+        return
     with _tracer.start_as_current_span(
         name, kind=kind, attributes=dict(attributes or {}) or None, record_exception=True
     ) as current:

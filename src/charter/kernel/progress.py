@@ -45,14 +45,15 @@ class ProgressChannel:
         self._store = store
         self._run_id = run_id
         self._where = {"context_id": context_id, "call_id": call_id}
-        self._stream = StreamRedactor(redactor)
+        self._redactor = redactor
         self._loop = asyncio.get_running_loop()
-        self._queue: asyncio.Queue[object] = asyncio.Queue()
         self._lock = threading.Lock()
         self._closed = False
         self._recorded = 0
         self._dropped = 0
-        self._task = self._loop.create_task(self._drain())
+        # Made with the first message: most calls send none, and then cost nothing more.
+        self._queue: asyncio.Queue[object] | None = None
+        self._task: asyncio.Task[None] | None = None
 
     def send(self, message: str) -> None:
         """Queue a message (thread-safe; ignored once the call has ended)."""
@@ -65,10 +66,20 @@ class ProgressChannel:
             except RuntimeError:
                 running = None
             if running is self._loop:
-                self._queue.put_nowait(text)
+                self._put(text)
             else:
                 with contextlib.suppress(RuntimeError):  # the loop is gone
-                    self._loop.call_soon_threadsafe(self._queue.put_nowait, text)
+                    self._loop.call_soon_threadsafe(self._put, text)
+
+    def _put(self, item: object) -> None:
+        """On the loop: queue ``item``, starting the drain with the first message."""
+        if self._queue is None:
+            if item is _END or self._closed:
+                return  # nothing was sent before the call ended
+            self._queue = asyncio.Queue()
+            stream = StreamRedactor(self._redactor)
+            self._task = self._loop.create_task(self._drain(self._queue, stream))
+        self._queue.put_nowait(item)
 
     async def close(self) -> None:
         """Stop taking messages, record what is queued and the held-back rest."""
@@ -76,22 +87,23 @@ class ProgressChannel:
             if self._closed:
                 return
             self._closed = True
-        self._queue.put_nowait(_END)
-        await asyncio.shield(self._task)
+        self._put(_END)
+        if self._task is not None:
+            await asyncio.shield(self._task)
 
-    async def _drain(self) -> None:
+    async def _drain(self, queue: asyncio.Queue[object], stream: StreamRedactor) -> None:
         while True:
-            item = await self._queue.get()
+            item = await queue.get()
             if item is _END:
                 break
             assert isinstance(item, str)
             if self._recorded >= MAX_MESSAGES:
                 self._dropped += 1
                 continue
-            piece = self._stream.feed(item)
+            piece = stream.feed(item)
             if piece:
                 await self._record(piece)
-        rest = self._stream.flush()
+        rest = stream.flush()
         if rest or self._dropped:
             await self._record(rest, final=True)
 

@@ -10,12 +10,12 @@ Each projection row carries ``row_seq`` (the sequence of the event that last wro
 from __future__ import annotations
 
 import hmac
-import json
 from collections.abc import Sequence
 from typing import Any
 
 from charter.contracts.canonical import canonical_text
 from charter.ledger.chain import LedgerKey
+from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey, TableSpec
 from charter.ledger.trust import LedgerTrust, RowUnsealed, RunLedgerInvalid, RunProblem
 
@@ -123,7 +123,7 @@ class RowOpener:
 
     def open(self, table: str, got: Sequence[Any]) -> Row:
         if not self.trust.enabled:
-            return dict(json.loads(got[0]))
+            return dict(loads(_text(got[0])))
         data, seq, mac = _text(got[0]), got[1], got[2]
         key = tuple(str(k) for k in got[3:])
         run_id = key[0]
@@ -155,7 +155,7 @@ class RowOpener:
             # from elsewhere. It is served once the events up to it are verified.
             raise RowUnsealed(run_id)
         try:
-            return dict(json.loads(data))
+            return dict(loads(data))
         except ValueError:
             raise self.trust.fail(
                 RunProblem(

@@ -20,6 +20,7 @@ from charter.ledger.append import check_in_flight, plan_append, rows_needed
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
+from charter.ledger.jsonload import loads
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
@@ -112,7 +113,7 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
 
     def _row(self, key: RowKey) -> Row | None:
         data = self.rows.get(key)
-        return None if data is None else dict(json.loads(data))
+        return None if data is None else dict(loads(data))
 
     async def get_row(self, key: RowKey) -> Row | None:
         self.trust.refuse_if_invalid(key.key[0])

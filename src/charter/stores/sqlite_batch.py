@@ -6,7 +6,6 @@ Split from :mod:`charter.stores.sqlite` (the store itself); nothing here is publ
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from collections.abc import Collection
@@ -15,6 +14,7 @@ from datetime import UTC, datetime
 from charter.ledger.append import AppendPlan
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.events import format_at
+from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey
 from charter.stores import migrations
 from charter.stores._sql import DATA_AT, RowOpener, list_sql, select_sql, upsert_params, upsert_sql
@@ -183,14 +183,14 @@ class _Pending:
     def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
         planned = self.rows.get(key)
         if planned is not None:
-            return dict(json.loads(str(planned[DATA_AT])))
+            return dict(loads(str(planned[DATA_AT]).encode()))
         hot = self.hot
         if hot is None:
             return _row(conn, key, self.opener)
         text = hot.rows.get(key)
         if text is not None:
             self.opener.trust.refuse_if_invalid(key.key[0])
-            return dict(json.loads(text))
+            return dict(loads(text.encode()))
         if key.key[0] in hot.owned:
             return None  # every row of an owned run is kept: this one does not exist
         got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
