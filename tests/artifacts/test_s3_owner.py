@@ -151,3 +151,39 @@ def test_the_runtime_refuses_to_start_on_a_missing_bucket(
     with pytest.raises(ConfigError) as info:
         artifact_store(deployment, tmp_path)
     assert "does not exist" in str(info.value)
+
+
+def test_the_deployment_s_owner_and_quotas_reach_the_runtime_s_store(
+    tmp_path: Path, s3_endpoint: str, s3_bucket: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``artifacts.expected_bucket_owner`` / ``quota_files`` / ``quota_bytes`` from the
+    deployment file: the store the runtime opens checks the bucket's owner (moto's account
+    owns it: start passes) and refuses the run's file past the deployment's count quota."""
+    from charter.deploy.deployment import load_deployment
+    from charter.runtime import artifact_store
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    deploy = tmp_path / "charter.deploy.yaml"
+    deploy.write_text(
+        "artifacts:\n"
+        "  store: s3\n"
+        f"  bucket: {s3_bucket}\n"
+        "  prefix: owner/deployed/\n"
+        f"  endpoint_url: {s3_endpoint}\n"
+        "  region: us-east-1\n"
+        f"  expected_bucket_owner: '{OWNER}'\n"
+        "  quota_files: 2\n"
+        "  quota_bytes: 100\n"
+    )
+    store = artifact_store(load_deployment(deploy, project_dir=tmp_path), tmp_path)
+    assert isinstance(store, S3ArtifactStore)
+    assert store.expected_bucket_owner == OWNER
+    store.put(RUN, "a.txt", b"a")
+    store.put(RUN, "b.txt", b"b")
+    with pytest.raises(Failure) as info:
+        store.put(RUN, "c.txt", b"c")
+    assert info.value.reason == "ARTIFACT_QUOTA_FILES_EXCEEDED"
+    with pytest.raises(Failure) as info:
+        store.put("run-owner-2", "big.bin", b"x" * 101)
+    assert info.value.reason == "ARTIFACT_QUOTA_EXCEEDED"

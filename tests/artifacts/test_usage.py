@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from charter.artifacts.local import LocalArtifactStore
 from charter.artifacts.usage import RunUsage, Totals
+from charter.deploy.deployment import load_deployment
 from charter.errors import Failure
+from charter.runtime import artifact_store
 
 
 class Disk:
@@ -49,3 +54,18 @@ def test_the_table_of_runs_is_bounded() -> None:
     for run in ("a", "b", "c", "a"):
         usage.totals(run)
     assert disk.measured == 4  # "a" was forgotten when "c" came, and measured again
+
+
+def test_the_deployment_s_quotas_reach_the_local_store(tmp_path: Path) -> None:
+    deploy = tmp_path / "charter.deploy.yaml"
+    deploy.write_text("artifacts:\n  quota_files: 2\n  quota_bytes: 100\n")
+    store = artifact_store(load_deployment(deploy, project_dir=tmp_path), tmp_path)
+    assert isinstance(store, LocalArtifactStore)
+    store.put("run-q", "a.txt", b"a")
+    store.put("run-q", "b.txt", b"b")
+    with pytest.raises(Failure) as info:
+        store.put("run-q", "c.txt", b"c")
+    assert info.value.reason == "ARTIFACT_QUOTA_FILES_EXCEEDED"
+    with pytest.raises(Failure) as info:
+        store.put("run-q2", "big.bin", b"x" * 101)
+    assert info.value.reason == "ARTIFACT_QUOTA_EXCEEDED"

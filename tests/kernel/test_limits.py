@@ -1,6 +1,7 @@
 """Limits a shared deployment needs: rate and concurrency per principal, tenant and tool,
 pending-approval caps, and deadlines on ownership hooks — on the memory and SQLite stores.
-(Two replicas sharing PostgreSQL: ``tests/stores/test_postgres_limits.py``.)"""
+(Two replicas sharing PostgreSQL: ``tests/kernel/test_limits_postgres.py`` and, as two
+``charter serve`` processes, ``tests/server/test_limits_replicas.py``.)"""
 
 from __future__ import annotations
 

@@ -481,3 +481,83 @@ def test_the_documented_example_loads(tmp_path: Path) -> None:
     assert "partner-token-0123456789" in deployment.known_secrets()
     assert deployment.authenticate("charter-docs-example-key") == deployment.principals["alice"]
     assert deployment.binding_for("notes.add") == Binding(executor="subprocess")
+
+
+def _documented_defaults() -> dict[str, str]:
+    """``docs/deploy.md``'s table rows as {field: default cell}, the first row naming a field
+    with a default of its own winning (``a` / `.b`` names ``a`` and its sibling ``b``)."""
+    import re
+
+    docs = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+    found: dict[str, str] = {}
+    for line in docs.read_text().splitlines():
+        if not line.startswith("| `"):
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        names = re.findall(r"`([^`]+)`", cells[0].split(" — ")[0])
+        defaults = [d.strip().strip("`") for d in cells[1].split(" / ")]
+        full: list[str] = []
+        for name in names:
+            if name.startswith(".") and full:
+                name = full[-1].rsplit(".", 1)[0] + name
+            full.append(name)
+        for i, name in enumerate(full):
+            default = defaults[i] if len(defaults) == len(full) else defaults[0]
+            if not default.startswith("see ") and name not in found:
+                found[name] = default
+    return found
+
+
+def test_deploy_md_documents_every_limit_with_its_default() -> None:
+    """Every limit field the deployment parser accepts is in docs/deploy.md with the default
+    the code has (issue 20): ``limits.*``, the pending-approval caps and the artifact quotas."""
+    from charter.artifacts.local import DEFAULT_QUOTA_BYTES
+    from charter.artifacts.usage import DEFAULT_QUOTA_FILES
+    from charter.deploy.deployment import _ARTIFACTS, _LIMITS, ArtifactSettings, Limits
+    from charter.kernel.limits import LimitSettings, PendingCaps
+
+    def shown(value: object) -> str:
+        if value is None:
+            return "null"
+        if isinstance(value, bool):
+            return str(value).lower()
+        if isinstance(value, float) and value.is_integer():
+            return str(int(value))
+        return str(value)
+
+    limits, caps, calls = Limits(), PendingCaps(), LimitSettings()
+    code: dict[str, str] = {
+        f"limits.{key}": shown(getattr(limits, key))
+        for key in _LIMITS
+        if key in Limits.__dataclass_fields__
+    }
+    code |= {
+        "limits.rate.*": "none" if calls.rate_principal is None else "?",
+        "limits.concurrency.*": "none" if calls.concurrency_principal is None else "?",
+        "limits.pending_approvals.tenant": shown(caps.tenant),
+        "limits.pending_approvals.principal": shown(caps.principal),
+        "limits.policy_hook_deadline_ms": shown(limits.policy_hook_deadline_s * 1000),
+        "limits.refusal_audit_interval_s": shown(calls.audit_interval_s),
+        "artifacts.quota_bytes": shown(DEFAULT_QUOTA_BYTES),
+        "artifacts.quota_files": shown(DEFAULT_QUOTA_FILES),
+        "artifacts.max_upload_bytes": "100 MiB",
+        "artifacts.expected_bucket_owner": "none",
+    }
+    assert ArtifactSettings().max_upload_bytes == 100 * 1024 * 1024
+    limit_keys = {"rate", "concurrency", "pending_approvals"}
+    parsed = {f"limits.{k}" for k in _LIMITS - limit_keys} | {
+        "limits.rate.*",
+        "limits.concurrency.*",
+        "limits.pending_approvals.tenant",
+        "limits.pending_approvals.principal",
+    }
+    parsed |= {
+        f"artifacts.{k}"
+        for k in _ARTIFACTS
+        if k in {"quota_bytes", "quota_files", "max_upload_bytes", "expected_bucket_owner"}
+    }
+    assert parsed == set(code), "a limit field without an expected default here"
+    documented = _documented_defaults()
+    missing = sorted(parsed - set(documented))
+    assert not missing, f"limits docs/deploy.md does not list: {missing}"
+    assert {name: documented[name] for name in parsed} == code

@@ -7,6 +7,9 @@ minutes an unbounded parse of these files took.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -67,8 +70,7 @@ def test_a_deep_block_style_yaml_schema_is_refused(write_project: WriteProject) 
     assert elapsed < SLOW
 
 
-def test_a_50_mb_tool_file_is_refused_before_parsing(write_project: WriteProject) -> None:
-    root = write_project({"charter.yaml": 'name: big\ntools: {files: ["tools/*.yaml"]}\n'})
+def _write_50_mb_tool(root: Path) -> None:
     (root / "tools").mkdir()
     with (root / "tools" / "big.yaml").open("w") as fh:
         fh.write("id: big.tool\ndescription: ")
@@ -76,12 +78,57 @@ def test_a_50_mb_tool_file_is_refused_before_parsing(write_project: WriteProject
         for _ in range(50):
             fh.write(chunk)
         fh.write("\n")
+
+
+def test_a_50_mb_tool_file_is_refused_before_parsing(write_project: WriteProject) -> None:
+    root = write_project({"charter.yaml": 'name: big\ntools: {files: ["tools/*.yaml"]}\n'})
+    _write_50_mb_tool(root)
     problem, elapsed = _refusal(root)
     assert problem == (
         f"tools/big.yaml: file is larger than {MAX_FILE_BYTES} bytes; "
         f"the limit for a project file is {MAX_FILE_BYTES} bytes"
     )
     assert elapsed < SLOW
+
+
+@pytest.mark.parametrize("case", ["deep", "big"])
+def test_charter_build_refuses_them_in_one_line_without_a_traceback(
+    write_project: WriteProject, case: str
+) -> None:
+    """The real ``charter build`` executable: exit 1, the one problem line on stderr, nothing on
+    stdout, no traceback (the 1,000-deep schema used to end in a RecursionError traceback)."""
+    if case == "deep":
+        root = write_project(
+            {
+                "charter.yaml": 'name: deep\ntools: {files: ["tools/*.json"]}\n',
+                "tools/deep.json": _deep_json_schema(1000),
+            }
+        )
+        expected = f"tools/deep.json: refused (line 1, column 1270): nested deeper than {MAX_DEPTH}"
+    else:
+        root = write_project({"charter.yaml": 'name: big\ntools: {files: ["tools/*.yaml"]}\n'})
+        _write_50_mb_tool(root)
+        expected = f"tools/big.yaml: file is larger than {MAX_FILE_BYTES} bytes"
+    env = {**os.environ, "COLUMNS": "200", "NO_COLOR": "1"}
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-m", "charter", "build"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=120,
+    )
+    elapsed = time.perf_counter() - started
+    assert done.returncode == 1, done.stderr
+    assert done.stdout == ""
+    assert "Traceback" not in done.stderr
+    assert "RecursionError" not in done.stderr
+    problems = [line for line in done.stderr.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 1, done.stderr
+    assert problems[0].startswith(f"  - {expected}"), done.stderr
+    assert elapsed < SLOW  # Python start-up included
 
 
 def test_an_oversized_charter_yaml_is_refused(write_project: WriteProject) -> None:

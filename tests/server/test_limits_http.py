@@ -1,5 +1,6 @@
-"""Limits over HTTP: a flood answers 429 with Retry-After (the envelope as the body), the
-refusals are counted on /metrics, and the Python client reads the envelope back."""
+"""Limits over HTTP: a flood, or calls past a concurrency cap, answer 429 with Retry-After (the
+envelope as the body), the refusals are counted on /metrics, and the Python client reads the
+envelope back."""
 
 from __future__ import annotations
 
@@ -19,6 +20,8 @@ LIMITS = """
 limits:
   rate:
     principal: {per_s: 0.01, burst: 3}
+  concurrency:
+    tools: {kv.slow: 1}
   pending_approvals: {tenant: 50, principal: 1}
 """
 
@@ -88,3 +91,24 @@ def test_the_pending_approval_cap_over_http(limited: tuple[Project, ThreadServer
     with httpx2.Client(base_url=server.url, timeout=30) as http:
         metrics = http.get("/metrics").text
     assert 'reason="TOO_MANY_PENDING_APPROVALS",tool="kv.put"} 1' in metrics
+
+
+def test_calls_past_a_concurrency_cap_answer_429(limited: tuple[Project, ThreadServer]) -> None:
+    project, server = limited
+    headers = {"Authorization": f"Bearer {project.keys['bob']}"}  # bob's 3 tokens are unused
+    with httpx2.Client(base_url=server.url, headers=headers, timeout=30) as http:
+        ctx = http.post("/v1/contexts", json={"profile": "all"}).json()["context_id"]
+
+        def call(i: int) -> httpx2.Response:
+            body = {"tool": "kv.slow", "call_id": f"s{i}", "arguments": {"seconds": 3.0}}
+            return http.post(f"/v1/contexts/{ctx}/calls", json=body)
+
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(call, range(3)))
+        metrics = http.get("/metrics").text
+    assert sorted(r.status_code for r in answers) == [200, 429, 429]
+    for r in answers:
+        if r.status_code == 429:
+            assert r.headers["Retry-After"] == "1"
+            assert r.json()["error"]["reason"] == "CONCURRENCY_LIMITED"
+    assert 'charter_limit_refusals_total{reason="CONCURRENCY_LIMITED",tool="kv.slow"} 2' in metrics
