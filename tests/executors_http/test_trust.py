@@ -340,6 +340,12 @@ async def test_an_approved_write_whose_contract_changed_asks_again_and_runs_once
         assert stale.error is not None
         assert stale.error["reason"] == "CONTEXT_BUILD_CHANGED"
         assert executor.executions("shop.order") == before  # nothing ran on the old approval
+        # the old approval can never be used now: retired as stale, not left in the inbox
+        retired = await rt.get_approval(old_id, as_="op")
+        assert (retired["status"], retired["reason"]) == ("expired", "APPROVAL_STALE")
+        again_stale = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        assert again_stale.error is not None
+        assert again_stale.error["reason"] == "CONTEXT_BUILD_CHANGED"
         # a context of the new Build asks again, bound to the new digest, and runs once
         fresh = await rt.resolve_context("app", "shopper", run_id=ctx.run_id)
         again = await rt.call(fresh.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
