@@ -116,6 +116,11 @@ def test_the_executor_app_signs_every_answer_bound_to_the_request(
         assert not response_signature_matches(
             executor.signing_key.encode(), offered, **{**fields, "nonce": "0" * 32}
         )
+        assert not response_signature_matches(
+            executor.signing_key.encode(),
+            offered,
+            **{**fields, "contract_digest": "sha256:" + "2" * 64},
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -124,6 +129,7 @@ def test_the_executor_app_signs_every_answer_bound_to_the_request(
 WRITE_CASES = [
     ("unsigned", "RESPONSE_UNSIGNED"),
     ("bad_signature", "RESPONSE_SIGNATURE_INVALID"),
+    ("wrong_digest", "RESPONSE_SIGNATURE_INVALID"),
     ("wrong_call_id", "CALL_ID_MISMATCH"),
     ("malformed", "EXECUTOR_MALFORMED_RESPONSE"),
     ("schema", "RESULT_SCHEMA_MISMATCH"),
@@ -158,6 +164,7 @@ async def test_a_write_whose_answer_is_in_doubt_is_unknown(
     [
         ("unsigned", "RESPONSE_UNSIGNED"),
         ("bad_signature", "RESPONSE_SIGNATURE_INVALID"),
+        ("wrong_digest", "RESPONSE_SIGNATURE_INVALID"),
         ("wrong_call_id", "CALL_ID_MISMATCH"),
         ("malformed", "EXECUTOR_MALFORMED_RESPONSE"),
         ("schema", "RESULT_SCHEMA_MISMATCH"),
@@ -179,6 +186,28 @@ async def test_a_read_whose_answer_is_in_doubt_stays_failed(
     assert [(a["outcome"], a["reason"]) for a in audit_lines(project, call_id)][-1] == (
         "failed",
         reason,
+    )
+
+
+async def test_a_read_whose_connection_drops_mid_body_is_unknown(
+    rt: Runtime, project: Path, executor: FaultExecutor
+) -> None:
+    """The request was sent and the answer cut off: even a read cannot say it did not run
+    (the table of docs/executors.md), and the kernel does not send it again."""
+    ctx = await rt.resolve_context("app", "shopper")
+    before = executor.executions("shop.lookup")
+    executor.mode("drop")
+    env = await rt.call(ctx.context_id, "shop.lookup", "r-drop", {"item": "pen"}, as_="app")
+    assert env.status.value == "unknown", env.error
+    assert env.error is not None
+    assert (env.error["code"], env.error["reason"]) == (
+        "transient_external",
+        "EXECUTOR_CONNECTION_LOST",
+    )
+    assert executor.executions("shop.lookup") == before + 1
+    assert [(a["outcome"], a["reason"]) for a in audit_lines(project, "r-drop")][-1] == (
+        "unknown",
+        "EXECUTOR_CONNECTION_LOST",
     )
 
 
