@@ -409,12 +409,14 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
     the answer; the answer then arrives: recorded as evidence, the state stays unknown."""
     store = store_url
     audit = project / "audit.jsonl"
+    secret = "s3cr3t-" + uuid.uuid4().hex  # a bearer token in the result: redacted as evidence too
+    item = {"item": f"ink bearer {secret}"}
     async with (
         charter.open(project, store=store, audit_file=audit) as rt,
         charter.open(project, store=store, reconcile=False) as restarted,
     ):
         ctx = await rt.resolve_context("app", "shopper")
-        first = await rt.call(ctx.context_id, "shop.order", "late-1", {"item": "ink"}, as_="app")
+        first = await rt.call(ctx.context_id, "shop.order", "late-1", item, as_="app")
         assert first.approval is not None
         await rt.approve(first.approval["id"], as_="op")
         rt.kernel.state.owner = {**rt.kernel.state.owner, "start": "an-earlier-incarnation"}
@@ -425,9 +427,7 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
 
             async def submit() -> None:
                 answers.append(
-                    await rt.call(
-                        ctx.context_id, "shop.order", "late-1", {"item": "ink"}, as_="app"
-                    )
+                    await rt.call(ctx.context_id, "shop.order", "late-1", item, as_="app")
                 )
 
             tg.start_soon(submit)
@@ -448,7 +448,7 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
         assert row.state == "unknown"
         late = row.to_dict()["late_result"]
         assert late["receipt"]["status"] == "succeeded"
-        assert late["receipt"]["data"]["ordered"] == "ink"
+        assert late["receipt"]["data"]["ordered"] == "ink bearer [REDACTED]"
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project, None))
         assert report.ok, report.reason
     lines = audit_lines(project, "late-1")
@@ -474,7 +474,9 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
     )
     assert shown.exit_code == 0, shown.output
     assert "late result" in shown.stdout
-    assert '"ordered": "ink"' in shown.stdout
+    assert '"ordered": "ink bearer [REDACTED]"' in shown.stdout
+    assert secret not in shown.stdout
+    assert secret not in audit.read_text()
 
 
 async def test_an_unverified_answer_drops_the_cached_readiness(
