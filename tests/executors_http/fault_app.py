@@ -7,7 +7,8 @@ answer, as a broken proxy or a compromised executor would:
 
 - ``/execute``: ``slow`` (0.3 s, then normal), ``hang``, ``500``, ``400`` (signed),
   ``redirect`` (signed 307), ``oversized``; after running: ``malformed`` (a signed 200 with
-  a broken body), ``wrong_call_id`` (a signed answer for another call), ``unsigned`` (the
+  a broken body), ``wrong_call_id`` (a signed answer for another call), ``wrong_digest`` (the
+  answer signed for another contract digest), ``unsigned`` (the
   signature removed), ``bad_signature`` (signed with another key), ``schema`` (a signed
   result that breaks the result schema), ``gzip`` (a signed gzip body), ``drop`` (the
   connection closed mid-body), ``late`` (the answer held until ``POST /_control
@@ -55,7 +56,17 @@ inner_v2 = charter.remote.app(
 SIGNING_KEY = os.environ["CHARTER_EXECUTOR_SIGNING_KEY"].encode()
 STATE: dict[str, Any] = {"mode": "ok", "release": False, "held": 0}
 AFTER_RUNNING = frozenset(
-    {"malformed", "wrong_call_id", "unsigned", "bad_signature", "schema", "gzip", "drop", "late"}
+    {
+        "malformed",
+        "wrong_call_id",
+        "wrong_digest",
+        "unsigned",
+        "bad_signature",
+        "schema",
+        "gzip",
+        "drop",
+        "late",
+    }
 )
 
 Scope = dict[str, Any]
@@ -178,6 +189,10 @@ async def _spoiled(scope: Scope, receive: Any, send: Any, mode: str) -> None:
     elif mode == "wrong_call_id":
         body = json.dumps({"call_id": "someone-else", "status": "succeeded", "result": {}}).encode()
         await _reply(send, 200, body, _sign(scope, request, 200, body, call_id="someone-else"))
+        return
+    elif mode == "wrong_digest":
+        other = "sha256:" + "2" * 64
+        await _reply(send, status, body, _sign(scope, request, status, body, contract_digest=other))
         return
     elif mode == "unsigned":
         await _reply(send, status, body, [])

@@ -116,6 +116,11 @@ def test_the_executor_app_signs_every_answer_bound_to_the_request(
         assert not response_signature_matches(
             executor.signing_key.encode(), offered, **{**fields, "nonce": "0" * 32}
         )
+        assert not response_signature_matches(
+            executor.signing_key.encode(),
+            offered,
+            **{**fields, "contract_digest": "sha256:" + "2" * 64},
+        )
 
 
 # ---------------------------------------------------------------------------------------
@@ -124,6 +129,7 @@ def test_the_executor_app_signs_every_answer_bound_to_the_request(
 WRITE_CASES = [
     ("unsigned", "RESPONSE_UNSIGNED"),
     ("bad_signature", "RESPONSE_SIGNATURE_INVALID"),
+    ("wrong_digest", "RESPONSE_SIGNATURE_INVALID"),
     ("wrong_call_id", "CALL_ID_MISMATCH"),
     ("malformed", "EXECUTOR_MALFORMED_RESPONSE"),
     ("schema", "RESULT_SCHEMA_MISMATCH"),
@@ -158,6 +164,7 @@ async def test_a_write_whose_answer_is_in_doubt_is_unknown(
     [
         ("unsigned", "RESPONSE_UNSIGNED"),
         ("bad_signature", "RESPONSE_SIGNATURE_INVALID"),
+        ("wrong_digest", "RESPONSE_SIGNATURE_INVALID"),
         ("wrong_call_id", "CALL_ID_MISMATCH"),
         ("malformed", "EXECUTOR_MALFORMED_RESPONSE"),
         ("schema", "RESULT_SCHEMA_MISMATCH"),
@@ -179,6 +186,28 @@ async def test_a_read_whose_answer_is_in_doubt_stays_failed(
     assert [(a["outcome"], a["reason"]) for a in audit_lines(project, call_id)][-1] == (
         "failed",
         reason,
+    )
+
+
+async def test_a_read_whose_connection_drops_mid_body_is_unknown(
+    rt: Runtime, project: Path, executor: FaultExecutor
+) -> None:
+    """The request was sent and the answer cut off: even a read cannot say it did not run
+    (the table of docs/executors.md), and the kernel does not send it again."""
+    ctx = await rt.resolve_context("app", "shopper")
+    before = executor.executions("shop.lookup")
+    executor.mode("drop")
+    env = await rt.call(ctx.context_id, "shop.lookup", "r-drop", {"item": "pen"}, as_="app")
+    assert env.status.value == "unknown", env.error
+    assert env.error is not None
+    assert (env.error["code"], env.error["reason"]) == (
+        "transient_external",
+        "EXECUTOR_CONNECTION_LOST",
+    )
+    assert executor.executions("shop.lookup") == before + 1
+    assert [(a["outcome"], a["reason"]) for a in audit_lines(project, "r-drop")][-1] == (
+        "unknown",
+        "EXECUTOR_CONNECTION_LOST",
     )
 
 
@@ -340,6 +369,12 @@ async def test_an_approved_write_whose_contract_changed_asks_again_and_runs_once
         assert stale.error is not None
         assert stale.error["reason"] == "CONTEXT_BUILD_CHANGED"
         assert executor.executions("shop.order") == before  # nothing ran on the old approval
+        # the old approval can never be used now: retired as stale, not left in the inbox
+        retired = await rt.get_approval(old_id, as_="op")
+        assert (retired["status"], retired["reason"]) == ("expired", "APPROVAL_STALE")
+        again_stale = await rt.call(ctx.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
+        assert again_stale.error is not None
+        assert again_stale.error["reason"] == "CONTEXT_BUILD_CHANGED"
         # a context of the new Build asks again, bound to the new digest, and runs once
         fresh = await rt.resolve_context("app", "shopper", run_id=ctx.run_id)
         again = await rt.call(fresh.context_id, "shop.order", "chg", {"item": "ink"}, as_="app")
@@ -374,12 +409,14 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
     the answer; the answer then arrives: recorded as evidence, the state stays unknown."""
     store = store_url
     audit = project / "audit.jsonl"
+    secret = "s3cr3t-" + uuid.uuid4().hex  # a bearer token in the result: redacted as evidence too
+    item = {"item": f"ink bearer {secret}"}
     async with (
         charter.open(project, store=store, audit_file=audit) as rt,
         charter.open(project, store=store, reconcile=False) as restarted,
     ):
         ctx = await rt.resolve_context("app", "shopper")
-        first = await rt.call(ctx.context_id, "shop.order", "late-1", {"item": "ink"}, as_="app")
+        first = await rt.call(ctx.context_id, "shop.order", "late-1", item, as_="app")
         assert first.approval is not None
         await rt.approve(first.approval["id"], as_="op")
         rt.kernel.state.owner = {**rt.kernel.state.owner, "start": "an-earlier-incarnation"}
@@ -390,9 +427,7 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
 
             async def submit() -> None:
                 answers.append(
-                    await rt.call(
-                        ctx.context_id, "shop.order", "late-1", {"item": "ink"}, as_="app"
-                    )
+                    await rt.call(ctx.context_id, "shop.order", "late-1", item, as_="app")
                 )
 
             tg.start_soon(submit)
@@ -413,7 +448,7 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
         assert row.state == "unknown"
         late = row.to_dict()["late_result"]
         assert late["receipt"]["status"] == "succeeded"
-        assert late["receipt"]["data"]["ordered"] == "ink"
+        assert late["receipt"]["data"]["ordered"] == "ink bearer [REDACTED]"
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project, None))
         assert report.ok, report.reason
     lines = audit_lines(project, "late-1")
@@ -439,7 +474,9 @@ async def test_an_answer_after_restart_reconciliation_is_kept_as_a_late_result(
     )
     assert shown.exit_code == 0, shown.output
     assert "late result" in shown.stdout
-    assert '"ordered": "ink"' in shown.stdout
+    assert '"ordered": "ink bearer [REDACTED]"' in shown.stdout
+    assert secret not in shown.stdout
+    assert secret not in audit.read_text()
 
 
 async def test_an_unverified_answer_drops_the_cached_readiness(

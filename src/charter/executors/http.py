@@ -28,7 +28,9 @@ tool, ``unknown`` for any other effect.
 Addresses are pinned: each endpoint's host name is resolved when readiness describes it (once
 per readiness period) and every request goes to that address — never resolved again per
 connection — with the name kept in the ``Host`` header and, for ``https``, as the TLS server
-name (the certificate is still checked against the name). Every resolved address passes the
+name (the certificate is still checked against the name; each TLS server name has its own
+connection pool, so a connection verified for one name is never reused for another name
+pinned to the same address). Every resolved address passes the
 deployment's egress policy first (:mod:`charter.executors.egress`); a refused one is never
 connected to (``EGRESS_REFUSED``). A resolution that changed is taken only after a describe
 over the new address verified (it is signed with the binding's key), and the report says
@@ -43,6 +45,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import ssl
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -198,7 +201,10 @@ class HttpExecutor:
         clock: Any = time.time,
         egress: EgressPolicy | None = None,
         resolver: Resolver | None = None,
+        verify: ssl.SSLContext | bool = True,
     ) -> None:
+        """``transport`` serves plain ``http`` endpoints (a test seam); ``https`` ones get a
+        client per TLS server name whose certificates are checked with ``verify``."""
         self._endpoints = dict(endpoints)
         self._redact = redact_message
         self._clock = clock
@@ -208,7 +214,20 @@ class HttpExecutor:
         # Told the base URL of an executor that answered for another contract (a signed 409
         # CONTRACT_MISMATCH), so readiness re-describes it before the next call.
         self.on_mismatch: Any = None
-        self._client = httpx2.AsyncClient(
+        self._verify = verify
+        self._client = self._new_client(transport)
+        # https: one client (one connection pool) per TLS server name. Requests go to the
+        # pinned address, and a pool matches connections by address: shared, a connection
+        # verified for one name would carry another name's requests unverified.
+        self._tls_clients: dict[str, httpx2.AsyncClient] = {}
+
+    @property
+    def endpoints(self) -> Mapping[str, HttpEndpoint]:
+        return self._endpoints
+
+    @staticmethod
+    def _new_client(transport: httpx2.AsyncBaseTransport | None) -> httpx2.AsyncClient:
+        return httpx2.AsyncClient(
             follow_redirects=False,
             transport=transport,
             trust_env=False,  # never route executor traffic through a proxy from the env
@@ -216,12 +235,21 @@ class HttpExecutor:
             timeout=httpx2.Timeout(DESCRIBE_TIMEOUT_S),
         )
 
-    @property
-    def endpoints(self) -> Mapping[str, HttpEndpoint]:
-        return self._endpoints
+    def _client_for(self, named: httpx2.URL) -> httpx2.AsyncClient:
+        """The client for a request to ``named``: for https, the pool of its server name."""
+        if named.scheme != "https":
+            return self._client
+        client = self._tls_clients.get(named.host)
+        if client is None:
+            transport = httpx2.AsyncHTTPTransport(
+                verify=self._verify, trust_env=False, limits=httpx2.Limits(keepalive_expiry=2.0)
+            )
+            client = self._tls_clients[named.host] = self._new_client(transport)
+        return client
 
     async def aclose(self) -> None:
-        await self._client.aclose()
+        for client in (self._client, *self._tls_clients.values()):
+            await client.aclose()
 
     def pinned(self, url: str) -> str | None:
         """The address requests to the executor at ``url`` go to (``None``: not yet)."""
@@ -683,7 +711,8 @@ class HttpExecutor:
         extensions: dict[str, Any] = {"trace": sent}
         if named.scheme == "https":
             extensions["sni_hostname"] = named.host
-        request = self._client.build_request(
+        client = self._client_for(named)
+        request = client.build_request(
             method,
             named.copy_with(host=address),
             headers={**headers, "Host": named.netloc.decode("ascii")},
@@ -691,7 +720,7 @@ class HttpExecutor:
             extensions=extensions,
             timeout=httpx2.Timeout(None),  # the caller's deadline bounds the whole exchange
         )
-        response = await self._client.send(request, stream=True)
+        response = await client.send(request, stream=True)
         try:
             declared = response.headers.get("content-length")
             if (

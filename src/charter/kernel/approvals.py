@@ -203,8 +203,26 @@ class ApprovalGate:
             expired += await self._expire(run_id, rows)
         return expired
 
+    async def retire_stale(self, at: Attempt) -> None:
+        """``at``'s context was resolved under another Build, so its call can never run
+        there: the live approval it holds (what a person approved for that Build's contract)
+        is retired — ``approval_expired`` with reason ``APPROVAL_STALE`` — instead of being
+        left to wait in the inbox; a context of the new Build asks again."""
+        row = await self.state.call_row(at.ctx, at.call_id)
+        if row is None or not row.approval_id or row.state != "pending_approval":
+            return
+        approval = await self.state.store.read_view(ApprovalRow, at.ctx.run_id, row.approval_id)
+        if approval is None or approval.status not in _LIVE:
+            return
+        await self._expire(at.ctx.run_id, [approval], reason="APPROVAL_STALE")
+
     async def _expire(
-        self, run_id: str, rows: Sequence[ApprovalRow], *, actor: str = "kernel"
+        self,
+        run_id: str,
+        rows: Sequence[ApprovalRow],
+        *,
+        actor: str = "kernel",
+        reason: str | None = None,
     ) -> list[ApprovalRow]:
         """Expire ``rows`` (approvals of one run) in one append, decided at the run's head;
         re-read and retry when a concurrent writer got in first."""
@@ -226,6 +244,7 @@ class ApprovalGate:
                         "context_id": r.context_id,
                         "call_id": r.call_id,
                         "actor": actor,
+                        **({"reason": reason} if reason else {}),
                     },
                 )
                 for r in live

@@ -645,6 +645,7 @@ class Kernel:
                 reason="CONTEXT_BUILD_CHANGED",
                 details={"context_build": ctx.build_digest, "build": state.build.digest},
             )
+            await self.approvals.retire_stale(at)  # its approval can never be used now
             return await closed_context(state, answers, at, arguments, moved)
         if state.now() >= _parse_at(ctx.expires_at):
             expired = PermissionDenied(
