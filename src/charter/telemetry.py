@@ -158,12 +158,30 @@ def inject(headers: MutableMapping[str, str]) -> None:
 
 @contextmanager
 def continued(headers: Mapping[str, str]) -> Iterator[None]:
-    """Make the caller's trace context (``traceparent``) current for the block."""
-    token = otel_context.attach(propagate.extract(headers))
+    """Make the caller's trace context (``traceparent``) current for the block.
+
+    When a server instrumentation has already opened the request's span in that trace
+    (FastAPI's native OpenTelemetry, ``opentelemetry-instrumentation-asgi``), that span stays
+    current, so the request span is the parent of the spans the request makes instead of
+    their sibling under the caller's span."""
+    extracted = propagate.extract(headers)
+    current = trace.get_current_span().get_span_context()
+    if current.is_valid:
+        incoming = trace.get_current_span(extracted).get_span_context()
+        if not incoming.is_valid or incoming.trace_id == current.trace_id:
+            yield
+            return
+    token = otel_context.attach(extracted)
     try:
         yield
     finally:
         otel_context.detach(token)
+
+
+def current_trace_id() -> str | None:
+    """The 32-hex trace id of the current span, when there is one."""
+    context = trace.get_current_span().get_span_context()
+    return format(context.trace_id, "032x") if context.is_valid else None
 
 
 def on_phase(listener: PhaseListener) -> Callable[[], None]:

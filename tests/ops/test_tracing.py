@@ -5,6 +5,7 @@ caller's trace; the executor receives the caller's trace id in ``traceparent``."
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 from collections.abc import Iterator
 from pathlib import Path
@@ -137,6 +138,35 @@ def test_an_approved_write_over_http_is_one_trace(
     def children(parent: ReadableSpan) -> list[ReadableSpan]:
         return [s for s in finished if s.parent and s.parent.span_id == parent.context.span_id]
 
+    # One tree under the caller's span: every span of the caller's trace hangs from another
+    # exported span, except the outermost, whose parent is the caller's span. Where the web
+    # framework opens a SERVER span per request (FastAPI's native OpenTelemetry), the request
+    # spans are those outermost spans and each execute_tool span is the child of its request.
+    caller_span = int(traceparent.split("-")[2], 16)
+    in_trace = [s for s in finished if format(s.context.trace_id, "032x") == caller_trace]
+    ids = {s.context.span_id for s in in_trace}
+    outermost = [s for s in in_trace if s.parent is None or s.parent.span_id not in ids]
+    assert outermost
+    assert all(s.parent is not None and s.parent.span_id == caller_span for s in outermost)
+    servers = [s for s in in_trace if s.kind is trace.SpanKind.SERVER]
+    if importlib.util.find_spec("fastapi.telemetry") is not None:
+        assert len(servers) == 2, [s.name for s in in_trace]  # the two POSTs of the call
+        assert sorted(s.name for s in outermost) == sorted(s.name for s in servers)
+        by_id = {s.context.span_id: s for s in in_trace}
+        for span in (first, second):
+            ancestors = []
+            while span.parent is not None and span.parent.span_id in by_id:
+                span = by_id[span.parent.span_id]
+                ancestors.append(span)
+            assert ancestors[-1] in servers, [a.name for a in ancestors]
+            assert ancestors[-1].name == "POST /v1/contexts/{context_id}/calls"
+    else:
+        assert sorted(s.context.span_id for s in outermost) == sorted(
+            s.context.span_id for s in (first, second)
+        )
+    # The envelope's trace id is the caller's, as in the ledger and the log line.
+    assert dict(second.attributes or {})["charter.trace_id"] == caller_trace
+
     first_phases = {s.name for s in children(first)}
     assert {"charter.authorization", "charter.validation", "charter.approval"} <= first_phases
     second_children = {s.name: s for s in children(second)}
@@ -217,3 +247,30 @@ def test_a_chat_turn_is_the_parent_of_its_tool_calls(
         assert span.parent is not None
         assert span.parent.span_id == turn.context.span_id
         assert span.context.trace_id == turn.context.trace_id
+
+
+def test_without_a_traceparent_the_trace_id_is_the_request_spans(
+    tmp_path: Path, spans: InMemorySpanExporter
+) -> None:
+    """A request that brings no trace context: the id Charter echoes (and puts in envelopes,
+    the ledger and the log line) is the trace id of the request span the framework opened,
+    so the trace is found from an envelope."""
+    import httpx2
+
+    from tests.server._harness import write_served_project
+
+    project = write_served_project(tmp_path / "plain")
+
+    def opener():  # type: ignore[no-untyped-def]
+        return open_runtime(project.root, store="sqlite:///.charter/charter.db")
+
+    with ThreadServer(create_app(opener=opener)) as server:
+        answer = httpx2.get(f"{server.url}/healthz", timeout=30)
+    echoed = answer.headers["x-charter-trace-id"]
+    requests = [s for s in spans.get_finished_spans() if s.kind is trace.SpanKind.SERVER]
+    if importlib.util.find_spec("fastapi.telemetry") is None:
+        assert not requests  # no request span to share: a fresh id
+        return
+    (request,) = requests
+    assert request.parent is None
+    assert format(request.context.trace_id, "032x") == echoed

@@ -5,6 +5,7 @@ error documents and limits."""
 from __future__ import annotations
 
 import json
+import re
 import sqlite3
 import time
 
@@ -45,6 +46,18 @@ def test_health_ready_metrics_docs(server: ThreadServer, clients: dict[str, Clie
         metrics = http.get("/metrics")
         assert metrics.headers["content-type"].startswith("text/plain; version=0.0.4")
         assert "charter_pending_approvals" in metrics.text
+        # The names and types dashboards depend on, unchanged since the hand-written exporter.
+        types = dict(re.findall(r"^# TYPE (\S+) (\w+)$", metrics.text, flags=re.M))
+        assert {
+            "charter_calls_total": "counter",
+            "charter_call_duration_seconds": "histogram",
+            "charter_unknown_outcomes_total": "counter",
+            "charter_http_requests_total": "counter",
+            "charter_pending_approvals": "gauge",
+            "charter_unknown_calls": "gauge",
+            "charter_call_phase_seconds": "histogram",
+            "charter_limit_refusals_total": "counter",
+        }.items() <= types.items()
 
 
 def test_ready_only_while_the_schema_is_current(server: ThreadServer, project: Project) -> None:

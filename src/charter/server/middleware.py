@@ -2,8 +2,9 @@
 
 Pure ASGI (not ``BaseHTTPMiddleware``) so streaming answers — SSE — pass through untouched
 and the per-request overhead stays small. The trace id comes from the W3C ``traceparent``
-header, else ``X-Charter-Trace-Id``, else a fresh one; it is echoed in ``X-Charter-Trace-Id``
-and handed to the kernel, so the envelope, the ledger and the log line share it.
+header, else ``X-Charter-Trace-Id``, else the request span's (when a server instrumentation
+opened one), else a fresh one; it is echoed in ``X-Charter-Trace-Id`` and handed to the
+kernel, so the envelope, the ledger and the log line share it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from charter.errors import ErrorCode
 from charter.server.logs import log
 from charter.server.problems import problem_response
 from charter.server.state import ServerState
-from charter.telemetry import continued
+from charter.telemetry import continued, current_trace_id
 
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 _TRACE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
@@ -35,7 +36,8 @@ def trace_id_of(headers: dict[bytes, bytes]) -> str:
     given = headers.get(b"x-charter-trace-id", b"").decode("latin-1").strip()
     if _TRACE_ID.match(given):
         return given
-    return secrets.token_hex(16)
+    # A request span opened by a server instrumentation: the envelope shares its trace id.
+    return current_trace_id() or secrets.token_hex(16)
 
 
 class ServerMiddleware:
