@@ -151,17 +151,18 @@ async def family(store: KernelStore, call: CallRow) -> dict[str, Any] | None:
         return None
     parent: dict[str, Any] | None = None
     if parent_span is not None:
-        rows = await store.query_rows("calls", {"run_id": call.run_id}, limit=10_000)
-        found = next((r for r in rows if span_of(r) == parent_span and delegates(r)), None)
-        parent = _brief(found) if found is not None else {"span_id": parent_span}
+        calls = await store.find_views(CallRow, run_id=call.run_id, limit=10_000)
+        found = next((c for c in calls if span_of(c) == parent_span and delegates(c)), None)
+        parent = _brief(found.row) if found is not None else {"span_id": parent_span}
     children: list[dict[str, Any]] = []
     if span is not None and delegates(call):
         # every delegated call of the run (the parent_span_id column), then the tree of them
-        rows, frontier, seen = [], [span], {span}
+        rows: list[CallRow] = []
+        frontier, seen = [span], {span}
         while frontier:
             current = frontier.pop()
-            found_rows = await store.query_rows(
-                "calls", {"run_id": call.run_id, "parent_span_id": current}, limit=10_000
+            found_rows = await store.find_views(
+                CallRow, run_id=call.run_id, parent_span_id=current, limit=10_000
             )
             rows.extend(found_rows)
             for r in found_rows:

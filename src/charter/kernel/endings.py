@@ -22,39 +22,41 @@ from collections.abc import Callable
 from typing import Any
 
 from charter.errors import InvalidInput, PermissionDenied
+from charter.kernel.delegation import delegates
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import Redactor
 from charter.kernel.store import KernelStore
 from charter.ledger import lifecycle
 from charter.ledger.events import NewEvent
 from charter.ledger.projections import Row, run_key, task_key
+from charter.ledger.views import ApprovalRow, CallRow, TaskRow
 
 RUN_ENDINGS = ("cancelled", "failed")
 TASK_ENDINGS = ("cancelled", "failed", "skipped")
 _OPEN_TASK = frozenset({"pending", "running", "input_required"})
 
 
-def in_flight_unknown(row: Row, reason: str, message: str) -> NewEvent:
+def in_flight_unknown(call: CallRow, reason: str, message: str) -> NewEvent:
     """The ``unknown`` outcome of a call nobody will finish (its effect may have happened);
     a delegating call, which has no effect of its own, is ``abandoned`` instead."""
-    stage = "abandoned" if row.get("delegates_execution") else "unknown"
+    stage = "abandoned" if delegates(call) else "unknown"
     if stage == "abandoned":
         message = "the delegating call was ended; each call it made is recorded on its own"
-    receipt = {
+    receipt: dict[str, Any] = {
         "status": stage,
         "data": None,
         "error": {"code": "internal", "reason": reason, "message": message, "retryable": False},
         "warnings": [],
         "artifact_ids": [],
         "output_bytes": 0,
-        "attempts": row.get("attempts", 1),
+        "attempts": call.attempts,
     }
     return NewEvent(
         type="tool_progress",
         payload={
             "stage": stage,
-            "context_id": row["context_id"],
-            "call_id": row["call_id"],
+            "context_id": call.context_id,
+            "call_id": call.call_id,
             "receipt": receipt,
             "reason": reason,
         },
@@ -166,11 +168,11 @@ class RunEndings:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
         return run
 
-    async def _in_flight(self, run_id: str, task_id: str | None) -> list[Row]:
-        rows = await self.store.query_rows(
-            "calls", {"run_id": run_id, "state": "dispatching"}, limit=10_000
+    async def _in_flight(self, run_id: str, task_id: str | None) -> list[CallRow]:
+        calls = await self.store.find_views(
+            CallRow, run_id=run_id, state="dispatching", limit=10_000
         )
-        return [r for r in rows if task_id is None or r.get("task_id") == task_id]
+        return [c for c in calls if task_id is None or c.task_id == task_id]
 
     async def _settle(self, run_id: str, task_id: str | None) -> None:
         """Wait up to ``settle_s`` for calls in flight; record the rest ``unknown`` (a
@@ -178,17 +180,16 @@ class RunEndings:
         deadline = time.monotonic() + self.settle_s
         flying = await self._in_flight(run_id, task_id)
         while (
-            any(not r.get("delegates_execution") for r in flying)
-            and (remaining := deadline - time.monotonic()) > 0
+            any(not delegates(c) for c in flying) and (remaining := deadline - time.monotonic()) > 0
         ):
             head = await self.store.head(run_id)
             await self.store.wait_for_events(
                 run_id, after=head.seq if head else 0, timeout=min(remaining, 0.5)
             )
             flying = await self._in_flight(run_id, task_id)
-        for row in flying:
+        for call in flying:
             event = in_flight_unknown(
-                row,
+                call,
                 "ENDED_IN_FLIGHT",
                 "an operator ended the run or task while this call was in flight; its effect "
                 "may or may not have happened",
@@ -201,13 +202,13 @@ class RunEndings:
     async def _closing(self, run_id: str, operator: Principal, note: str) -> list[NewEvent]:
         """What ends with the run: open tasks, pending and approved approvals."""
         entries: list[NewEvent] = []
-        for task in await self.store.query_rows("tasks", {"run_id": run_id}, limit=10_000):
-            if task["status"] in _OPEN_TASK:
+        for task in await self.store.find_views(TaskRow, run_id=run_id, limit=10_000):
+            if task.status in _OPEN_TASK:
                 entries.append(
                     NewEvent(
                         type="task_status_changed",
                         payload={
-                            "task_id": task["task_id"],
+                            "task_id": task.task_id,
                             "status": "cancelled",
                             "by": operator.name,
                             "reason": note,
@@ -215,21 +216,21 @@ class RunEndings:
                     )
                 )
         for status, kind in (("pending", "approval_rejected"), ("approved", "approval_expired")):
-            rows = await self.store.query_rows(
-                "approvals", {"run_id": run_id, "status": status}, limit=10_000
+            approvals = await self.store.find_views(
+                ApprovalRow, run_id=run_id, status=status, limit=10_000
             )
             entries += [
                 NewEvent(
                     type=kind,
                     payload={
-                        "approval_id": r["approval_id"],
-                        "context_id": r["context_id"],
-                        "call_id": r["call_id"],
+                        "approval_id": a.approval_id,
+                        "context_id": a.context_id,
+                        "call_id": a.call_id,
                         "actor": operator.name,
                         "reason": f"the run was ended: {note}",
                     },
                 )
-                for r in rows
+                for a in approvals
             ]
         return entries
 
