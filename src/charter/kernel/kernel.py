@@ -552,8 +552,9 @@ class Kernel:
                 )
                 envelope = await interrupted(self.state, self.answers, arrival, error)
             finally:
-                with anyio.CancelScope(shield=True):  # a cancelled call still frees its slots
-                    await admission.release()
+                if admission is not ADMITTED:
+                    with anyio.CancelScope(shield=True):  # a cancelled call frees its slots
+                        await admission.release()
             timeline = arrival.timeline
             if timeline.waited is not None:
                 requested, approval_id = timeline.waited

@@ -64,13 +64,15 @@ async def authorize_with_deadline(
     inp: AuthorizationInput, *, ownership: Sequence[Hook], deadline_s: float
 ) -> Denial | None:
     """:func:`~charter.kernel.authorize.authorize` (the whole chain), each ownership hook
-    under ``deadline_s``. Every hook sees the arguments as a read-only copy."""
-    inp = read_only(inp)
+    under ``deadline_s``. An ownership hook sees the arguments as a read-only copy (made
+    only when there is one); the built-in hooks only read them."""
     denial = run_chain(inp, (*BEFORE_VALIDATION, *AFTER_VALIDATION))
     if denial is not None:
         return denial
-    for hook in ownership:
-        denial = await run_hook(hook, inp, deadline_s)
-        if denial is not None:
-            return denial
+    if ownership:
+        frozen_inp = read_only(inp)
+        for hook in ownership:
+            denial = await run_hook(hook, frozen_inp, deadline_s)
+            if denial is not None:
+                return denial
     return run_chain(inp, FINAL)
