@@ -36,6 +36,7 @@ from charter.deploy.deployment import (
     Deployment,
     load_deployment,
 )
+from charter.deploy.http_binding import CertificateAuthority
 from charter.deploy.kernel_settings import kernel_settings, ownership_hooks
 from charter.deploy.ledger_key import ledger_key_for as ledger_key_for
 from charter.deploy.readiness import Readiness, served_bindings
@@ -479,6 +480,7 @@ def _http_endpoint(binding: Binding) -> HttpEndpoint:
         signing_key=signing_key.resolve(),
         timeout_s=options.get("timeout_s"),
         max_response_bytes=int(options.get("max_response_bytes", DEFAULT_MAX_RESPONSE_BYTES)),
+        ca=ca.pem if isinstance(ca := options.get("ca"), CertificateAuthority) else None,
     )
 
 

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.deploy.http_binding import HTTP_FIELDS, HTTP_URL, CertificateAuthority, http_options
 from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
 from charter.deploy.policy import PolicySettings, parse_policy
 from charter.deploy.reader import _join, _Reader
@@ -65,7 +66,7 @@ _BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
     {
         "python": frozenset(),
         "subprocess": frozenset(),
-        "http": frozenset({"url", "credential", "signing_key", "timeout_s", "max_response_bytes"}),
+        "http": HTTP_FIELDS,
         "mcp": frozenset({"command", "url", "credential", "cwd"}),
     }
 )
@@ -74,7 +75,6 @@ DEFAULT_APPROVAL_LIFETIME_S = 300.0
 DEFAULT_CONTEXT_LIFETIME_S = 900.0
 
 _PRINCIPAL_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@-]{0,63}$")
-_HTTP_URL = re.compile(r"^https?://[A-Za-z0-9.\-\[\]:]+(/[A-Za-z0-9._~!$&'()*+,;=:@%/-]*)?$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -248,7 +248,7 @@ class Deployment:
                     "executor": b.executor,
                     "required": b.required,
                     **{
-                        k: v.reference if isinstance(v, SecretRef) else v
+                        k: v.reference if isinstance(v, SecretRef | CertificateAuthority) else v
                         for k, v in b.options.items()
                     },
                 }
@@ -603,40 +603,6 @@ def _executor_kind(
     return value
 
 
-def _http_options(
-    r: _Reader, spec: Mapping[str, Any], where: str, env: Mapping[str, str]
-) -> dict[str, Any]:
-    """``executor: http``: ``url`` and two distinct secrets are required; see docs/deploy.md."""
-    for key in ("url", "credential", "signing_key"):
-        if key not in spec:
-            raise r.fail(_join(where, key), "is required for executor: http")
-    url = spec["url"]
-    if not isinstance(url, str) or not _HTTP_URL.match(url):
-        raise r.fail(
-            _join(where, "url"),
-            "must be an http:// or https:// base URL without credentials, query or fragment",
-        )
-    options: dict[str, Any] = {"url": url.rstrip("/")}
-    loaded: dict[str, bytes] = {}
-    for key in ("credential", "signing_key"):
-        ref = r.secret(spec[key], _join(where, key))
-        assert isinstance(ref, SecretRef)
-        loaded[key] = ref.load(env, what=f"{r.file}: {_join(where, key)}")
-        options[key] = ref
-    if hmac.compare_digest(loaded["credential"], loaded["signing_key"]):
-        raise r.fail(
-            _join(where, "signing_key"),
-            "must differ from the credential (the credential is sent; the signing key never is)",
-        )
-    if "timeout_s" in spec:
-        options["timeout_s"] = r.positive(spec["timeout_s"], _join(where, "timeout_s"))
-    if "max_response_bytes" in spec:
-        options["max_response_bytes"] = int(
-            r.positive(spec["max_response_bytes"], _join(where, "max_response_bytes"), integer=True)
-        )
-    return options
-
-
 def _mcp_options(
     r: _Reader, spec: Mapping[str, Any], where: str, env: Mapping[str, str]
 ) -> dict[str, Any]:
@@ -658,7 +624,7 @@ def _mcp_options(
             raise r.fail(_join(where, "credential"), "applies to `url` servers only")
     else:
         url = spec["url"]
-        if not isinstance(url, str) or not _HTTP_URL.match(url):
+        if not isinstance(url, str) or not HTTP_URL.match(url):
             raise r.fail(_join(where, "url"), "must be an http:// or https:// URL")
         options["url"] = url
         if "credential" in spec:
@@ -690,7 +656,7 @@ def _bindings(r: _Reader, value: Any, env: Mapping[str, str] = os.environ) -> di
         r.mapping(spec, where, allowed)
         required = r.boolean(spec.get("required", True), _join(where, "required"))
         if kind == "http":
-            options = _http_options(r, spec, where, env)
+            options = http_options(r, spec, where, env)
         elif kind == "mcp":
             options = _mcp_options(r, spec, where, env)
         else:

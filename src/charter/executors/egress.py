@@ -15,7 +15,8 @@ was resolved and before a byte is sent:
 IPv4-mapped IPv6 addresses (``::ffff:169.254.169.254``) are judged as the IPv4 address.
 :func:`allowed_address` resolves a URL's host (through a :data:`Resolver`, the seam tests
 replace) and picks the first allowed address; :func:`pinned_client` sends requests to that
-address while the name stays in ``Host`` and the TLS server name.
+address while the name stays in ``Host`` and the TLS server name. :func:`connect_failure`
+says why a connection failed — for a certificate that did not verify, what TLS said.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
+import ssl
 from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 
@@ -184,3 +186,19 @@ def pinned_client(
         follow_redirects=False,
     )
     return client, str(parsed.copy_with(host=address))
+
+
+def connect_failure(exc: BaseException) -> str:
+    """Why a connection failed, for a message: the exception's type name, or — when the
+    server's certificate did not verify — what TLS said and where a private CA is given."""
+    seen: BaseException | None = exc
+    for _ in range(8):  # the chain is short; never follow a cycle
+        if seen is None:
+            break
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return (
+                f"TLS certificate verification failed: {seen.verify_message or seen.reason}"
+                " (an executor behind a private CA needs the binding's `ca`)"
+            )
+        seen = seen.__cause__ or seen.__context__
+    return type(exc).__name__

@@ -28,8 +28,9 @@ tool, ``unknown`` for any other effect.
 Addresses are pinned: each endpoint's host name is resolved when readiness describes it (once
 per readiness period) and every request goes to that address — never resolved again per
 connection — with the name kept in the ``Host`` header and, for ``https``, as the TLS server
-name (the certificate is still checked against the name; each TLS server name has its own
-connection pool, so a connection verified for one name is never reused for another name
+name (the certificate is still checked against the name — and against the endpoint's own
+``ca`` when it has one, else ``verify``; each TLS server name and trust has its own
+connection pool, so a connection verified for one name or CA is never reused for another
 pinned to the same address). Every resolved address passes the
 deployment's egress policy first (:mod:`charter.executors.egress`); a refused one is never
 connected to (``EGRESS_REFUSED``). A resolution that changed is taken only after a describe
@@ -70,6 +71,7 @@ from charter.executors.egress import (
     EgressPolicy,
     Resolver,
     allowed_address,
+    connect_failure,
     system_resolver,
 )
 from charter.executors.http_protocol import (
@@ -137,6 +139,9 @@ class HttpEndpoint:
     signing_key: bytes = field(repr=False)  # keys the request signature; never sent
     timeout_s: float | None = None  # caps the contract's timeout for this binding
     max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES
+    # https: PEM certificates that alone are trusted for this endpoint (a private CA);
+    # None: the executor's ``verify``
+    ca: str | None = field(default=None, repr=False)
 
     def endpoint(self, name: str) -> str:
         return self.url.rstrip("/") + "/" + name
@@ -204,7 +209,8 @@ class HttpExecutor:
         verify: ssl.SSLContext | bool = True,
     ) -> None:
         """``transport`` serves plain ``http`` endpoints (a test seam); ``https`` ones get a
-        client per TLS server name whose certificates are checked with ``verify``."""
+        client per TLS server name and trust, whose certificates are checked against the
+        endpoint's ``ca`` when it has one, else with ``verify``."""
         self._endpoints = dict(endpoints)
         self._redact = redact_message
         self._clock = clock
@@ -216,10 +222,11 @@ class HttpExecutor:
         self.on_mismatch: Any = None
         self._verify = verify
         self._client = self._new_client(transport)
-        # https: one client (one connection pool) per TLS server name. Requests go to the
-        # pinned address, and a pool matches connections by address: shared, a connection
-        # verified for one name would carry another name's requests unverified.
-        self._tls_clients: dict[str, httpx2.AsyncClient] = {}
+        # https: one client (one connection pool) per TLS server name and trust (the
+        # endpoint's CA, or None). Requests go to the pinned address, and a pool matches
+        # connections by address: shared, a connection verified for one name (or against one
+        # CA) would carry another name's (another binding's) requests unverified.
+        self._tls_clients: dict[tuple[str, str | None], httpx2.AsyncClient] = {}
 
     @property
     def endpoints(self) -> Mapping[str, HttpEndpoint]:
@@ -235,16 +242,21 @@ class HttpExecutor:
             timeout=httpx2.Timeout(DESCRIBE_TIMEOUT_S),
         )
 
-    def _client_for(self, named: httpx2.URL) -> httpx2.AsyncClient:
-        """The client for a request to ``named``: for https, the pool of its server name."""
+    def _client_for(self, named: httpx2.URL, endpoint: HttpEndpoint) -> httpx2.AsyncClient:
+        """The client for a request to ``named``: for https, the pool of its server name and
+        the endpoint's trust (its own CA, else ``verify``)."""
         if named.scheme != "https":
             return self._client
-        client = self._tls_clients.get(named.host)
+        key = (named.host, endpoint.ca)
+        client = self._tls_clients.get(key)
         if client is None:
+            verify = self._verify
+            if endpoint.ca is not None:  # trust these authorities only, not the system's
+                verify = ssl.create_default_context(cadata=endpoint.ca)
             transport = httpx2.AsyncHTTPTransport(
-                verify=self._verify, trust_env=False, limits=httpx2.Limits(keepalive_expiry=2.0)
+                verify=verify, trust_env=False, limits=httpx2.Limits(keepalive_expiry=2.0)
             )
-            client = self._tls_clients[named.host] = self._new_client(transport)
+            client = self._tls_clients[key] = self._new_client(transport)
         return client
 
     async def aclose(self) -> None:
@@ -295,7 +307,7 @@ class HttpExecutor:
             ) from None
         except httpx2.HTTPError as exc:
             raise TransientExternal(
-                f"the executor at {endpoint.url} is unreachable: {type(exc).__name__}",
+                f"the executor at {endpoint.url} is unreachable: {connect_failure(exc)}",
                 reason=EXECUTOR_UNREACHABLE,
             ) from None
         status = answer.status
@@ -420,7 +432,7 @@ class HttpExecutor:
             )
         except httpx2.HTTPError as exc:
             if not sent.sent:
-                return self._not_sent(request, endpoint, type(exc).__name__)
+                return self._not_sent(request, endpoint, connect_failure(exc))
             return unknown(
                 self._err(
                     TransientExternal,
@@ -711,7 +723,7 @@ class HttpExecutor:
         extensions: dict[str, Any] = {"trace": sent}
         if named.scheme == "https":
             extensions["sni_hostname"] = named.host
-        client = self._client_for(named)
+        client = self._client_for(named, endpoint)
         request = client.build_request(
             method,
             named.copy_with(host=address),
