@@ -303,18 +303,19 @@ async def test_a_binding_with_the_private_ca_is_trusted_end_to_end(
 
 
 async def test_the_same_binding_without_the_ca_fails_certificate_verification(
-    tmp_path: Path, tls_executor: TlsExecutor
+    tmp_path: Path, tls_executor: TlsExecutor, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Without ``ca`` the system trust store does not know the private authority: the tool is
-    not ready (the reason says the certificate did not verify), no context offers it, and the
-    executor runs nothing."""
+    """Without ``ca`` the system trust store does not know the private authority (and
+    ``SSL_CERT_FILE`` naming it is not read): the tool is not ready (the reason says the
+    certificate did not verify), no context offers it, and the executor runs nothing."""
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls_executor.ca_file))
     project = _tls_project(tmp_path / "shop", tls_executor, None)
     before = tls_executor.executions("shop.order")
     report = await check_readiness(project)
     order = report.get("shop.order")
     assert order is not None
     assert (order.ready, order.reason) == (False, "EXECUTOR_UNREACHABLE")
-    assert "TLS certificate verification failed" in (order.message or "")
+    assert "TLS certificate verification failed" in (order.message or ""), order.message
     async with charter.open(project, store="memory:") as rt:
         with pytest.raises(TransientExternal) as raised:
             await rt.resolve_context("app", "shopper")

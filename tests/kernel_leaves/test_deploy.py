@@ -561,3 +561,30 @@ def test_deploy_md_documents_every_limit_with_its_default() -> None:
     missing = sorted(parsed - set(documented))
     assert not missing, f"limits docs/deploy.md does not list: {missing}"
     assert {name: documented[name] for name in parsed} == code
+
+
+def test_deploy_md_documents_every_http_binding_field_with_its_default() -> None:
+    """Every field an ``executor: http`` binding accepts is a ``bindings.TOOL_ID.*`` row of
+    docs/deploy.md with the default the code has (``ca`` included)."""
+    from charter.deploy.http_binding import HTTP_FIELDS
+    from charter.executors.http import HttpEndpoint
+
+    endpoint = HttpEndpoint(url="https://x", credential=b"", signing_key=b"")
+    code = {
+        "executor": "none (required)",
+        "required": str(Binding(executor="python").required).lower(),
+        "url": "none (required)",
+        "credential": "none (required)",
+        "signing_key": "none (required)",
+        "timeout_s": "none" if endpoint.timeout_s is None else str(endpoint.timeout_s),
+        "max_response_bytes": str(endpoint.max_response_bytes),
+        "ca": "none" if endpoint.ca is None else "?",
+    }
+    assert set(code) == HTTP_FIELDS | {"executor", "required"}, "a field without a default here"
+    prefix = "bindings.TOOL_ID."
+    documented = {
+        name.removeprefix(prefix): default
+        for name, default in _documented_defaults().items()
+        if name.startswith(prefix)
+    }
+    assert documented == code
