@@ -393,6 +393,7 @@ def _junk_files(directory: Path) -> None:
     )
     (directory / "certs" / "ca.der").write_bytes(b"\x30\x82\x01\x0a\xff\xfe" * 8)
     (directory / "certs" / "unreadable.pem").mkdir()  # a directory: cannot be read
+    (directory / "certs" / "big.pem").write_bytes(b"#" * (1024 * 1024 + 1))
 
 
 @pytest.mark.parametrize(
@@ -401,6 +402,7 @@ def _junk_files(directory: Path) -> None:
         ("{file: certs/missing.pem}", "certs/missing.pem does not exist"),
         ("{file: certs/unreadable.pem}", "cannot read the CA file"),
         ("{file: certs/empty.pem}", "has no PEM certificate"),
+        ("{file: certs/big.pem}", "is larger than 1048576 bytes"),
         ("{file: certs/key.pem}", "has no PEM certificate"),
         ("{file: certs/ca.der}", "has no PEM certificate"),
         ("{file: certs/broken.pem}", "has a PEM certificate that does not load"),
