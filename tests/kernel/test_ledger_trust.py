@@ -7,6 +7,7 @@ working. On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -156,6 +157,9 @@ def _refused(env: Any, problem: str) -> None:
 
 async def _intact_run_works(rt: Runtime, runs: dict[str, str], project: Path) -> None:
     before = runs_of(project, "kv.get")
+    found = await rt.get_context(runs["intact_ctx"])
+    assert found is not None
+    assert found.run_id == runs["intact"]
     ctx = await rt.resolve_context("app", "all", run_id=runs["intact"])
     env = await rt.call(ctx.context_id, "kv.get", "c2", {"key": "k"}, as_="app")
     assert env.status is CallStatus.SUCCEEDED, env
@@ -179,6 +183,9 @@ async def test_damaged_run_is_refused_and_its_neighbour_works(
             await rt.resolve_context("app", "all", run_id=runs["damaged"])
         assert caught.value.reason == "RUN_LEDGER_INVALID"
         assert caught.value.details["problem"] == problem
+        with pytest.raises(Failure) as caught:  # nor is one of its contexts served
+            await rt.get_context(runs["damaged_ctx"])
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
         call = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
         _refused(call, problem)
         resubmitted = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
@@ -300,3 +307,28 @@ async def test_a_damaged_run_with_a_call_in_flight_does_not_stop_the_runtime(
         assert rt.store.trust.invalid[runs["damaged"]].reason == "LEDGER_GAP"
         await _intact_run_works(rt, runs, project)
     assert runs_of(project, "kv.slow") == 0
+
+
+class _SlowSink:
+    """An audit sink that takes its time (a slow disk or a remote collector)."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    async def record(self, record: Any) -> None:
+        await asyncio.sleep(0.3)
+        self.records.append(record)
+
+
+async def test_a_refusal_found_just_before_closing_still_reaches_the_audit_sink(
+    project: Path, tmp_path: Path
+) -> None:
+    """Closing the runtime waits for the ``run_refused`` records it started."""
+    backend = _sqlite(tmp_path / "store.db")
+    runs = await _seed(project, backend)
+    _damage("missing_middle_event", backend, runs)
+    sink = _SlowSink()
+    async with open_runtime(project, store=backend.url, audit=[sink]) as rt:
+        with pytest.raises(Failure):
+            await rt.resolve_context("app", "all", run_id=runs["damaged"])
+    assert [(r.outcome.value, r.run_id) for r in sink.records] == [("run_refused", runs["damaged"])]
