@@ -213,7 +213,7 @@ class LedgerTrust:
                 run_id=key.key[0],
                 reason="SNAPSHOT_DIVERGENCE",
                 seq=known,
-                message=f"a {key.table} row this process wrote at event {known} {what} "
+                message=f"the {key.table} row this process wrote at event {known} {what} "
                 "(put back or deleted outside Charter)",
             )
         )
