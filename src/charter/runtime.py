@@ -171,9 +171,17 @@ class Runtime:
             session=session,
         )
 
-    async def get_context(self, context_id: str) -> ResolvedContext | None:
-        """A resolved context by id (also once expired: its receipts stay readable)."""
-        return await self.kernel.get_context(context_id)
+    async def get_context(
+        self, context_id: str, *, tenant: str | None = None
+    ) -> ResolvedContext | None:
+        """A resolved context by id (also once expired: its receipts stay readable); with
+        ``tenant``, None for another tenant's. Its run is verified on this process's first
+        touch: a context of a refused run raises ``RUN_LEDGER_INVALID``, as its calls do."""
+        ctx = await self.kernel.get_context(context_id)
+        if ctx is None or (tenant is not None and ctx.tenant != tenant):
+            return None
+        await self.store.trust.ensure(self.store, ctx.run_id)
+        return ctx
 
     async def call(
         self,
@@ -577,9 +585,9 @@ async def _limiter(deployment: Deployment, url: str, stack: AsyncExitStack) -> L
     return Limiter(conf, state)
 
 
-def _audit_refusals(store: Any, kernel: Kernel) -> None:
+def _audit_refusals(store: Any, kernel: Kernel, stack: AsyncExitStack) -> None:
     """Every run the store's trust refuses gets an audit record (outside the damaged run:
-    the audit sinks, and the store's run flags)."""
+    the audit sinks, and the store's run flags); closing the runtime waits for them."""
     audit = kernel.audit
     trust = getattr(store, "trust", None)
     if audit is None or trust is None:
@@ -610,7 +618,13 @@ def _audit_refusals(store: Any, kernel: Kernel) -> None:
 
         loop.call_soon_threadsafe(start)
 
+    async def drain() -> None:
+        await asyncio.sleep(0)  # records found on another thread are started by now
+        if pending:
+            await asyncio.gather(*pending, return_exceptions=True)
+
     trust.on_invalid(record)
+    stack.push_async_callback(drain)
 
 
 @asynccontextmanager
@@ -673,7 +687,7 @@ async def open_runtime(
         kernel.readiness = readiness
         kernel.limiter = await _limiter(deployment, url, stack)
         stack.push_async_callback(kernel.lease.aclose)  # before the store closes
-        _audit_refusals(the_store, kernel)
+        _audit_refusals(the_store, kernel, stack)
         artifacts = artifact_store(deployment, base)
         sweep = getattr(artifacts, "sweep", None)
         if sweep is not None:  # staging leftovers of writers that died (logged one by one)

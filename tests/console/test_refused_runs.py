@@ -51,6 +51,21 @@ def test_refused_and_quarantined_runs_are_shown(
         problem = body.get("error") or body
         assert problem["reason"] == "RUN_LEDGER_INVALID", body
         assert "LEDGER_GAP" in problem["message"]
+        # the context is not served either, even from the process's cache
+        got = http.get(f"/v1/contexts/{damaged['context_id']}")
+        assert (got.status_code, got.json()["reason"]) == (500, "RUN_LEDGER_INVALID")
+        # but an operator of its tenant can still verify it; another tenant cannot see it
+        verified = httpx2.get(
+            f"{live.url}/v1/runs/{damaged['run_id']}/verify",
+            headers={"Authorization": f"Bearer {project.keys['alice']}"},
+        )
+        assert verified.status_code == 200, verified.text
+        assert (verified.json()["ok"], verified.json()["reason"]) == (False, "LEDGER_GAP")
+        elsewhere = httpx2.get(
+            f"{live.url}/v1/runs/{damaged['run_id']}/verify",
+            headers={"Authorization": f"Bearer {project.keys['bob']}"},
+        )
+        assert (elsewhere.status_code, elsewhere.json()["reason"]) == (404, "RUN_NOT_FOUND")
         ok = http.post(
             f"/v1/contexts/{intact['context_id']}/calls",
             json={"tool": "kv.get", "call_id": "c1", "arguments": {"key": "k"}},

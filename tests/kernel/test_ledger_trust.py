@@ -7,6 +7,7 @@ working. On SQLite and PostgreSQL.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
 from collections.abc import Callable, Iterator
@@ -156,6 +157,9 @@ def _refused(env: Any, problem: str) -> None:
 
 async def _intact_run_works(rt: Runtime, runs: dict[str, str], project: Path) -> None:
     before = runs_of(project, "kv.get")
+    found = await rt.get_context(runs["intact_ctx"])
+    assert found is not None
+    assert found.run_id == runs["intact"]
     ctx = await rt.resolve_context("app", "all", run_id=runs["intact"])
     env = await rt.call(ctx.context_id, "kv.get", "c2", {"key": "k"}, as_="app")
     assert env.status is CallStatus.SUCCEEDED, env
@@ -179,6 +183,9 @@ async def test_damaged_run_is_refused_and_its_neighbour_works(
             await rt.resolve_context("app", "all", run_id=runs["damaged"])
         assert caught.value.reason == "RUN_LEDGER_INVALID"
         assert caught.value.details["problem"] == problem
+        with pytest.raises(Failure) as caught:  # nor is one of its contexts served
+            await rt.get_context(runs["damaged_ctx"])
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
         call = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
         _refused(call, problem)
         resubmitted = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
@@ -300,3 +307,87 @@ async def test_a_damaged_run_with_a_call_in_flight_does_not_stop_the_runtime(
         assert rt.store.trust.invalid[runs["damaged"]].reason == "LEDGER_GAP"
         await _intact_run_works(rt, runs, project)
     assert runs_of(project, "kv.slow") == 0
+
+
+class _SlowSink:
+    """An audit sink that takes its time (a slow disk or a remote collector)."""
+
+    def __init__(self) -> None:
+        self.records: list[Any] = []
+
+    async def record(self, record: Any) -> None:
+        await asyncio.sleep(0.3)
+        self.records.append(record)
+
+
+async def test_a_refusal_found_just_before_closing_still_reaches_the_audit_sink(
+    project: Path, tmp_path: Path
+) -> None:
+    """Closing the runtime waits for the ``run_refused`` records it started."""
+    backend = _sqlite(tmp_path / "store.db")
+    runs = await _seed(project, backend)
+    _damage("missing_middle_event", backend, runs)
+    sink = _SlowSink()
+    async with open_runtime(project, store=backend.url, audit=[sink]) as rt:
+        with pytest.raises(Failure):
+            await rt.resolve_context("app", "all", run_id=runs["damaged"])
+    assert [(r.outcome.value, r.run_id) for r in sink.records] == [("run_refused", runs["damaged"])]
+
+
+_ROW_TABLES = ("runs", "contexts", "calls", "approvals", "run_calls")
+
+
+def _capture(backend: Backend, run_id: str) -> dict[str, list[tuple[Any, ...]]]:
+    return {t: backend.sql(f"SELECT * FROM {t} WHERE run_id = ?", run_id) for t in _ROW_TABLES}
+
+
+def _put_back(backend: Backend, run_id: str, saved: dict[str, list[tuple[Any, ...]]]) -> None:
+    """Put the run's rows back as they were (each still carries its valid MAC)."""
+    for table, rows in saved.items():
+        backend.sql(f"DELETE FROM {table} WHERE run_id = ?", run_id)
+        for row in rows:
+            backend.sql(f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", *row)
+
+
+async def test_rows_put_back_under_a_running_process_are_not_built_on(
+    project: Path, backend: Backend
+) -> None:
+    """An attacker keeps the rows of an approved write, lets it run, then puts them back:
+    each row still has its MAC, but the process that wrote newer ones refuses to build on
+    them, so the approval is not used twice and the write does not run again."""
+    runs = await _seed(project, backend)
+    ctx = runs["damaged_ctx"]
+    async with open_runtime(project, store=backend.url) as rt:
+        args = {"key": "k", "value": "v"}
+        pending = await rt.call(ctx, "kv.put", "w1", args, as_="app")
+        assert pending.approval is not None
+        approval = pending.approval["id"]
+        await rt.approve(approval, as_="alice")
+        saved = _capture(backend, runs["damaged"])
+        done = await rt.call(ctx, "kv.put", "w1", args, as_="app", approval_id=approval)
+        assert done.status is CallStatus.SUCCEEDED, done
+        assert runs_of(project, "kv.put") == 1
+        _put_back(backend, runs["damaged"], saved)
+        again = await rt.call(ctx, "kv.put", "w1", args, as_="app", approval_id=approval)
+        _refused(again, "SNAPSHOT_DIVERGENCE")
+        assert "put back or deleted outside Charter" in again.error["message"]
+        assert runs_of(project, "kv.put") == 1  # not twice
+        await _intact_run_works(rt, runs, project)
+
+
+async def test_a_call_row_deleted_under_a_running_process_is_not_made_again(
+    project: Path, backend: Backend
+) -> None:
+    """Deleting the row of a call this process made does not make its resubmission a new
+    call (a row another process wrote is checked by its MAC, and by the next first touch)."""
+    runs = await _seed(project, backend)
+    async with open_runtime(project, store=backend.url) as rt:
+        first = await rt.call(runs["damaged_ctx"], "kv.get", "c7", {"key": "k"}, as_="app")
+        assert first.status is CallStatus.SUCCEEDED
+        assert runs_of(project, "kv.get") == 3
+        backend.sql("DELETE FROM calls WHERE run_id = ? AND call_id = 'c7'", runs["damaged"])
+        env = await rt.call(runs["damaged_ctx"], "kv.get", "c7", {"key": "k"}, as_="app")
+        _refused(env, "SNAPSHOT_DIVERGENCE")
+        assert "is gone" in env.error["message"]
+        assert runs_of(project, "kv.get") == 3
+        await _intact_run_works(rt, runs, project)

@@ -10,7 +10,12 @@ A store keeps one :class:`LedgerTrust` per process. It records, per run, the las
   this process verified (:meth:`LedgerTrust.check_head`); when another process moved it, the
   events in between are verified first (:meth:`LedgerTrust.catch_up`: chain from the verified
   point, head and MAC) and the append is tried again;
-* a projection row is served only if its MAC verifies (see :mod:`charter.stores._sql`).
+* a projection row is served only if its MAC verifies (see :mod:`charter.stores._sql`);
+* an append reads, inside its transaction, no row older than the one this process last
+  wrote under that key (:meth:`LedgerTrust.check_fresh`): a MAC cannot tell an earlier
+  version of a row from the current one, so a row put back to an earlier version (or deleted)
+  under a running process would otherwise let it build on stale state — decide an approval
+  twice, dispatch a call again.
 
 A run that fails any of these is refused from then on, in this process, with
 :class:`RunLedgerInvalid` (``internal`` / ``RUN_LEDGER_INVALID``, the first problem in its
@@ -30,10 +35,14 @@ from typing import Any, Protocol
 from charter.errors import CharterError, InternalFailure
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.events import StoredEvent
+from charter.ledger.rows import RowKey
 
 logger = logging.getLogger("charter.ledger.trust")
 
 _CATCH_UP_BATCH = 1000
+_WRITTEN_LIMIT = 50_000
+"""Row keys whose last written sequence a process remembers (the half written longest ago is
+forgotten beyond it: a row forgotten is checked by its MAC only, until the next first touch)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -109,6 +118,7 @@ class LedgerTrust:
         self._lock = threading.Lock()
         self._run_locks: dict[str, asyncio.Lock] = {}
         self._listeners: list[Callable[[RunProblem], None]] = []
+        self._written: dict[RowKey, int] = {}
         self.verifications = 0
         """Full verifications done (first touches), for tests and metrics."""
 
@@ -173,7 +183,40 @@ class LedgerTrust:
             if known is None or known[0] < head.seq:
                 self._verified[head.run_id] = (head.seq, head.hash)
 
+    def wrote(self, seqs: Mapping[RowKey, int]) -> None:
+        """An append of this process committed these rows at these sequences (called after
+        the commit, by the store's one writer: the SQLite writer thread, the event loop for
+        PostgreSQL)."""
+        if not self.enabled:
+            return
+        written = self._written
+        if len(written) + len(seqs) > _WRITTEN_LIMIT:
+            for key in list(written)[: _WRITTEN_LIMIT // 2]:
+                del written[key]
+        for key, seq in seqs.items():
+            known = written.pop(key, 0)  # re-inserted: the newest keys are kept longest
+            written[key] = max(known, seq)
+
     # -- in the append's transaction ----------------------------------------------------
+
+    def check_fresh(self, key: RowKey, seq: Any) -> None:
+        """Raise unless the row read under ``key`` in an append's transaction (its
+        ``row_seq``; None: no row) is at least as new as the one this process last wrote
+        there. Only the append path asks: its reads see every commit, so an older row was put
+        back (or the row deleted) by someone else."""
+        known = self._written.get(key)
+        if known is None or not self.enabled or (seq is not None and int(seq) >= known):
+            return
+        what = "is gone" if seq is None else f"is the one of event {seq}"
+        raise self.fail(
+            RunProblem(
+                run_id=key.key[0],
+                reason="SNAPSHOT_DIVERGENCE",
+                seq=known,
+                message=f"the {key.table} row this process wrote at event {known} {what} "
+                "(put back or deleted outside Charter)",
+            )
+        )
 
     def check_head(self, run_id: str, head: Head | None) -> None:
         """Raise unless ``head`` (read in the transaction) is the verified head.

@@ -6,6 +6,7 @@ the dependencies below, never from module globals, so several apps can live in o
 
 from __future__ import annotations
 
+import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from fastapi import Request
 from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
+from charter.ledger.trust import RunLedgerInvalid
 from charter.runtime import Runtime
 from charter.server.auth import Authenticator
 from charter.server.metrics import ServerMetrics
@@ -57,6 +59,26 @@ class ServerState:
     async def check_run(self, run_id: str, principal: Principal) -> None:
         """Another tenant's run answers exactly like a missing one."""
         if await self.run_tenant(run_id) != principal.tenant:
+            raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
+
+    async def check_refused_run(self, run_id: str, principal: Principal) -> None:
+        """:meth:`check_run` for what may still be done with a run refused for its ledger
+        (verify it): the tenant comes from its first event as stored, since its rows are not
+        served; a run without a readable ``run_created`` answers like a missing one."""
+        try:
+            await self.check_run(run_id, principal)
+            return
+        except RunLedgerInvalid:
+            pass
+        tenant = None
+        first = await self.runtime.stored_events(run_id, after=0, limit=1)
+        if first and first[0].seq == 1 and first[0].type == "run_created":
+            try:
+                payload = json.loads(first[0].data).get("payload")
+                tenant = payload.get("tenant") if isinstance(payload, dict) else None
+            except (ValueError, AttributeError):
+                tenant = None
+        if tenant is None or tenant != principal.tenant:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
 
 

@@ -346,7 +346,11 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                     # Another process (or coroutine) appended since: verify its events here,
                     # under the head's row lock, instead of losing the race again outside.
                     await self.trust.verify_to(run_id, head, partial(_read_after, conn, run_id))
-                rows = {k: opener.opt(k.table, await cur.fetchone()) for k, cur in reads}
+                rows: dict[RowKey, Row | None] = {}
+                for k, cur in reads:
+                    got = await cur.fetchone()
+                    rows[k] = opener.opt(k.table, got)
+                    self.trust.check_fresh(k, None if got is None else got[1])
                 plan = plan_append(
                     run_id=run_id,
                     head=head,
@@ -358,6 +362,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                 )
                 await self._write(conn, plan)
             self.trust.advance(plan.head)
+            self.trust.wrote(plan.seqs)
             self._wake()
         return plan.events
 

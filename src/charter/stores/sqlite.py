@@ -254,6 +254,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             self.commits += 1
             for head in pending.moved.values():
                 trust.advance(head)
+            trust.wrote(pending.seqs)
             if hot is not None:
                 hot.committed(pending)
             return outcomes

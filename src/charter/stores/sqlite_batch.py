@@ -179,6 +179,7 @@ class _Pending:
         self.moved: dict[str, Head] = {}
         self.new_runs: set[str] = set()
         self.rows: dict[RowKey, tuple[object, ...]] = {}
+        self.seqs: dict[RowKey, int] = {}  # the row_seq of each row in ``rows``
 
     def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
         planned = self.rows.get(key)
@@ -195,6 +196,7 @@ class _Pending:
             return None  # every row of an owned run is kept: this one does not exist
         got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
         row = self.opener.opt(key.table, got)
+        self.opener.trust.check_fresh(key, None if got is None else got[1])
         if got is not None:
             hot.rows[key] = _text_of(got[0])
         return row
@@ -208,6 +210,7 @@ class _Pending:
             self.new_runs.add(plan.run_id)
         for key, row in plan.writes.items():
             self.rows[key] = upsert_params(key, row, plan.seqs[key], self.mac_key)
+            self.seqs[key] = plan.seqs[key]
 
     def write(self, conn: sqlite3.Connection) -> None:
         if self.events:

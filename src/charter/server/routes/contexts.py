@@ -68,7 +68,7 @@ async def get_context(
     state: Annotated[ServerState, Depends(get_state)],
     format: FormatQuery = "charter",
 ) -> dict[str, Any]:
-    ctx = await state.runtime.get_context(context_id)
-    if ctx is None or ctx.tenant != principal.tenant:
+    ctx = await state.runtime.get_context(context_id, tenant=principal.tenant)
+    if ctx is None:
         raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
     return context_document(state, ctx, format)

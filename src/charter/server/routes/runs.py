@@ -151,7 +151,7 @@ async def verify(
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
 ) -> dict[str, Any]:
-    await state.check_run(run_id, principal)
+    await state.check_refused_run(run_id, principal)  # a refused run can still be verified
     if state.ledger_key is None:
         raise ConfigError("this server was started without the ledger key")
     report = await state.runtime.verify(run_id, state.ledger_key)
