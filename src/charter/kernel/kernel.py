@@ -44,7 +44,7 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.kernel import delegation, faults
+from charter.kernel import delegation, faults, flight
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -552,6 +552,7 @@ class Kernel:
                 )
                 envelope = await interrupted(self.state, self.answers, arrival, error)
             finally:
+                flight.land(self.state.flying, arrival.flight)
                 with anyio.CancelScope(shield=True):  # a cancelled call still frees its slots
                     await admission.release()
             timeline = arrival.timeline
