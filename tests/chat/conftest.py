@@ -34,6 +34,11 @@ rules:
       - say: "Halfway."
       - call: {id: s2, tool: kv_slow, arguments: {seconds: 0.3}}
       - say: "Done: {{s2.status}}."
+  - match: "(?i)linger"
+    steps:
+      - say: "Lingering."
+      - call: {id: l1, tool: kv_slow, arguments: {seconds: 4}}
+      - say: "Done: {{l1.status}}."
   - match: ""
     steps: [{say: "Hello from the script."}]
 """

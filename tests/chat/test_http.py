@@ -4,8 +4,11 @@ process, and conversations that belong to their user."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx2
@@ -13,6 +16,7 @@ import pytest
 
 from charter.client import Client
 from charter.errors import InvalidInput, PermissionDenied
+from charter.runtime import open_runtime
 from tests.chat.conftest import Live
 from tests.server._harness import Project, spawn_serve
 
@@ -114,6 +118,45 @@ def test_a_client_that_never_returns_is_cancelled_after_the_grace_window(kv: Liv
     assert _types(stored)[-1] == "conversation.completed"
     assert stored[-1]["data"] == {"status": "cancelled", "reason": "DISCONNECT_GRACE_EXPIRED"}
     assert [e["sequence"] for e in stored] == list(range(1, len(stored) + 1))
+
+
+def _lingering(journal: Path) -> bool:
+    lines = journal.read_text().splitlines() if journal.exists() else []
+    return any(
+        line["tool"] == "kv.slow" and str(line.get("call_id", "")).endswith("l1")
+        for line in map(json.loads, lines)
+    )
+
+
+async def _calls(live: Live) -> list[Any]:
+    async with open_runtime(live.root, store="sqlite:///.charter/charter.db") as rt:
+        return list(await rt.calls(tenant="acme", limit=1000))
+
+
+def test_a_turn_cancelled_after_the_grace_window_leaves_its_call_terminal(kv: Live) -> None:
+    """Before: the call the cancelled turn had in flight stayed ``dispatching`` for good in
+    the live server (reconcile skips a live owner; a retry waited and answered
+    ``dispatching``)."""
+    with Client(kv.url, kv.keys["app"]) as app:
+        seen: list[dict[str, Any]] = []
+        for event in app.chat("linger a while"):
+            seen.append(event)
+            if event["type"] == "tool.started":
+                break  # the tool is running; the client is gone for good
+        conv = kv.hub.conversations[seen[0]["conversationId"]]
+        run_id = seen[0]["data"]["runId"]
+        journal = kv.root / "journal.txt"
+        _wait(lambda: _lingering(journal), "the tool to run")
+        _wait(lambda: conv.subscribers == 0 and conv.detached_at is not None, "the detach")
+        kv.clock.advance(301)
+        _wait(lambda: not conv.running, "the grace window to cancel the turn")
+        stored = list(app.chat_events(conv.conversation_id))
+        assert stored[-1]["data"] == {"status": "cancelled", "reason": "DISCONNECT_GRACE_EXPIRED"}
+        rows = asyncio.run(_calls(kv))
+        [row] = [r for r in rows if r.tool_id == "kv.slow" and r.run_id == run_id]
+        assert row.state == "unknown", row  # written shielded from the turn's cancellation
+        assert row.receipt["error"]["reason"] == "CALL_CANCELLED"
+        assert app.verify_run(run_id)["ok"] is True
 
 
 @pytest.fixture(scope="module")

@@ -4,8 +4,14 @@ gone from the ended run's page."""
 
 from __future__ import annotations
 
+import asyncio
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
 from charter.client import Client
-from tests.console._console import csrf_of, signed_in
+from charter.runtime import open_runtime
+from charter.testing.clock import FakeClock
+from tests.console._console import STORE, csrf_of, signed_in
 from tests.server._harness import Project, ThreadServer
 
 
@@ -39,3 +45,25 @@ def test_an_operator_cancels_a_run_from_its_page(
     )
     assert again.status_code == 409, again.status_code
     assert "RUN_TERMINAL" in again.text
+
+
+def test_the_runs_page_hides_idle_closed_session_runs_unless_asked(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """Before: every CLI call and MCP session left an ad-hoc run ``running`` forever and the
+    Runs page filled with them."""
+    ctx = clients["app"].resolve_context("all")
+    done = clients["app"].call(ctx["context_id"], "kv.get", "idle-1", {"key": "e"})
+    assert done.status.value == "succeeded", done
+    client = signed_in(server.url, project.keys["alice"])
+    assert ctx["run_id"] in client.get("/console/runs").text
+    asyncio.run(_open_later(project.root))  # a runtime opening an hour on ends idle runs
+    assert clients["alice"].get_run(ctx["run_id"])["status"] == "completed"
+    assert ctx["run_id"] not in client.get("/console/runs").text
+    assert ctx["run_id"] in client.get("/console/runs", params={"ended": "1"}).text
+
+
+async def _open_later(root: Path) -> None:
+    later = datetime.now(UTC) + timedelta(hours=1, minutes=1)
+    async with open_runtime(root, store=STORE, clock=FakeClock(start=later, step=timedelta(0))):
+        pass

@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from charter.kernel.envelope import CallStatus
+from charter.kernel.limits import Limiter, LimitSettings, ProcessLimitState
 from tests.kernel.conftest import APP, Env, make_kernel
 
 pytestmark = pytest.mark.anyio
@@ -61,9 +62,16 @@ async def test_old_context_after_a_build_change_is_refused(env: Env, tmp_path: P
     assert (copy / "journal.txt").read_text().count('"kv.get"') == 1  # the new Build's tools
 
 
-async def test_tool_removed_from_the_build_is_a_clean_denial(env: Env, tmp_path: Path) -> None:
+@pytest.mark.parametrize("limits", [False, True], ids=["no-limits", "call-limits"])
+async def test_tool_removed_from_the_build_is_a_clean_denial(
+    env: Env, tmp_path: Path, limits: bool
+) -> None:
+    """With call limits configured the limiter looked the tool up in the new Build first
+    (a ``KeyError`` answered ``internal``); now both paths deny it cleanly."""
     ctx = await env.kernel.resolve_context(APP, "all")
     nxt = make_kernel(edited_project(env, tmp_path, drop="kv.limited"), env.store, env.clock)
+    if limits:
+        nxt.limiter = Limiter(LimitSettings(), ProcessLimitState())
     assert "kv.limited" not in nxt.build.tools
     out = await nxt.call(ctx.context_id, "kv.limited", "e1", {"n": 1}, principal=APP)
     assert out.status is CallStatus.DENIED, out

@@ -12,10 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from charter.kernel.envelope import CallStatus
+from charter.runtime import ledger_key_for, open_runtime
+from tests.kernel._project import write_runtime_project
 from tests.kernel.conftest import ALICE, APP, Env
 
 pytestmark = pytest.mark.anyio
@@ -98,3 +102,50 @@ def _run(run_id: str):  # type: ignore[no-untyped-def]
     from charter.ledger.projections import run_key
 
     return run_key(run_id)
+
+
+@pytest.fixture
+def pg_store_url() -> Iterator[str]:
+    from tests.stores.conftest import create_database, drop_database
+
+    name = create_database()
+    try:
+        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
+    finally:
+        drop_database(name)
+
+
+@pytest.mark.postgres
+async def test_twenty_concurrent_approved_writes_on_postgresql(
+    tmp_path: Path, pg_store_url: str
+) -> None:
+    """The same race over PostgreSQL, through ``open_runtime`` as a deployment opens it."""
+    project = write_runtime_project(tmp_path / "kv")
+    async with open_runtime(project, store=pg_store_url) as rt:
+        ctx = await rt.resolve_context("app", "all")
+        args = {i: {"key": f"k{i}", "value": f"v{i}"} for i in range(WRITES)}
+        for i in range(WRITES):
+            out = await rt.call(ctx.context_id, "kv.put", f"w{i}", args[i], as_="app")
+            assert out.status is CallStatus.PENDING_APPROVAL, out
+            assert out.approval is not None
+            await rt.approve(out.approval["id"], as_="alice")
+        answers = await asyncio.gather(
+            *(rt.call(ctx.context_id, "kv.put", f"w{i}", args[i], as_="app") for i in range(WRITES))
+        )
+        assert [a.status for a in answers] == [CallStatus.SUCCEEDED] * WRITES, [
+            (a.call_id, a.status.value, a.error)
+            for a in answers
+            if a.status is not CallStatus.SUCCEEDED
+        ]
+        recorded = [
+            json.loads(r.data)["payload"]
+            for r in await rt.store.read_stored(ctx.run_id)
+            if r.type == "tool_call_recorded"
+        ]
+        assert [p["outcome"] for p in recorded if p["tool_id"] == "kv.put"].count(
+            "succeeded"
+        ) == WRITES
+        assert (await rt.verify(ctx.run_id, ledger_key_for(project))).ok
+    journal = [json.loads(line) for line in (project / "journal.txt").read_text().splitlines()]
+    ran = Counter(line["call_id"] for line in journal if line["tool"] == "kv.put")
+    assert ran == Counter({f"w{i}": 1 for i in range(WRITES)})

@@ -8,7 +8,12 @@ expired approval as pending (only the console said "expired") and the run stayed
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+import os
+import subprocess
+import sys
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,11 +22,13 @@ from charter.errors import PermissionDenied
 from charter.kernel.envelope import CallStatus
 from charter.ledger.calls_projection import approval_key
 from charter.ledger.projections import run_key
+from tests.kernel._project import write_runtime_project
 from tests.kernel.conftest import ALICE, APP, Env
 
 pytestmark = pytest.mark.anyio
 
 PUT = {"key": "k", "value": "v"}
+CLI_LIFETIME_S = 6  # long enough for one CLI start on a loaded machine, short to wait out
 
 
 async def request(env: Env, cid: str, call_id: str) -> str:
@@ -131,3 +138,59 @@ async def test_the_sweep_touches_only_the_tenant_asked_for(env: Env) -> None:
 def _attr(view: Any, name: str) -> Any:
     assert view is not None
     return getattr(view, name)
+
+
+# ---------------------------------------------------------------------------------------
+# the CLI, over a real store, in subprocesses
+
+
+def test_cli_approvals_ls_status_pending_never_lists_an_expired_approval(tmp_path: Path) -> None:
+    project = write_runtime_project(tmp_path / "kv")
+    deploy = project / "charter.deploy.yaml"
+    deploy.write_text(deploy.read_text() + f"approvals:\n  lifetime_s: {CLI_LIFETIME_S}\n")
+    charter = Path(sys.executable).with_name("charter")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARTER_", "KV_"))}
+
+    def cli(*args: str, code: int = 0) -> Any:
+        proc = subprocess.run(
+            [str(charter), *args, "--project", str(project), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=project,
+            check=False,
+        )
+        assert proc.returncode == code, proc.stdout + proc.stderr
+        return json.loads(proc.stdout)
+
+    put = ["--call-id", "w1", "--args", '{"key": "k", "value": "v"}']
+    asked = cli("call", "kv.put", "--profile", "all", "--as", "app", *put, code=3)
+    assert asked["status"] == "pending_approval"
+    aid, run_id = asked["approval"]["id"], asked["run_id"]
+    expires = datetime.fromisoformat(asked["approval"]["expires_at"].replace("Z", "+00:00"))
+    pending = cli("approvals", "ls", "--status", "pending", "--as", "alice")
+    assert time.time() < expires.timestamp(), "the machine is too slow for this lifetime"
+    assert [(a["approval_id"], a["status"]) for a in pending] == [(aid, "pending")]
+    assert [r["status"] for r in cli("runs", "ls", "--all") if r["run_id"] == run_id] == [
+        "input_required"
+    ]
+    time.sleep(max(0.0, expires.timestamp() - time.time()) + 0.2)
+    assert cli("approvals", "ls", "--status", "pending", "--as", "alice") == []
+    expired = cli("approvals", "ls", "--status", "expired", "--as", "alice")
+    assert [(a["approval_id"], a["status"]) for a in expired] == [(aid, "expired")]
+    everything = cli("approvals", "ls", "--as", "alice")
+    assert [a["status"] for a in everything] == ["expired"]
+    # recorded once, and the run no longer waits
+    assert [r["status"] for r in cli("runs", "ls", "--all") if r["run_id"] == run_id] == ["running"]
+    events = subprocess.run(
+        [str(charter), "runs", "events", run_id, "--project", str(project), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+        cwd=project,
+        check=True,
+    ).stdout
+    types = [json.loads(line)["type"] for line in events.splitlines() if line.strip()]
+    assert types.count("approval_expired") == 1

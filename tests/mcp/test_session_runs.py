@@ -4,13 +4,15 @@ same session instead of being denied for good. A real ``charter mcp`` over stdio
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
+import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
-from charter.runtime import open_runtime
+from charter.runtime import ledger_key_for, open_runtime
 from tests.kernel._project import write_runtime_project
 from tests.mcp import _flow
 
@@ -49,3 +51,69 @@ async def test_the_session_continues_in_a_fresh_run_after_its_run_ended(tmp_path
         assert new.run is not None
         assert old.run["status"] == "cancelled"
         assert new.run["session_id"] == old.run["session_id"]
+
+
+def _server(project: Path) -> StdioServerParameters:
+    return StdioServerParameters(
+        command=_flow.CHARTER,
+        args=["mcp", "--profile", "all", "--as", "app", "--project", str(project)],
+        cwd=project,
+        env={k: v for k, v in os.environ.items() if not k.startswith(("CHARTER_", "KV_"))},
+    )
+
+
+async def test_a_session_past_its_runs_time_budget_keeps_working(tmp_path: Path) -> None:
+    """Before: a stdio session reused one run, so once the run was ``run_elapsed_s`` old
+    (an hour by default; 1.5 s here) every call was denied RUN_TIME_BUDGET_EXCEEDED."""
+    project = write_runtime_project(tmp_path / "kv")
+    deploy = project / "charter.deploy.yaml"
+    deploy.write_text(deploy.read_text() + "limits:\n  run_elapsed_s: 1.5\n")
+    async with Client(_server(project), cache=None) as client:
+        first = await client.call_tool("kv_get", {"key": "a"})
+        assert not first.is_error, _flow.text(first)
+        run_id = (first.meta or {})["charter/run_id"]
+        await anyio.sleep(2.0)
+        later = await client.call_tool("kv_get", {"key": "a"})
+        assert not later.is_error, _flow.text(later)
+        assert (later.meta or {})["charter/status"] == "succeeded"
+        renewed = (later.meta or {})["charter/run_id"]
+        assert renewed != run_id
+    async with open_runtime(project) as rt:
+        old = await rt.store.snapshot(run_id)
+        new = await rt.store.snapshot(renewed)
+        assert old is not None
+        assert old.run is not None
+        assert new is not None
+        assert new.run is not None
+        assert old.run["status"] == "completed"
+        assert new.run["session_id"] == old.run["session_id"]
+        ended = [json.loads(e.data) for e in await rt.store.read_stored(run_id)][-1]
+        assert (ended["type"], ended["payload"]["reason"]) == (
+            "run_status_changed",
+            "BUDGET_RENEWED",
+        )
+
+
+async def test_a_client_that_goes_away_mid_call_leaves_nothing_dispatching(
+    tmp_path: Path,
+) -> None:
+    """Before: a call cancelled in flight (here: the MCP client went away, so the server's
+    session ended under it) stayed ``dispatching`` for good in a live process."""
+    project = write_runtime_project(tmp_path / "kv")
+    journal = project / "journal.txt"
+
+    async def call(client: Client) -> None:
+        await client.call_tool("kv_slow", {"seconds": 4})
+
+    async with Client(_server(project), cache=None) as client, anyio.create_task_group() as tg:
+        tg.start_soon(call, client)
+        with anyio.fail_after(60):
+            while not (journal.exists() and '"kv.slow"' in journal.read_text()):
+                await anyio.sleep(0.02)
+        tg.cancel_scope.cancel()  # the client gives up on the call ...
+    # ... and goes away (stdin closed, the server process ended)
+    async with open_runtime(project) as rt:
+        [row] = [c for c in await rt.calls(tenant="acme", limit=100) if c.tool_id == "kv.slow"]
+        assert row.state == "unknown", row
+        assert row.receipt["error"]["reason"] == "CALL_CANCELLED"  # recorded by the server
+        assert (await rt.verify(row.run_id, ledger_key_for(project))).ok

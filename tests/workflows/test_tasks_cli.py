@@ -127,3 +127,33 @@ def test_the_pipeline_from_the_shell(shell: Shell) -> None:
     verified = ok(shell(None, "runs", "verify", run_id, "--json"))
     assert verified["ok"] is True
     assert set(inputs) == {"dataset", "summary", "report"}
+
+
+def test_operators_end_tasks_and_runs_from_the_shell(shell: Shell) -> None:
+    """``tasks fail|skip|cancel`` and ``runs cancel`` (locally, and over HTTP with
+    ``--server``): before, tasks could not be ended at all and runs only completed."""
+    run_id = ok(shell("alice", "runs", "create", "quarterly-report", "--json"))["run_id"]
+    ok(shell("alice", "tasks", "handoff", run_id, "retrieve", "--json"))
+    ok(shell("alice", "tasks", "start", run_id, "retrieve", "--json"))
+    # only a human operator ends tasks, and a running task cannot be skipped
+    out = refused(shell("app", "tasks", "cancel", run_id, "retrieve", "--reason", "x", "--json"), 1)
+    assert "ENDER_NOT_HUMAN" in out
+    out = refused(shell("alice", "tasks", "skip", run_id, "retrieve", "--reason", "x", "--json"), 1)
+    assert "ILLEGAL_TRANSITION" in out
+    failed = ok(shell("alice", "tasks", "fail", run_id, "retrieve", "--reason", "bad", "--json"))
+    assert failed["status"] == "failed"
+    skipped = ok(shell("alice", "tasks", "skip", run_id, "report", "--reason", "no", "--json"))
+    assert skipped["status"] == "skipped"
+    cancelled = ok(shell("alice", "tasks", "cancel", run_id, "analyse", "--reason", "n", "--json"))
+    assert cancelled["status"] == "cancelled"
+    listed = ok(shell("alice", "tasks", "ls", run_id, "--json"))
+    assert {t["task_id"]: t["status"] for t in listed} == {
+        "retrieve": "failed",
+        "analyse": "cancelled",
+        "report": "skipped",
+    }
+    ended = ok(shell("alice", "runs", "cancel", run_id, "--reason", "wrong quarter", "--json"))
+    assert ended["status"] == "cancelled"
+    out = refused(shell("alice", "runs", "fail", run_id, "--reason", "again", "--json"), 1)
+    assert "RUN_TERMINAL" in out
+    assert ok(shell(None, "runs", "verify", run_id, "--json"))["ok"] is True

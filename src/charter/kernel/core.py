@@ -15,6 +15,7 @@ import os
 import random
 import socket
 import time
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -213,6 +214,7 @@ class KernelState:
         }
         self.lease = OwnerLease(store, self.now, self.owner, self.settings.lease_ttl_s)
         self.ended_runs: set[str] = set()  # runs seen terminal (nothing leaves that)
+        self.flying: Counter[tuple[str, str]] = Counter()  # (context, call) running here
 
     # -----------------------------------------------------------------------------------
     # ids and time

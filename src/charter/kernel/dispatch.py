@@ -29,6 +29,7 @@ from charter.kernel.core import Attempt, KernelState
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope, Metrics, error_dict
 from charter.kernel.executor_port import ExecutionOutcome, ExecutionRequest
 from charter.kernel.late import record_late_result
+from charter.kernel.operators import settle_stranded
 from charter.kernel.progress import ProgressChannel
 from charter.kernel.redaction import Redactor
 from charter.ledger.events import NewEvent
@@ -102,6 +103,7 @@ class Dispatcher:
             expected = head.seq + 1 if head is not None else None
             entries += await state.resume_run(ctx.run_id, exclude=approval.approval_id)
         entries.append(NewEvent(type="tool_progress", payload=payload))
+        flight.take_off(state.flying, at.flight, (ctx.context_id, at.call_id))
         at.flight.phase = flight.INTENT
         await flight.shielded(
             at.flight, "intent", state.store.append(ctx.run_id, entries, expected_seq=expected)
@@ -392,6 +394,12 @@ class Dispatcher:
         state, ctx, contract = self.state, at.ctx, at.bound()
         deadline = time.monotonic() + contract.timeout_s + state.settings.coalesce_grace_s
         current: CallRow | None = row
+        key = (ctx.context_id, row.call_id)
+        running = state.flying.get(key, 0) - (1 if at.flight.key == key else 0)  # not this one
+        if row.owner == state.owner and running <= 0:
+            # ours, yet no call of this process runs it: its outcome could not be recorded
+            await settle_stranded(state, row)
+            current = await state.call_row(ctx, row.call_id)
         while current is not None and current.state not in TERMINAL_STATES:
             remaining = deadline - time.monotonic()
             if remaining <= 0:

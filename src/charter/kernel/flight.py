@@ -21,6 +21,7 @@ cancellation (:func:`shielded`): the task finishes and the flight knows its resu
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 from collections.abc import Awaitable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -36,6 +37,7 @@ class Flight:
     attempt: Any = None  # the Attempt, once the context is known
     intent: asyncio.Future[Any] | None = None  # the shielded append of the intent
     outcome: asyncio.Future[Any] | None = None  # the shielded recording of the outcome
+    key: tuple[str, str] | None = None  # (context, call id) while counted in ``flying``
 
     async def settled(self) -> None:
         """Wait until the shielded appends of this call have finished; never raises."""
@@ -52,6 +54,25 @@ class Flight:
     def recorded(self) -> Any:
         """The outcome's answer when it was recorded, else None."""
         return self.outcome.result() if self.outcome is not None and _ok(self.outcome) else None
+
+
+def take_off(flying: Counter[tuple[str, str]], flight: Flight, key: tuple[str, str]) -> None:
+    """Count this call as running in this process (before its intent is appended, so a
+    ``dispatching`` row of this process is never seen uncounted while its call runs)."""
+    if flight.key is None:
+        flight.key = key
+        flying[key] += 1
+
+
+def land(flying: Counter[tuple[str, str]], flight: Flight) -> None:
+    """The call has ended here (``Kernel.call`` returns or raises): stop counting it. A row
+    of this process still ``dispatching`` after that is stranded (its outcome could not be
+    recorded) and is reconciled (:meth:`charter.kernel.operators.Operators.reconcile`)."""
+    key, flight.key = flight.key, None
+    if key is not None:
+        flying[key] -= 1
+        if flying[key] <= 0:
+            del flying[key]
 
 
 def _ok(future: asyncio.Future[Any] | None) -> bool:

@@ -44,7 +44,7 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.kernel import delegation, faults
+from charter.kernel import delegation, faults, flight
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -552,6 +552,7 @@ class Kernel:
                 )
                 envelope = await interrupted(self.state, self.answers, arrival, error)
             finally:
+                flight.land(self.state.flying, arrival.flight)
                 if admission is not ADMITTED:
                     with anyio.CancelScope(shield=True):  # a cancelled call frees its slots
                         await admission.release()
@@ -578,25 +579,26 @@ class Kernel:
             return ADMITTED  # the call path answers CONTEXT_NOT_FOUND
         offered = ctx.offered(arrival.tool) if isinstance(arrival.tool, str) else None
         tool_id = offered.id if offered is not None else None
+        # an old context may offer a tool this Build lacks: the call path denies it cleanly
+        bound = state.build.tools.get(tool_id) if tool_id is not None else None
         mode = state.settings.modes.resolve(
             state.settings.mode, tool=tool_id, agent=ctx.agent, profile=ctx.profile
         )
         if mode is not Mode.ENFORCE:
             return ADMITTED
         lease = None
-        if offered is not None:  # the longest the call can hold its slots: timeout + grace
-            timeout = state.build.tools[offered.id].contract.timeout_s
-            lease = timeout + state.settings.coalesce_grace_s + 60.0
+        if bound is not None:  # the longest the call can hold its slots: timeout + grace
+            lease = bound.contract.timeout_s + state.settings.coalesce_grace_s + 60.0
         verdict = await limiter.admit(
             arrival.principal, tool_id, state.trace_id("slot"), lease_s=lease
         )
         if isinstance(verdict, Admission):
             return verdict
         at = arrival.attempt(ctx)
-        if not CALL_ID.match(at.call_id):
+        if not CALL_ID.fullmatch(at.call_id):
             at.call_id = ""
-        if offered is not None:  # the context offered it: the refusal may name it
-            at.contract = state.build.tools[offered.id].contract
+        if bound is not None:  # the context offered it: the refusal may name it
+            at.contract = bound.contract
         if limiter.sample(arrival.principal, verdict):  # a flood is counted, not all audited
             return await self.answers.refuse(at, verdict, CallStatus.DENIED)
         return self.answers.answer(at, CallStatus.DENIED, verdict, tool=tool_id, ctx=ctx)

@@ -29,7 +29,9 @@ class Operators:
         orphaned delegating call ``abandoned``: it had no effect of its own).
 
         Gone: its owner lease lapsed or was released (on any host), or — on this host — its
-        pid is dead or reused. A live owner's calls, and this process's own, are left alone.
+        pid is dead or reused. A live owner's calls are left alone, and so are this process's
+        own while one of its calls runs them; this process's own that no call runs any more
+        (the store failed as the outcome was recorded) are stranded and reconciled too.
         Any number of processes may reconcile at once: the ledger lets one ``unknown`` per
         call through, the others skip it.
         """
@@ -43,8 +45,10 @@ class Operators:
         now = format_at(state.now())
         for row, owner in zip(rows, owners, strict=True):
             if owner == state.owner:
-                continue  # ours: this process records its outcome
-            if owner.get("lease") and state.lease.supported:
+                if state.flying.get((row.context_id, row.call_id)):
+                    continue  # ours and running: this process records its outcome
+                # ours, but no call of this process runs it any more: stranded (below)
+            elif owner.get("lease") and state.lease.supported:
                 lease = leases.get(str(owner["lease"]))
                 lapsed = lease is None or lease.expires_at <= now
                 dead_here = owner.get("host") == state.owner["host"] and not _alive(owner)
@@ -52,32 +56,8 @@ class Operators:
                     continue
             elif owner.get("host") != state.owner["host"] or _alive(owner):
                 continue  # no lease to go by: only a dead pid on this host is known gone
-            if delegates(row):
-                # it had no effect of its own: abandoned; its children are reconciled alone
-                stage, receipt = "abandoned", orphaned_receipt(row.attempts)
-            else:
-                stage, receipt = "unknown", interrupted_receipt(row.attempts)
-            try:
-                await self.state.store.append(
-                    row.run_id,
-                    [
-                        NewEvent(
-                            type="tool_progress",
-                            payload={
-                                "stage": stage,
-                                "context_id": row.context_id,
-                                "call_id": row.call_id,
-                                "receipt": receipt,
-                                "reason": receipt["error"]["reason"],
-                            },
-                        )
-                    ],
-                )
-            except (InvalidInput, StoreConflict):
-                continue  # resolved meanwhile
-            except RunLedgerInvalid:
-                continue  # a damaged run is refused (and reported), never continued
-            changed.append(row)
+            if await settle_stranded(state, row):
+                changed.append(row)
         return changed
 
     async def resolve_call(
@@ -135,6 +115,28 @@ class Operators:
 
     async def context_row(self, run_id: str, context_id: str) -> ContextRow | None:
         return await self.state.store.read_view(ContextRow, run_id, context_id)
+
+
+async def settle_stranded(state: KernelState, row: CallRow) -> bool:
+    """Record a call nobody will finish ``unknown`` (a delegating call ``abandoned``: it had
+    no effect of its own; its children are reconciled alone). False when it was resolved
+    meanwhile (the ledger lets one ending per call through) or its run is refused."""
+    if delegates(row):
+        stage, receipt = "abandoned", orphaned_receipt(row.attempts)
+    else:
+        stage, receipt = "unknown", interrupted_receipt(row.attempts)
+    progress = {
+        "stage": stage,
+        "context_id": row.context_id,
+        "call_id": row.call_id,
+        "receipt": receipt,
+        "reason": receipt["error"]["reason"],
+    }
+    try:
+        await state.store.append(row.run_id, [NewEvent(type="tool_progress", payload=progress)])
+    except (InvalidInput, StoreConflict, RunLedgerInvalid):
+        return False  # resolved meanwhile, or a damaged run (refused and reported)
+    return True
 
 
 def _alive(owner: Mapping[str, Any]) -> bool:
