@@ -222,7 +222,9 @@ async def test_a_raising_ownership_hook_denies_and_is_audited(
     out = await kernel.call(ctx.context_id, "kv.get", "h1", {"key": "a"}, principal=APP)
     assert out.status is CallStatus.DENIED
     assert out.error is not None
-    assert out.error["reason"] == "POLICY_ERROR"
+    assert (out.error["code"], out.error["reason"]) == ("internal", "POLICY_ERROR")
+    assert "RuntimeError" in out.error["message"]
+    assert "hook bug" not in out.error["message"]
     assert recorded(store, ctx.run_id)[-1]["reason"] == "POLICY_ERROR"
 
 

@@ -11,7 +11,7 @@ import contextlib
 import time
 from typing import Any
 
-from charter.errors import Failure, InvalidInput, PermissionDenied, StoreError
+from charter.errors import Failure, InternalFailure, InvalidInput, PermissionDenied, StoreError
 from charter.kernel.audit import AuditRecord
 from charter.kernel.authorize import Denial
 from charter.kernel.contexts import ResolvedContext
@@ -107,7 +107,11 @@ class Answers:
         return self.answer(at, status, error, tool=contract.id if contract else None, ctx=at.ctx)
 
     async def deny(self, at: Attempt, denial: Denial) -> Envelope:
-        error = PermissionDenied(denial.message, reason=denial.reason)
+        error: Failure = (
+            InternalFailure(denial.message, reason=denial.reason)
+            if denial.internal
+            else PermissionDenied(denial.message, reason=denial.reason)
+        )
         return await self.refuse(at, error, CallStatus.DENIED)
 
     async def conflict(self, at: Attempt, tool_id: str | None = None) -> Envelope:

@@ -41,6 +41,9 @@ TENANT_ARGUMENTS = ("tenant", "tenant_id", "tenantId")
 class Denial:
     reason: str
     message: str
+    internal: bool = False
+    """A hook that raised: the call is denied (authorization fails closed) with the error code
+    ``internal`` instead of ``permission_denied`` — a fault, not a decision."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -202,13 +205,23 @@ def read_only(inp: AuthorizationInput) -> AuthorizationInput:
     return replace(inp, arguments=frozen(inp.arguments))
 
 
+def raised(exc: Exception) -> Denial:
+    """The denial for a hook that raised ``exc`` (its type is named, never its text)."""
+    return Denial(
+        reason="POLICY_ERROR",
+        message=f"a policy hook raised {type(exc).__name__}; denying",
+        internal=True,
+    )
+
+
 def run_chain(inp: AuthorizationInput, hooks: Sequence[Hook]) -> Denial | None:
-    """The first denial of ``hooks``; a hook that raises denies with ``POLICY_ERROR``."""
+    """The first denial of ``hooks``; a hook that raises denies with ``internal`` /
+    ``POLICY_ERROR``."""
     for hook in hooks:
         try:
             denial = hook(inp)
-        except Exception:
-            return Denial(reason="POLICY_ERROR", message="a policy hook failed; denying")
+        except Exception as exc:
+            return raised(exc)
         if denial is not None:
             return denial
     return None

@@ -3,10 +3,12 @@
 Deployment-supplied ownership hooks may do I/O (ask a database who owns a record). The kernel
 runs each one under :attr:`~charter.kernel.settings.KernelSettings.policy_hook_deadline_s`
 (default 250 ms): a plain function in a worker thread (so a slow one never blocks the event
-loop), an ``async def`` hook on the loop. A hook that does not answer in time, raises, or
-answers something that is neither ``None`` nor a :class:`~charter.kernel.authorize.Denial`
-denies the call with ``POLICY_ERROR`` — audited like every denial. A timed-out thread is
-abandoned, not killed: it finishes in the background and its answer is ignored.
+loop), an ``async def`` hook on the loop. A hook that does not answer in time, or
+answers something that is neither ``None`` nor a :class:`~charter.kernel.authorize.Denial`,
+denies the call with ``permission_denied`` / ``POLICY_ERROR``; one that raises denies it with
+``internal`` / ``POLICY_ERROR`` (a fault, not a decision) — each audited like every denial.
+A timed-out thread is abandoned, not killed: it finishes in the background and its answer is
+ignored.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from charter.kernel.authorize import (
     AuthorizationInput,
     Denial,
     Hook,
+    raised,
     read_only,
     run_chain,
 )
@@ -43,8 +46,8 @@ async def run_hook(hook: Hook, inp: AuthorizationInput, deadline_s: float) -> De
                 result = await anyio.to_thread.run_sync(hook, inp, abandon_on_cancel=True)
                 if inspect.isawaitable(result):
                     result = await result
-        except Exception:
-            return Denial(reason="POLICY_ERROR", message="a policy hook failed; denying")
+        except Exception as exc:
+            return raised(exc)
     if scope.cancelled_caught:
         if inspect.iscoroutine(result):
             result.close()
