@@ -22,7 +22,7 @@ import pytest
 
 from charter.artifacts.records import Producer, Trust
 from charter.ledger.export import verify_directory
-from charter.ledger.export_staging import records_dir
+from charter.ledger.export_staging import begin, end, records_dir, sweep_exports
 from charter.runtime import ledger_key_for, open_runtime
 from tests.kernel._project import write_runtime_project
 
@@ -150,3 +150,16 @@ async def test_kill_9_during_an_export_leaves_no_staging_after_a_restart(
     assert "left by a writer that died" in removed[0]
     assert f"pid {proc.pid}" in removed[0]
     assert any("is not the staging directory its export record names" in m for m in logged)
+
+
+def test_a_living_writers_export_is_kept(tmp_path: Path) -> None:
+    records = tmp_path / "records"
+    target = tmp_path / "out"
+    staging = tmp_path / ".out.abc123"
+    staging.mkdir()
+    (staging / "manifest.json").write_text("{}")
+    path = begin(records, staging, target)  # this process: alive
+    assert sweep_exports(records) == []
+    assert staging.is_dir() and path.is_file()
+    end(path)
+    assert list(records.iterdir()) == []

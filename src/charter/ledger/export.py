@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import os
 import re
 import shutil
@@ -51,6 +52,7 @@ from charter.ledger.verify import (
     verify_run,
 )
 
+logger = logging.getLogger("charter.ledger.export")
 _HASH_SUFFIX = re.compile(rb',"hash":"(sha256:[0-9a-f]{64})"\}$')
 _EVENT_FILE = re.compile(r"^(\d{8,})\.jsonl$")
 _BATCH = 5000
@@ -149,7 +151,14 @@ async def export_run(
     record: Path | None = None
     try:
         if staging_records is not None:
-            record = export_staging.begin(staging_records, staging, directory)
+            try:
+                record = export_staging.begin(staging_records, staging, directory)
+            except OSError as exc:  # the export still works; only its sweep after a crash not
+                logger.warning(
+                    "export staging %s not recorded (%s): if this process dies, remove it by hand",
+                    staging,
+                    type(exc).__name__,
+                )
         (staging / "events").mkdir()
         (staging / "artifacts").mkdir()
         if found is not None:
