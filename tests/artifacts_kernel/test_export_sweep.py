@@ -160,6 +160,7 @@ def test_a_living_writers_export_is_kept(tmp_path: Path) -> None:
     (staging / "manifest.json").write_text("{}")
     path = begin(records, staging, target)  # this process: alive
     assert sweep_exports(records) == []
-    assert staging.is_dir() and path.is_file()
+    assert staging.is_dir()
+    assert path.is_file()
     end(path)
     assert list(records.iterdir()) == []
