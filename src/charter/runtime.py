@@ -67,6 +67,7 @@ from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent
+from charter.ledger.export_staging import records_dir, sweep_exports
 from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
 from charter.ledger.trust import RunProblem
@@ -692,6 +693,8 @@ async def open_runtime(
         sweep = getattr(artifacts, "sweep", None)
         if sweep is not None:  # staging leftovers of writers that died (logged one by one)
             await asyncio.to_thread(sweep)
+        if project_dir is not None:  # half-written exports of dead writers (logged too)
+            await asyncio.to_thread(sweep_exports, records_dir(project_dir))
         kernel.artifacts = ArtifactService(
             store=artifacts,
             registry=LedgerRegistry(the_store),

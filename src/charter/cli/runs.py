@@ -27,6 +27,7 @@ from charter.cli.artifacts_cmds import deployment_source
 from charter.deploy.deployment import deployment_path
 from charter.errors import InvalidInput, UserError
 from charter.kernel.sessions import listing
+from charter.ledger import export_staging
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import Event
 from charter.ledger.export import export_run, verify_directory
@@ -382,20 +383,47 @@ def export(
     store: str = STORE_OPTION,
     deploy: Path | None = DEPLOY_OPTION,
     files: bool = FILES_OPTION,
+    as_found: bool = typer.Option(
+        False,
+        "--as-found",
+        help="If the run fails verification, export it anyway as evidence, exactly as stored "
+        "and unchecked: every stored event, every projection row (projections.json), what can "
+        "be read of its artifact files, and a manifest that says it is NOT verified and names "
+        "the first problem. `runs verify` on such an export reports that problem. A run that "
+        "verifies is exported as usual.",
+    ),
     as_json: bool = JSON_OPTION,
 ) -> None:
     """Write manifest.json, events/00000001.jsonl …, artifacts/index.json and each artifact's
-    file (artifacts/files/<path>, checked against its sha256 and size) for a run."""
+    file (artifacts/files/<path>, checked against its sha256 and size) for a run. A run that
+    fails verification is refused unless ``--as-found``."""
     with reported_errors(as_json):
         key = ledger_key_for(project, deploy)
         source = deployment_source(run_id, deploy, project) if files else None
+        records = export_staging.records_dir(project)
         report = _run(
             in_project(store, project),
             key,
-            lambda s: export_run(s, run_id, directory, key, artifacts=source),
+            lambda s: export_run(
+                s,
+                run_id,
+                directory,
+                key,
+                artifacts=source,
+                as_found=as_found,
+                staging_records=records,
+            ),
             checked=False,
         )
     if as_json:
-        print_json({**report.to_dict(), "directory": str(directory)})
-    else:
+        print_json({**report.to_dict(), "directory": str(directory), "verified": report.ok})
+    elif report.ok:
         console.print(f"exported {run_id} ({report.events} events) to {directory}")
+    else:
+        console.print(
+            f"exported {run_id} AS FOUND ({report.events} events) to {directory}: NOT verified, "
+            f"{report.reason} at seq {report.seq}: {report.message}",
+            style="yellow",
+            markup=False,
+            highlight=False,
+        )
