@@ -507,12 +507,13 @@ class ChainChecker:
 
     def compare(self, name: str, stored: Any, rebuilt: Any) -> None:
         if not same_json(stored, rebuilt):
-            raise self._diverged(name, "disagrees with the events")
+            plural = name.endswith("rows")
+            raise self._diverged(name, "disagree" if plural else "disagrees", "with the events")
 
-    def _diverged(self, name: str, what: str) -> LedgerProblem:
+    def _diverged(self, name: str, verb: str, what: str) -> LedgerProblem:
         run = self.rebuild.run(self.run_id)
         seq = run["snapshot_seq"] if run else None
-        return LedgerProblem("SNAPSHOT_DIVERGENCE", seq, f"the stored {name} {what}")
+        return LedgerProblem("SNAPSHOT_DIVERGENCE", seq, f"the stored {name} {verb} {what}")
 
     def _parsed(self, name: str, data: bytes) -> Any:
         """A stored row's value, parsed as the stores parse their text; a row that is not
@@ -520,7 +521,10 @@ class ChainChecker:
         try:
             return json.loads(data.decode())
         except ValueError:  # not UTF-8 (UnicodeDecodeError) or not JSON
-            raise self._diverged(name, "is not JSON text") from None
+            plural = name.endswith("rows")
+            raise self._diverged(
+                name, "hold" if plural else "holds", "text that is not JSON"
+            ) from None
 
     def compare_tables(self, run: Row | None, tables: Mapping[str, Sequence[Row]]) -> None:
         self.compare("run row", run, self.rebuild.run(self.run_id))
