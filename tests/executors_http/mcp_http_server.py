@@ -1,7 +1,7 @@
 """A downstream MCP server over streamable HTTP for the egress tests (uvicorn, loopback).
 
-``python mcp_http_server.py PORT COUNT_FILE``: one tool, ``lookup``, that counts its calls in
-COUNT_FILE. DNS-rebinding protection is off because the client sends the executor's host
+``python mcp_http_server.py PORT COUNT_FILE [CERT_FILE KEY_FILE]``: one tool, ``lookup``, that
+counts its calls in COUNT_FILE; with a certificate and its key, served over https. DNS-rebinding protection is off because the client sends the executor's host
 name (``Host: executor.test:PORT``) to the pinned loopback address, as a pinned binding does.
 """
 
@@ -31,4 +31,5 @@ app = server.streamable_http_app(
 )
 
 if __name__ == "__main__":
-    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning")
+    tls = {"ssl_certfile": sys.argv[3], "ssl_keyfile": sys.argv[4]} if len(sys.argv) > 4 else {}
+    uvicorn.run(app, host="127.0.0.1", port=int(sys.argv[1]), log_level="warning", **tls)

@@ -104,6 +104,9 @@ def import_mcp(
     credential_env: str | None = typer.Option(
         None, "--credential-env", help="URL servers: env var holding the bearer credential."
     ),
+    ca: Path | None = typer.Option(
+        None, "--ca", help="https URL servers: trust only these PEM CA certificates (a file)."
+    ),
     prefix: str = typer.Option("", "--prefix", help="Prefix for the tool ids (e.g. 'gh')."),
     server_name: str | None = typer.Option(
         None, "--server", help="The server's name in the binding (default: from the server)."
@@ -114,19 +117,25 @@ def import_mcp(
     project: Path = PROJECT,
 ) -> None:
     """Write pinned YAML contracts for a downstream MCP server's tools into the project."""
+    from charter.deploy.http_binding import read_ca_file
     from charter.executors.mcp import McpServerSpec, import_contracts
 
     if (command is None) == (url is None):
         fail("give exactly one of --command or --url")
-    spec = McpServerSpec(
-        command=tuple(shlex.split(command)) if command is not None else None,
-        url=url,
-        credential_env=credential_env,
-        cwd=Path.cwd(),
-    )
+    if ca is not None and not (url or "").startswith("https://"):
+        fail("--ca applies to an https:// --url only")
     with reported_errors():
+        spec = McpServerSpec(
+            command=tuple(shlex.split(command)) if command is not None else None,
+            url=url,
+            credential_env=credential_env,
+            cwd=Path.cwd(),
+            ca=read_ca_file(str(ca), label="--ca").pem if ca is not None else None,
+        )
         written: dict[str, Any] = asyncio.run(
-            import_contracts(spec, project=project, prefix=prefix, server=server_name, out=out)
+            import_contracts(
+                spec, project=project, prefix=prefix, server=server_name, out=out, ca_file=ca
+            )
         )
     err_console.print(
         f"wrote {len(written['tools'])} contract(s) to {written['file']}; "

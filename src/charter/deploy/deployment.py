@@ -34,7 +34,13 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
-from charter.deploy.http_binding import HTTP_FIELDS, HTTP_URL, CertificateAuthority, http_options
+from charter.deploy.http_binding import (
+    HTTP_FIELDS,
+    HTTP_URL,
+    CertificateAuthority,
+    certificate_authority,
+    http_options,
+)
 from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
 from charter.deploy.policy import PolicySettings, parse_policy
 from charter.deploy.reader import _join, _Reader
@@ -67,7 +73,7 @@ _BINDING_OPTIONS: Mapping[str, frozenset[str]] = MappingProxyType(
         "python": frozenset(),
         "subprocess": frozenset(),
         "http": HTTP_FIELDS,
-        "mcp": frozenset({"command", "url", "credential", "cwd"}),
+        "mcp": frozenset({"command", "url", "credential", "cwd", "ca"}),
     }
 )
 _DEFAULT_EXECUTOR_KINDS: frozenset[str] = frozenset({"python", "subprocess"})
@@ -607,7 +613,8 @@ def _mcp_options(
     r: _Reader, spec: Mapping[str, Any], where: str, env: Mapping[str, str]
 ) -> dict[str, Any]:
     """``executor: mcp``: a downstream MCP server, ``command: [argv…]`` (stdio) or ``url`` (+
-    an optional bearer ``credential``); see docs/mcp.md."""
+    an optional bearer ``credential`` and, for https, an optional private ``ca``, read and
+    checked as an ``executor: http`` binding's is); see docs/mcp.md."""
     if ("command" in spec) == ("url" in spec):
         raise r.fail(where, "executor: mcp needs exactly one of `command` or `url`")
     options: dict[str, Any] = {}
@@ -620,8 +627,9 @@ def _mcp_options(
         ):
             raise r.fail(_join(where, "command"), "must be a non-empty list of strings (argv)")
         options["command"] = tuple(command)
-        if "credential" in spec:
-            raise r.fail(_join(where, "credential"), "applies to `url` servers only")
+        for key in ("credential", "ca"):
+            if key in spec:
+                raise r.fail(_join(where, key), "applies to `url` servers only")
     else:
         url = spec["url"]
         if not isinstance(url, str) or not HTTP_URL.match(url):
@@ -632,6 +640,10 @@ def _mcp_options(
             assert isinstance(ref, SecretRef)
             ref.load(env, what=f"{r.file}: {_join(where, 'credential')}")
             options["credential"] = ref
+        if "ca" in spec:
+            if not url.startswith("https://"):
+                raise r.fail(_join(where, "ca"), "applies to https:// urls only")
+            options["ca"] = certificate_authority(r, spec["ca"], _join(where, "ca"), env)
     if "cwd" in spec:
         options["cwd"] = r.string(spec["cwd"], _join(where, "cwd"))
     return options

@@ -127,3 +127,9 @@ def certificate_authority(
         except ssl.SSLError as exc:
             problem = f"has a PEM certificate that does not load ({exc.reason or 'invalid'})"
     raise r.fail(where, f"{reference} {problem}")
+
+
+def read_ca_file(path: str, *, label: str) -> CertificateAuthority:
+    """A CA file named outside a deployment (``charter import-mcp --ca FILE``), read and
+    checked by the same rules; a problem is a ``ConfigError`` starting with ``label``."""
+    return certificate_authority(_Reader(label), {"file": path}, "", {})

@@ -170,13 +170,19 @@ class _ServerName(httpx2.AsyncBaseTransport):
 
 
 def pinned_client(
-    url: str, address: str, *, headers: dict[str, str] | None = None
+    url: str,
+    address: str,
+    *,
+    headers: dict[str, str] | None = None,
+    verify: ssl.SSLContext | bool = True,
 ) -> tuple[httpx2.AsyncClient, str]:
     """An HTTP client and the URL to give it so requests for ``url`` go to ``address``: the
     host name stays in ``Host`` and, for https, is the TLS server name (the certificate is
-    checked against it). No proxy from the environment, redirects not followed."""
+    checked against it, with ``verify``). Nothing from the environment (no proxy, no
+    ``SSL_CERT_FILE``), redirects not followed."""
     parsed = httpx2.URL(url)
-    transport: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport()
+    # trust_env=False: neither a proxy nor SSL_CERT_FILE / SSL_CERT_DIR from the environment
+    transport: httpx2.AsyncBaseTransport = httpx2.AsyncHTTPTransport(verify=verify, trust_env=False)
     if parsed.scheme == "https":
         transport = _ServerName(transport, parsed.host)
     client = httpx2.AsyncClient(
@@ -188,17 +194,23 @@ def pinned_client(
     return client, str(parsed.copy_with(host=address))
 
 
-def connect_failure(exc: BaseException) -> str:
+def connect_failure(
+    exc: BaseException, *, hint: str = "an executor behind a private CA needs the binding's `ca`"
+) -> str:
     """Why a connection failed, for a message: the exception's type name, or — when the
-    server's certificate did not verify — what TLS said and where a private CA is given."""
-    seen: BaseException | None = exc
-    for _ in range(8):  # the chain is short; never follow a cycle
-        if seen is None:
+    server's certificate did not verify — what TLS said and where a private CA is given
+    (``hint``). Causes, contexts and exception groups are searched (a few levels)."""
+    pending: list[BaseException] = [exc]
+    for _ in range(32):  # the chains are short; never follow a cycle
+        if not pending:
             break
+        seen = pending.pop(0)
         if isinstance(seen, ssl.SSLCertVerificationError):
             return (
                 f"TLS certificate verification failed: {seen.verify_message or seen.reason}"
-                " (an executor behind a private CA needs the binding's `ca`)"
+                f" ({hint})"
             )
-        seen = seen.__cause__ or seen.__context__
+        if isinstance(seen, BaseExceptionGroup):
+            pending.extend(seen.exceptions)
+        pending.extend(e for e in (seen.__cause__, seen.__context__) if e is not None)
     return type(exc).__name__

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import ssl
 from collections.abc import AsyncIterator, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -51,6 +52,7 @@ from charter.executors.egress import (
     EgressPolicy,
     Resolver,
     allowed_address,
+    connect_failure,
     pinned_client,
     system_resolver,
 )
@@ -73,6 +75,7 @@ UPSTREAM_TOOL_ERROR = "UPSTREAM_TOOL_ERROR"
 UPSTREAM_PROTOCOL_ERROR = "UPSTREAM_PROTOCOL_ERROR"
 CONNECTION_LOST = "EXECUTOR_CONNECTION_LOST"
 LIST_TIMEOUT_S = 20.0
+CA_HINT = "a server behind a private CA needs the binding's `ca`"  # after a certificate failure
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,12 +88,21 @@ class McpServerSpec:
     credential_env: str | None = None  # or: read the bearer token from this variable
     cwd: Path | None = None
     env: Mapping[str, str] | None = None  # extra environment for a stdio server
+    # an https ``url``: the PEM certificates alone trusted for its TLS (a private CA)
+    ca: str | None = field(default=None, repr=False)
 
     def __post_init__(self) -> None:
         if (self.command is None) == (self.url is None):
             raise UserError("an MCP server is either a command (stdio) or a url, not both")
         if self.command is not None and not self.command:
             raise UserError("an MCP server command cannot be empty")
+        if self.ca is not None and not (self.url or "").startswith("https://"):
+            raise UserError("a CA applies to https:// MCP server urls only")
+
+    def verify(self) -> ssl.SSLContext | bool:
+        """How a ``url`` server's certificate is checked: against ``ca`` alone when given,
+        else against the system's trust store."""
+        return ssl.create_default_context(cadata=self.ca) if self.ca is not None else True
 
     @property
     def label(self) -> str:
@@ -126,9 +138,10 @@ async def connect(spec: McpServerSpec, *, address: str | None = None) -> AsyncIt
     token = spec.bearer()
     headers = {"Authorization": f"Bearer {token.decode()}"} if token is not None else {}
     if address is not None:
-        pinned, url = pinned_client(spec.url, address, headers=headers)
+        pinned, url = pinned_client(spec.url, address, headers=headers, verify=spec.verify())
     else:
-        pinned, url = httpx2.AsyncClient(headers=headers, trust_env=False), spec.url
+        pinned = httpx2.AsyncClient(headers=headers, trust_env=False, verify=spec.verify())
+        url = spec.url
     async with (
         pinned as http,
         Client(streamable_http_client(url, http_client=http), cache=None) as client,
@@ -190,7 +203,7 @@ _STALE = object()  # an attempt on a kept session that turned out dead, nothing 
 
 def _session_key(spec: McpServerSpec) -> tuple[Any, ...]:
     env = tuple(sorted(spec.env.items())) if spec.env is not None else None
-    return (spec.command, spec.url, spec.cwd, env, spec.credential, spec.credential_env)
+    return (spec.command, spec.url, spec.cwd, env, spec.credential, spec.credential_env, spec.ca)
 
 
 def upstream_digest(tool: types.Tool) -> str:
@@ -200,8 +213,8 @@ def upstream_digest(tool: types.Tool) -> str:
     )
 
 
-async def list_upstream(spec: McpServerSpec) -> list[types.Tool]:
-    """Every tool the server lists (all pages)."""
+async def list_upstream(spec: McpServerSpec, *, hint: str = CA_HINT) -> list[types.Tool]:
+    """Every tool the server lists (all pages); ``hint`` follows a certificate failure."""
     try:
         with anyio.fail_after(LIST_TIMEOUT_S):
             async with connect(spec) as client:
@@ -215,7 +228,7 @@ async def list_upstream(spec: McpServerSpec) -> list[types.Tool]:
         ) from None
     except Exception as exc:  # any transport or protocol failure: translated here
         raise TransientExternal(
-            f"the MCP server {spec.label} could not be reached: {type(exc).__name__}",
+            f"the MCP server {spec.label} could not be reached: {connect_failure(exc, hint=hint)}",
             reason=EXECUTOR_UNREACHABLE,
         ) from None
 
@@ -356,7 +369,7 @@ class McpExecutor:
         for contract in contracts:
             spec = self._servers.get(contract.id)
             if spec is not None:
-                key = (spec.command, spec.url, spec.cwd)
+                key = (spec.command, spec.url, spec.cwd, spec.ca)
                 groups.setdefault(key, (spec, []))[1].append(contract)
         out: dict[str, Drift | Failure] = {}
         for spec, group in groups.values():
@@ -386,7 +399,7 @@ class McpExecutor:
                     reason=EXECUTOR_UNREACHABLE,
                 ) from None
             raise TransientExternal(
-                f"the MCP server {spec.label} could not be reached: {type(exc).__name__}",
+                f"the MCP server {spec.label} could not be reached: {_why(exc)}",
                 reason=EXECUTOR_UNREACHABLE,
             ) from None
         session.used = True
@@ -484,7 +497,7 @@ class McpExecutor:
         if not sent and reused:
             return _STALE
         if not sent:
-            return self._unreachable(request, session.spec, type(why).__name__)
+            return self._unreachable(request, session.spec, _why(why))
         return unknown(
             failure_from(
                 "transient_external",
@@ -532,6 +545,11 @@ class McpExecutor:
             return in_doubt(exc, read_only=request.contract.read_only)
 
 
+def _why(exc: BaseException) -> str:
+    """A failed connection's reason: a certificate that did not verify says so."""
+    return connect_failure(exc, hint=CA_HINT)
+
+
 def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpServerSpec:
     """A server from an ``executor: mcp`` binding's options (``command`` or ``url`` +
     ``credential``, a loaded secret reference; ``cwd`` relative to the project)."""
@@ -539,6 +557,7 @@ def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpSe
     url = options.get("url")
     cred = options.get("credential")
     cwd_opt = options.get("cwd")
+    ca = options.get("ca")
     cwd = Path(cwd_opt) if cwd_opt is not None else root
     if cwd is not None and not cwd.is_absolute() and root is not None:
         cwd = root / cwd
@@ -547,6 +566,7 @@ def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpSe
         url=str(url) if url is not None else None,
         credential=cred.resolve() if cred is not None and hasattr(cred, "resolve") else None,
         cwd=cwd,
+        ca=getattr(ca, "pem", None),  # a CertificateAuthority, read when the deployment loaded
     )
 
 
@@ -641,9 +661,11 @@ async def import_contracts(
     prefix: str = "",
     server: str | None = None,
     out: Path | None = None,
+    ca_file: Path | None = None,
 ) -> dict[str, Any]:
-    """List ``spec``'s tools and write their contracts as YAML; return what was written."""
-    tools = await list_upstream(spec)
+    """List ``spec``'s tools and write their contracts as YAML; return what was written
+    (the binding hint names ``ca_file``, the file ``spec.ca`` was read from, if any)."""
+    tools = await list_upstream(spec, hint="a server behind a private CA needs --ca FILE")
     if server is None:
         server = prefix or "mcp"
     contracts = [
@@ -671,14 +693,22 @@ async def import_contracts(
     else:
         binding["url"] = spec.url
         binding["credential"] = {"env": spec.credential_env or "MCP_TOKEN"}
+        if ca_file is not None:
+            binding["ca"] = {"file": _shown(ca_file, project)}
     hint = yaml.dump(
         {"bindings": {c["id"]: binding for c in contracts}},
         Dumper=_NoAliases,
         sort_keys=False,
         width=100,
     )
-    try:
-        shown = str(target.relative_to(project))
-    except ValueError:
-        shown = str(target)
+    shown = _shown(target, project)
     return {"file": shown, "tools": [c["id"] for c in contracts], "binding_hint": hint}
+
+
+def _shown(path: Path, project: Path) -> str:
+    """``path`` relative to the project when inside it (as a deployment file there reads
+    it), else absolute."""
+    try:
+        return str(path.resolve().relative_to(project.resolve()))
+    except ValueError:
+        return str(path.resolve())
