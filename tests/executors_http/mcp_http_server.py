@@ -1,8 +1,10 @@
-"""A downstream MCP server over streamable HTTP for the egress tests (uvicorn, loopback).
+"""A downstream MCP server over streamable HTTP for the egress and private-CA tests (uvicorn,
+loopback).
 
 ``python mcp_http_server.py PORT COUNT_FILE [CERT_FILE KEY_FILE]``: one tool, ``lookup``, that
-counts its calls in COUNT_FILE; with a certificate and its key, served over https. DNS-rebinding protection is off because the client sends the executor's host
-name (``Host: executor.test:PORT``) to the pinned loopback address, as a pinned binding does.
+counts its calls in COUNT_FILE; with a certificate and its key, served over https.
+DNS-rebinding protection is off because the client sends the executor's host name
+(``Host: executor.test:PORT``) to the pinned loopback address, as a pinned binding does.
 """
 
 from __future__ import annotations

@@ -483,14 +483,15 @@ def test_the_documented_example_loads(tmp_path: Path) -> None:
     assert deployment.binding_for("notes.add") == Binding(executor="subprocess")
 
 
-def _documented_defaults() -> dict[str, str]:
+def _documented_defaults(page: str = "deploy.md") -> dict[str, str]:
     """``docs/deploy.md``'s table rows as {field: default cell}, the first row naming a field
     with a default of its own winning (``a` / `.b`` names ``a`` and its sibling ``b``)."""
     import re
 
-    docs = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+    docs = Path(__file__).resolve().parents[2] / "docs" / page
     found: dict[str, str] = {}
     for line in docs.read_text().splitlines():
+        line = line.strip()
         if not line.startswith("| `"):
             continue
         cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
@@ -588,3 +589,40 @@ def test_deploy_md_documents_every_http_binding_field_with_its_default() -> None
         if name.startswith(prefix)
     }
     assert documented == code
+
+
+def test_mcp_md_documents_every_mcp_binding_field_with_its_default() -> None:
+    """Every field an ``executor: mcp`` binding accepts is a ``bindings.TOOL_ID.*`` row of
+    docs/mcp.md's table with the default the code has; ``ca`` is also deploy.md's row."""
+    from charter.deploy.deployment import _BINDING_OPTIONS
+    from charter.executors.mcp import McpServerSpec, spec_from_options
+
+    project = Path("/srv/project")
+    stdio = spec_from_options({"command": ["server"]}, root=project)
+    remote = McpServerSpec(url="https://x")
+    code = {
+        "command": "none" if remote.command is None else "?",
+        "url": "none" if stdio.url is None else "?",
+        "credential": "none" if remote.credential is None else "?",
+        "cwd": "the project directory" if stdio.cwd == project else "?",
+        "ca": "none" if remote.ca is None else "?",
+    }
+    assert set(code) == _BINDING_OPTIONS["mcp"], "a field without a default here"
+    prefix = "bindings.TOOL_ID."
+    documented = {
+        name.removeprefix(prefix): default
+        for name, default in _documented_defaults("mcp.md").items()
+        if name.startswith(prefix)
+    }
+    assert documented == code
+    assert "`http` or `mcp`" in _deploy_row("ca"), "deploy.md's ca row names mcp bindings"
+
+
+def _deploy_row(field: str) -> str:
+    docs = Path(__file__).resolve().parents[2] / "docs" / "deploy.md"
+    (row,) = [
+        line
+        for line in docs.read_text().splitlines()
+        if line.startswith(f"| `bindings.TOOL_ID.{field}` |")
+    ]
+    return row
