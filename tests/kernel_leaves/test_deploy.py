@@ -609,7 +609,8 @@ def test_audit_file_is_relative_to_the_deployment_file(tmp_path: Path) -> None:
         "fsync": "never",
     }
     assert not deployment.audit.file.exists()  # loading (charter check) creates nothing
-    assert load_deployment(write(tmp_path, "{}\n"), project_dir=tmp_path, env=ENV).audit.file is None
+    none = load_deployment(write(tmp_path, "{}\n"), project_dir=tmp_path, env=ENV)
+    assert none.audit.file is None
 
 
 @pytest.mark.parametrize(

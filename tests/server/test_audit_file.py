@@ -49,15 +49,12 @@ def test_charter_serve_audits_success_denial_and_rejection(tmp_path: Path) -> No
     key = project.keys["app"]
     with (
         spawn_serve(project.root, "sqlite:///.charter/charter.db") as url,
-        httpx2.Client(
-            base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as http,
+        httpx2.Client(base_url=url, headers={"Authorization": f"Bearer {key}"}, timeout=30) as http,
     ):
         ctx = http.post("/v1/contexts", json={"profile": "all"}).json()
         calls = f"/v1/contexts/{ctx['context_id']}/calls"
-        ok = http.post(
-            calls, json={"tool": "kv.echo", "call_id": "a1", "arguments": {"payload": {"note": SECRET_ARG}}}
-        )
+        payload = {"payload": {"note": SECRET_ARG}}
+        ok = http.post(calls, json={"tool": "kv.echo", "call_id": "a1", "arguments": payload})
         assert ok.json()["status"] == "succeeded"
         denied = http.post(
             calls, json={"tool": "kv.secret", "call_id": "a2", "arguments": {"k": SECRET_ARG}}
@@ -88,13 +85,10 @@ def test_charter_call_appends_to_the_same_file(tmp_path: Path) -> None:
     project = _with_audit(tmp_path)
     audit = project.root / ".charter" / "audit.jsonl"
     base = ["--profile", "all", "--as", "app", "--store", "sqlite:///.charter/charter.db"]
-    ok = _run(
-        ["call", "kv.echo", "--call-id", "c1", "--args", json.dumps({"payload": {"note": SECRET_ARG}})]
-        + base,
-        project.root,
-    )
+    args = json.dumps({"payload": {"note": SECRET_ARG}})
+    ok = _run(["call", "kv.echo", "--call-id", "c1", "--args", args, *base], project.root)
     assert ok.returncode == 0, ok.stderr
-    denied = _run(["call", "kv.secret", "--call-id", "c2", "--args", "{}"] + base, project.root)
+    denied = _run(["call", "kv.secret", "--call-id", "c2", "--args", "{}", *base], project.root)
     assert denied.returncode == 4, denied.stderr
     lines = _lines(audit)
     assert [(line["call_id"], line["outcome"]) for line in lines] == [
