@@ -12,6 +12,7 @@
 the project, or ``postgresql://…``, or ``memory:``) and the deployment file
 (``charter.deploy.yaml`` beside the project, ``--deploy`` / ``CHARTER_DEPLOY``, or the local
 development default). On open the kernel reconciles calls a dead process left in flight.
+Audit: the deployment's ``audit.file`` (if any), plus ``audit=`` sinks and ``audit_file=``.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from charter.artifacts.local import LocalArtifactStore
 from charter.artifacts.ports import ArtifactStore
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
+from charter.deploy.audit_settings import audit_sinks
 from charter.deploy.deployment import (
     Binding,
     Deployment,
@@ -657,14 +659,15 @@ async def open_runtime(
     redactor = deployment.redaction.redactor(deployment.known_secrets())
     executors, readiness = _executors(the_build, deployment, project_dir, redactor, functions)
     bindings = {tool_id: b.executor for tool_id, b in readiness.bindings.items()}
-    sinks: list[AuditSink] = list(audit)
-    if audit_file is not None:
-        sinks.append(JsonlAuditSink(Path(audit_file)))
+    sinks = audit_sinks(deployment.audit, audit, audit_file, source=deployment.source)
     all_providers: dict[str, ContextProvider] = {}
     if project_dir is not None:
         all_providers["docs"] = FileContextProvider(project_dir / "context")
     all_providers.update(providers or {})
     async with AsyncExitStack() as stack:
+        for sink in sinks:  # closed last: the refused-run records below still reach them
+            if isinstance(sink, JsonlAuditSink):
+                stack.callback(sink.close)
         LOG_FILTER.learn(redactor)
         stack.callback(LOG_FILTER.forget, redactor)
         guard = CallsInFlight()

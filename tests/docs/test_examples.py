@@ -28,9 +28,12 @@ MAX_SKIPS = 8  # keep skips few: each needs a reason a reader can see in the pag
 def _shims(bin_dir: Path) -> None:
     bin_dir.mkdir()
     python = f'"{sys.executable}"'
+    # the checkout's sources even where a client launches ``charter`` with a scrubbed
+    # environment (the MCP SDK's stdio client keeps PATH and HOME, not PYTHONPATH)
+    src = f'PYTHONPATH="{ROOT / "src"}"; export PYTHONPATH'
     for name, target in (("charter", f"{python} -m charter"), ("python", python)):
         shim = bin_dir / name
-        shim.write_text(f'#!/bin/sh\nexec {target} "$@"\n', encoding="utf-8")
+        shim.write_text(f'#!/bin/sh\n{src}\nexec {target} "$@"\n', encoding="utf-8")
         shim.chmod(shim.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
 
 

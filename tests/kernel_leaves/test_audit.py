@@ -134,3 +134,63 @@ async def test_a_failing_failure_callback_is_contained() -> None:
     fanout = FanoutAuditSink([BrokenSink()], on_failure=explode)
     await fanout.record(record())
     assert fanout.failures == 1
+
+
+_WRITER = """
+import anyio, sys
+from datetime import UTC, datetime
+from pathlib import Path
+from charter.kernel.audit import AuditRecord, JsonlAuditSink
+
+async def main(path: str, who: str, count: int) -> None:
+    sink = JsonlAuditSink(Path(path), fsync="never")
+    for i in range(count):
+        await sink.record(AuditRecord(
+            at=datetime.now(UTC), actor=who, tenant="t", tool="x", tool_version="1",
+            call_id=f"{who}-{i}", context_id=None, run_id=None, outcome="succeeded",
+            details={"pad": who * 70000},
+        ))
+    sink.close()
+
+anyio.run(main, sys.argv[1], sys.argv[2], int(sys.argv[3]))
+"""
+
+
+def test_two_processes_appending_to_one_file_never_split_a_line(tmp_path: Path) -> None:
+    """Records of 70 KB (far above PIPE_BUF) from two processes at once: every line whole."""
+    import os
+    import subprocess
+    import sys
+
+    path = tmp_path / "shared.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    procs = [
+        subprocess.Popen([sys.executable, "-c", _WRITER, str(path), who, "150"], env=env)
+        for who in ("a", "b")
+    ]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    lines = [json.loads(line) for line in path.read_bytes().splitlines()]
+    assert len(lines) == 300
+    for line in lines:
+        assert line["details"]["pad"] == line["actor"] * 70000
+    assert {line["call_id"] for line in lines} == {
+        f"{who}-{i}" for who in ("a", "b") for i in range(150)
+    }
+
+
+async def test_a_renamed_file_is_followed_by_a_new_one(tmp_path: Path) -> None:
+    """Rotation by rename (logrotate without copytruncate): the next record opens a new file."""
+    path = tmp_path / "audit.jsonl"
+    sink = JsonlAuditSink(path)
+    sink.open()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    await sink.record(record("c-1"))
+    path.rename(tmp_path / "audit.jsonl.1")
+    await sink.record(record("c-2"))
+    path.unlink()  # removed outright: recreated too
+    await sink.record(record("c-3"))
+    sink.close()
+    old = (tmp_path / "audit.jsonl.1").read_text().splitlines()
+    assert [json.loads(line)["call_id"] for line in old] == ["c-1"]
+    assert [json.loads(line)["call_id"] for line in path.read_text().splitlines()] == ["c-3"]
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600

@@ -474,6 +474,7 @@ def test_the_documented_example_loads(tmp_path: Path) -> None:
     example = text.split("## A complete example", 1)[1].split("```yaml\n", 1)[1].split("```")[0]
     (tmp_path / "ledger.key").write_text("ledger-key-from-a-file-0123\n")
     example = example.replace("/run/secrets/charter-ledger-key", str(tmp_path / "ledger.key"))
+    example = example.replace("/var/log/charter/", f"{tmp_path}/")
     path = write(tmp_path, example)
     env = {**ENV, "PARTNER_TOKEN": "partner-token-0123456789"}
     deployment = load_deployment(path, project_dir=tmp_path, env=env)
@@ -481,6 +482,7 @@ def test_the_documented_example_loads(tmp_path: Path) -> None:
     assert "partner-token-0123456789" in deployment.known_secrets()
     assert deployment.authenticate("charter-docs-example-key") == deployment.principals["alice"]
     assert deployment.binding_for("notes.add") == Binding(executor="subprocess")
+    assert deployment.audit.file == tmp_path / "audit.jsonl"
 
 
 def _documented_defaults(page: str = "deploy.md") -> dict[str, str]:
@@ -626,3 +628,62 @@ def _deploy_row(field: str) -> str:
         if line.startswith(f"| `bindings.TOOL_ID.{field}` |")
     ]
     return row
+
+
+# --- audit: the JSONL audit file -----------------------------------------------------------
+
+
+def test_audit_file_is_relative_to_the_deployment_file(tmp_path: Path) -> None:
+    from charter.kernel.audit import FsyncPolicy
+
+    (tmp_path / "conf" / "logs").mkdir(parents=True)
+    path = tmp_path / "conf" / DEPLOY_FILE
+    path.write_text("audit: {file: logs/audit.jsonl, fsync: never}\n")
+    deployment = load_deployment(path, project_dir=tmp_path, env=ENV)
+    assert deployment.audit.file == tmp_path / "conf" / "logs" / "audit.jsonl"
+    assert deployment.audit.fsync is FsyncPolicy.NEVER
+    assert deployment.describe()["audit"] == {
+        "file": str(tmp_path / "conf" / "logs" / "audit.jsonl"),
+        "fsync": "never",
+    }
+    assert not deployment.audit.file.exists()  # loading (charter check) creates nothing
+    none = load_deployment(write(tmp_path, "{}\n"), project_dir=tmp_path, env=ENV)
+    assert none.audit.file is None
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("audit: {file: missing/audit.jsonl}", "audit.file: directory .*missing does not exist"),
+        ("audit: {file: ''}", "audit.file: must be a file path"),
+        ("audit: {file: [a]}", "audit.file: must be a file path"),
+        ("audit: {file: a.jsonl, rotate: daily}", r"audit.rotate: unknown field \(known: file"),
+        ("audit: {fsync: sometimes}", "audit.fsync: must be always or never"),
+        ("audit: {file: adir}", "audit.file: .*adir is not a regular file"),
+        ("audit: /var/log/audit.jsonl", "audit: must be a mapping"),
+    ],
+)
+def test_bad_audit_settings_name_the_field(tmp_path: Path, text: str, message: str) -> None:
+    (tmp_path / "adir").mkdir()
+    with pytest.raises(ConfigError, match=message):
+        load_deployment(write(tmp_path, text + "\n"), project_dir=tmp_path, env=ENV)
+
+
+def test_every_template_turns_the_audit_file_on() -> None:
+    templates = Path(charter.project.__file__).parent / "templates"
+    for template in sorted(templates.iterdir()):
+        text = (template / DEPLOY_FILE).read_text()
+        assert "\naudit: {file: .charter/audit.jsonl}\n" in text, template.name
+
+
+def test_deploy_md_documents_the_audit_fields_with_their_defaults() -> None:
+    from charter.deploy.audit_settings import KEYS, AuditSettings
+
+    settings = AuditSettings()
+    code = {
+        "audit.file": "none" if settings.file is None else "?",
+        "audit.fsync": settings.fsync.value,
+    }
+    assert {f"audit.{key}" for key in KEYS} == set(code)
+    documented = _documented_defaults()
+    assert {name: documented.get(name) for name in code} == code

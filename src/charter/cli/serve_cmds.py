@@ -17,7 +17,10 @@ import typer
 
 from charter._version import __version__
 from charter.cli._output import fail, reported_errors
+from charter.deploy.audit_settings import audit_sinks
+from charter.deploy.deployment import load_deployment
 from charter.errors import ConfigError
+from charter.kernel.audit import JsonlAuditSink
 from charter.runtime import Runtime, open_runtime
 
 
@@ -54,6 +57,8 @@ def serve(
         if not deploy.is_file():
             fail(f"--env {env}: there is no {deploy}")
 
+    with reported_errors():  # a bad deployment file: one line, before anything listens
+        _preflight(project, deploy)
     # Bind first: a busy port fails here, before the runtime opens or anything logs "ready".
     sock = _listen(host, port)
     base = _base_url(host, sock.getsockname()[1])
@@ -82,6 +87,16 @@ def serve(
             timeout_graceful_shutdown=5,
         )
         uvicorn.Server(config).run(sockets=[sock])
+
+
+def _preflight(project: Path, deploy: Path | None) -> None:
+    """Load the deployment file and open its audit file once, so a bad setting is refused
+    with one line (the runtime reads both again when the server starts)."""
+    base = project if project.is_dir() else Path.cwd()
+    deployment = load_deployment(deploy, project_dir=base)
+    for sink in audit_sinks(deployment.audit, source=deployment.source):
+        if isinstance(sink, JsonlAuditSink):
+            sink.close()
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -34,6 +34,7 @@ from typing import Any
 import yaml
 
 from charter.contracts.model import PERMISSION, TOOL_ID, Effect
+from charter.deploy.audit_settings import AuditSettings, parse_audit
 from charter.deploy.http_binding import (
     HTTP_FIELDS,
     HTTP_URL,
@@ -164,6 +165,7 @@ class Deployment:
     credential_refs: Mapping[str, str] = field(default_factory=dict)
     # the ``redaction:`` section: extra key names, RE2 patterns, secret values by reference
     redaction: RedactionSettings = field(default_factory=RedactionSettings)
+    audit: AuditSettings = field(default_factory=AuditSettings)  # the ``audit:`` section
     # every secret reference the file named (keys, credentials, redaction values)
     secret_refs: tuple[SecretRef, ...] = field(default=(), repr=False, compare=False)
     # name -> sha256(api key); never the key itself
@@ -237,6 +239,7 @@ class Deployment:
             },
             "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
             "kill_switch": self.kill_switch,
+            "audit": self.audit.describe(),
             "policy": self.policy.describe(),
             "default_executor": self.default_executor,
             "principals": {
@@ -331,6 +334,7 @@ _TOP = frozenset(
         "egress",
         "redaction",
         "policy",  # max_danger, disabled tools, per-agent enablement, ownership, scoped modes
+        "audit",  # charter.deploy.audit_settings: the JSONL audit file
     }
 )
 _ARTIFACTS = frozenset(
@@ -423,6 +427,7 @@ def parse_deployment(
     kill_switch = r.boolean(doc.get("kill_switch", False), "kill_switch")
     policy = parse_policy(r, doc.get("policy"))
     redaction = parse_redaction(r, doc.get("redaction"), env)
+    audit = parse_audit(doc.get("audit"), file, r.mapping, r.fail)
     sections_secrets(doc, r, env)  # jwt and chat credentials: known to the redactor too
 
     token = refs["approval_token"]
@@ -463,6 +468,7 @@ def parse_deployment(
         source=Path(file) if isinstance(file, Path) else None,
         credential_refs=MappingProxyType(key_refs),
         redaction=redaction,
+        audit=audit,
         secret_refs=tuple(r.refs),
         _key_digests=MappingProxyType(key_digests),
         _token_digest=token_digest,

@@ -108,11 +108,18 @@ class FsyncPolicy(StrEnum):
 class JsonlAuditSink:
     """Appends one JSON line per record to a file (created with mode 0600).
 
-    Lines are written with ``O_APPEND`` in a single ``write`` each, so concurrent writers
-    (threads or processes) never interleave within a line. With :attr:`FsyncPolicy.ALWAYS`
-    (the default) :meth:`record` returns only after ``fsync``; with ``NEVER`` a record reaches
-    the OS page cache and survives a crash of this process but not of the machine. The
-    ``details`` are passed through ``redactor`` once more (defence in depth).
+    Each line is one ``write`` to an ``O_APPEND`` descriptor, so on a local filesystem
+    concurrent writers (threads or processes) never interleave within a line; a short write
+    (a full disk) is completed by a second ``write`` and may then be split by another
+    process's line, and network filesystems (NFS) do not keep ``O_APPEND`` atomic at all —
+    give each process its own file there. With :attr:`FsyncPolicy.ALWAYS` (the default)
+    :meth:`record` returns only after ``fsync``; with ``NEVER`` a record reaches the OS page
+    cache and survives a crash of this process but not of the machine. The ``details`` are
+    passed through ``redactor`` once more (defence in depth).
+
+    Rotation: before each line the sink compares the path with the file it holds open; when
+    the file was renamed or removed (``logrotate`` without ``copytruncate``), it closes it and
+    creates a new file at the path, so no record goes to the rotated file after that check.
     """
 
     def __init__(
@@ -131,12 +138,28 @@ class JsonlAuditSink:
         self._lock = threading.Lock()
         self._fd: int | None = None
 
+    def open(self) -> None:
+        """Open (create) the file now rather than at the first record; ``OSError`` if not."""
+        with self._lock:
+            self._open()
+
     def _open(self) -> int:
+        if self._fd is not None and not self._same_file(self._fd):
+            os.close(self._fd)  # rotated away: the next line goes to a new file at the path
+            self._fd = None
         if self._fd is None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             flags = os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0)
             self._fd = os.open(self.path, flags, 0o600)
         return self._fd
+
+    def _same_file(self, fd: int) -> bool:
+        try:
+            named = os.stat(self.path, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        held = os.fstat(fd)
+        return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
 
     def _write(self, line: bytes) -> None:
         with self._lock:
