@@ -8,6 +8,7 @@ version only in the outcome of a dispatched call. These are the fields the call 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from datetime import timedelta
 from pathlib import Path
@@ -16,7 +17,9 @@ from typing import Any
 import pytest
 
 from charter.kernel.envelope import CallStatus, Envelope
-from tests.kernel.conftest import APP
+from charter.stores.memory import MemoryStore
+from charter.testing.clock import FakeClock
+from tests.kernel.conftest import ALICE, APP, KEY, make_kernel
 from tests.kernel.test_policies import kernel_with
 
 pytestmark = pytest.mark.anyio
@@ -114,3 +117,73 @@ async def test_each_refusal_and_outcome_names_what_its_phase_knows(project: Path
     assert all(r["actor"] == "app" and r["tenant"] == "acme" for r in records)
     mismatch = next(r for r in records if r["outcome"] == "approval_mismatch")
     assert mismatch["duration_ms"] == 0.0
+
+
+class _Records:
+    """An audit sink that keeps what it is handed."""
+
+    def __init__(self) -> None:
+        self.records: list[dict[str, Any]] = []
+
+    async def record(self, record: Any) -> None:
+        self.records.append(record.to_dict())
+
+    def of(self, call_id: str) -> list[tuple[str, str | None]]:
+        return [(r["outcome"], r["actor"]) for r in self.records if r["call_id"] == call_id]
+
+
+async def test_approvals_and_resolutions_reach_the_audit_sinks(project: Path) -> None:
+    """A requested approval, each decision and an operator's resolution are audit records
+    too, not only the calls' own answers; none of them carries an argument value."""
+    sink = _Records()
+    clock = FakeClock(step=timedelta(0))
+    kernel = make_kernel(project, MemoryStore(key=KEY, clock=clock), clock, audit=sink)
+    ctx = await kernel.resolve_context(APP, "all")
+    put = {"key": "k", "value": "secret-value-7"}
+
+    first = await kernel.call(ctx.context_id, "kv.put", "w1", put, principal=APP)
+    assert first.status is CallStatus.PENDING_APPROVAL
+    assert first.approval is not None
+    await kernel.call(ctx.context_id, "kv.put", "w1", put, principal=APP)  # still waiting
+    await kernel.decide(first.approval["id"], approve=True, principal=ALICE, reason="fine")
+    done = await kernel.call(ctx.context_id, "kv.put", "w1", put, principal=APP)
+    assert done.status is CallStatus.SUCCEEDED
+    assert sink.of("w1") == [
+        ("pending_approval", "app"),
+        ("pending_approval", "app"),
+        ("approved", "alice"),
+        ("succeeded", "app"),
+    ]
+    requested = [r for r in sink.records if r["outcome"] == "pending_approval"]
+    assert [r["details"]["requested"] for r in requested] == [True, False]
+    assert {r["details"]["approval_id"] for r in requested} == {first.approval["id"]}
+    approved = next(r for r in sink.records if r["outcome"] == "approved")
+    assert approved["details"]["requested_by"] == "app"
+    assert approved["details"]["note"] == "fine"
+    assert approved["tool"] == "kv.put"
+    assert approved["fingerprint"].startswith("hmac-sha256:")
+
+    second = await kernel.call(ctx.context_id, "kv.put", "w2", put, principal=APP)
+    assert second.approval is not None
+    await kernel.decide(second.approval["id"], approve=False, principal=ALICE)
+    assert sink.of("w2")[-1] == ("approval_rejected", "alice")
+
+    async def slow() -> Any:
+        return await kernel.call(ctx.context_id, "kv.slow", "s1", {"seconds": 0.5}, principal=APP)
+
+    task = asyncio.create_task(slow())
+    while (
+        not (project / "journal.txt").exists()
+        or "kv.slow" not in (project / "journal.txt").read_text()
+    ):
+        await asyncio.sleep(0.01)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await kernel.resolve_call(
+        ctx.context_id, "s1", outcome="failed", reason="checked upstream", operator=ALICE
+    )
+    assert sink.of("s1")[-1] == ("resolved", "alice")
+    resolved = next(r for r in sink.records if r["outcome"] == "resolved")
+    assert resolved["details"] == {"outcome": "failed", "note": "checked upstream"}
+    assert "secret-value-7" not in json.dumps(sink.records)

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Mapping
 from typing import Any
 
 from charter.errors import Failure, InternalFailure, InvalidInput, PermissionDenied, StoreError
-from charter.kernel.audit import AuditRecord
+from charter.kernel.audit import AuditOutcome, AuditRecord
 from charter.kernel.authorize import Denial
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.core import Arrival, Attempt, KernelState
@@ -202,3 +203,40 @@ class Answers:
             details={},
         )
         await audit.record(record)
+
+
+async def audit_decision(
+    state: KernelState,
+    outcome: AuditOutcome,
+    *,
+    actor: str,
+    tenant: str,
+    run_id: str,
+    context_id: str,
+    call_id: str,
+    tool: str,
+    tool_version: str | None,
+    fingerprint: str | None,
+    details: Mapping[str, Any],
+) -> None:
+    """Hand the audit sinks a decision that is not a call's own answer: an approval requested
+    or decided, an unknown call resolved by an operator (the ledger holds each as its event).
+    ``details`` must already be redacted."""
+    if state.audit is None:
+        return
+    await state.audit.record(
+        AuditRecord(
+            at=state.now(),
+            actor=actor,
+            tenant=tenant,
+            tool=tool,
+            tool_version=tool_version,
+            call_id=call_id,
+            context_id=context_id,
+            run_id=run_id,
+            outcome=outcome,
+            fingerprint=fingerprint or None,
+            mode=state.settings.mode.value,
+            details=details,
+        )
+    )

@@ -13,7 +13,8 @@ from charter.errors import (
     ResourceLimit,
     StoreConflict,
 )
-from charter.kernel.answers import Answers
+from charter.kernel.answers import Answers, audit_decision
+from charter.kernel.audit import AuditOutcome
 from charter.kernel.core import Attempt, KernelState, _parse_at
 from charter.kernel.envelope import CallStatus, Envelope, Metrics
 from charter.kernel.limits import PendingCaps, pending_approvals_refusal
@@ -80,6 +81,7 @@ class ApprovalGate:
                     )
                 )
             elif status == "pending" and not expired:
+                await self.audit_pending(at, approval.approval_id, approval.expires_at, new=False)
                 return self.pending(at, approval.approval_id, approval.expires_at)
             elif status == "expired":
                 at.warnings.append("APPROVAL_EXPIRED: a new approval was requested")
@@ -154,7 +156,28 @@ class ApprovalGate:
             return None  # a concurrent request already moved the run to input_required
         except ResourceLimit as exc:
             return await self.answers.refuse(at, exc, CallStatus.DENIED)
+        await self.audit_pending(at, approval_id, expires_at, new=True)
         return self.pending(at, approval_id, expires_at)
+
+    async def audit_pending(
+        self, at: Attempt, approval_id: str, expires_at: str, *, new: bool
+    ) -> None:
+        """The audit sinks' record of a ``pending_approval`` answer (``new``: it requested
+        the approval; else the call is still waiting for one requested before)."""
+        contract = at.bound()
+        await audit_decision(
+            self.state,
+            AuditOutcome.PENDING_APPROVAL,
+            actor=at.principal.name,
+            tenant=at.ctx.tenant,
+            run_id=at.ctx.run_id,
+            context_id=at.ctx.context_id,
+            call_id=at.call_id,
+            tool=contract.id,
+            tool_version=contract.version,
+            fingerprint=at.fingerprint,
+            details={"approval_id": approval_id, "expires_at": expires_at, "requested": new},
+        )
 
     def pending(self, at: Attempt, approval_id: str, expires_at: str) -> Envelope:
         return Envelope(
@@ -349,6 +372,23 @@ class ApprovalGate:
                 raise StoreConflict("the run kept changing; try again", reason="RUN_BUSY")
         decided = await self.state.store.read_view(ApprovalRow, run_id, approval_id)
         assert decided is not None
+        await audit_decision(
+            self.state,
+            AuditOutcome.APPROVED if approve else AuditOutcome.APPROVAL_REJECTED,
+            actor=actor,
+            tenant=approval.tenant,
+            run_id=run_id,
+            context_id=approval.context_id,
+            call_id=approval.call_id,
+            tool=approval.tool_id,
+            tool_version=approval.tool_version,
+            fingerprint=approval.fingerprint,
+            details={
+                "approval_id": approval_id,
+                "requested_by": approval.requested_by,
+                "note": payload["reason"],
+            },
+        )
         return decided
 
     async def list_approvals(

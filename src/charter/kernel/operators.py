@@ -10,6 +10,8 @@ from charter.errors import (
     PermissionDenied,
     StoreConflict,
 )
+from charter.kernel.answers import audit_decision
+from charter.kernel.audit import AuditOutcome
 from charter.kernel.core import KernelState
 from charter.kernel.delegation import delegates, orphaned_receipt
 from charter.kernel.principals import Principal
@@ -105,6 +107,19 @@ class Operators:
         )
         updated = await self.state.call_row(ctx, call_id)
         assert updated is not None
+        await audit_decision(
+            self.state,
+            AuditOutcome.RESOLVED,
+            actor=operator.name,
+            tenant=ctx.tenant,
+            run_id=ctx.run_id,
+            context_id=context_id,
+            call_id=call_id,
+            tool=row.tool_id,
+            tool_version=row.tool_version,
+            fingerprint=row.fingerprint,
+            details={"outcome": outcome, "note": self.state.redactor.redact_text(reason)},
+        )
         return updated
 
     async def get_call(self, context_id: str, call_id: str, tenant: str) -> CallRow | None:
