@@ -4,6 +4,9 @@ Each answer is a 4xx problem naming the field, never a 500 and never a half-writ
 
 from __future__ import annotations
 
+import json
+import socket
+
 import httpx2
 import pytest
 
@@ -62,3 +65,54 @@ def test_proposals_refuse_an_unknown_status_filter(server: ThreadServer, project
         assert problem["reason"] == "REQUEST_INVALID"
         assert problem["errors"][0]["loc"] == ["query", "status"]
         assert http.get("/v1/proposals", params={"status": "approved"}).status_code == 200
+
+
+def _get_raw(server: ThreadServer, path: str, headers: list[bytes]) -> tuple[bytes, bytes]:
+    """One GET whose header bytes go out as they are (latin-1 bytes a client library
+    would refuse to send); returns (status line, body)."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(
+            f"GET {path} HTTP/1.1\r\nHost: {host}\r\n".encode()
+            + b"".join(h + b"\r\n" for h in headers)
+            + b"Connection: close\r\n\r\n"
+        )
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return head.split(b"\r\n", 1)[0], body
+
+
+@pytest.mark.parametrize("accept", [b"application/json", b"text/event-stream"])
+@pytest.mark.parametrize("value", [b"\xb2", b"\xb9\xb2", b"abc", b"-5", b"1" * 40, b"0x10"])
+def test_a_garbage_last_event_id_is_a_422_naming_the_header(
+    server: ThreadServer, project: Project, clients: dict[str, Client], accept: bytes, value: bytes
+) -> None:
+    run = clients["app"].create_run()
+    status, body = _get_raw(
+        server,
+        f"/v1/runs/{run['run_id']}/events",
+        [
+            b"Authorization: Bearer " + project.keys["app"].encode(),
+            b"Accept: " + accept,
+            b"Last-Event-ID: " + value,
+        ],
+    )
+    assert status == b"HTTP/1.1 422 Unprocessable Entity", (status, body)
+    problem = json.loads(body)
+    assert problem["reason"] == "REQUEST_INVALID"
+    assert "Last-Event-ID" in problem["detail"]
+
+
+def test_a_numeric_last_event_id_still_resumes(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    run = clients["app"].create_run()
+    status, body = _get_raw(
+        server,
+        f"/v1/runs/{run['run_id']}/events",
+        [b"Authorization: Bearer " + project.keys["app"].encode(), b"Last-Event-ID: 2"],
+    )
+    assert status == b"HTTP/1.1 200 OK"
+    assert [e["seq"] for e in json.loads(body)["events"]] == [3]
