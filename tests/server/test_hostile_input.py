@@ -116,3 +116,25 @@ def test_a_numeric_last_event_id_still_resumes(
     )
     assert status == b"HTTP/1.1 200 OK"
     assert [e["seq"] for e in json.loads(body)["events"]] == [3]
+
+
+def test_head_answers_like_get_without_a_body(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    run = clients["app"].create_run()
+    other = clients["gapp"].create_run()
+    with raw(server, project.keys["app"]) as http:
+        health = http.head("/healthz")
+        assert health.status_code == 200
+        assert health.content == b""
+        got = http.get(f"/v1/runs/{run['run_id']}")
+        head = http.head(f"/v1/runs/{run['run_id']}")
+        assert head.status_code == 200
+        assert head.content == b""
+        assert head.headers["content-type"] == got.headers["content-type"]
+        assert head.headers["content-length"] == got.headers["content-length"]
+        foreign = http.head(f"/v1/runs/{other['run_id']}")
+        assert foreign.status_code == 404  # like a missing one, as GET
+        assert http.head("/v1/contexts").status_code == 405  # POST only
+    with httpx2.Client(base_url=server.url, timeout=30) as anonymous:
+        assert anonymous.head(f"/v1/runs/{run['run_id']}").status_code == 401

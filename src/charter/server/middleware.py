@@ -26,6 +26,8 @@ from charter.telemetry import continued, current_trace_id
 _TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
 _TRACE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# mounted apps that answer HEAD themselves (static files) or are not this API's to change
+_OWN_HEAD = ("/static/", "/console", "/mcp")
 
 
 def trace_id_of(headers: dict[bytes, bytes]) -> str:
@@ -67,6 +69,10 @@ class ServerMiddleware:
                 return
             receive = _replay(buffered, receive)
         status = 500
+        method = scope["method"]
+        head = method == "HEAD" and not scope.get("path", "").startswith(_OWN_HEAD)
+        if head:  # answered as the GET would be, without its body (RFC 9110 §9.3.2)
+            scope = {**scope, "method": "GET"}
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -76,6 +82,8 @@ class ServerMiddleware:
                     *message.get("headers", []),
                     (b"x-charter-trace-id", trace_id.encode("latin-1")),
                 ]
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             await send(message)
 
         try:
@@ -84,7 +92,7 @@ class ServerMiddleware:
             with continued({k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()}):
                 await self.app(scope, receive, send_wrapper)
         finally:
-            self._log(scope, state, status, started, trace_id)
+            self._log({**scope, "method": method}, state, status, started, trace_id)
 
     @staticmethod
     async def _read_body(
