@@ -90,3 +90,47 @@ def test_an_api_key_with_two_dots_signs_in_without_jwt(tmp_path: Path) -> None:
         _, answer = sign_in(live.url, key)
         assert answer.status_code == 303, answer.text
         assert "charter_console=" in answer.headers["set-cookie"]
+
+
+def test_a_run_stream_position_out_of_range_is_a_422_page(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """``?after=`` beyond any sequence number is refused before the stream starts (it used to
+    overflow the store's integer inside the stream); a non-number is an HTML 422 page that
+    does not echo what was sent."""
+    client = signed_in(server.url, project.keys["alice"])
+    run = clients["app"].create_run()
+    for after in ("99999999999999999999999", "-1", "zz-not-a-number"):
+        answer = client.get(f"/console/runs/{run['run_id']}/stream", params={"after": after})
+        assert answer.status_code == 422, (after, answer.text)
+        assert answer.headers["content-type"].startswith("text/html")
+        assert 'data-reason="REQUEST_INVALID"' in answer.text
+        assert after not in answer.text
+
+
+def test_a_console_reason_is_capped_like_the_api_one(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """The API refuses a decision or ending reason over 2048 characters; the console's forms
+    do too, before anything is recorded."""
+    client = signed_in(server.url, project.keys["alice"])
+    token = csrf_of(client.get("/console/approvals").text)
+    run = clients["app"].create_run()
+    ctx = clients["app"].resolve_context("all")
+    env = clients["app"].call(ctx["context_id"], "kv.put", "hostile-2", {"key": "r", "value": "v"})
+    assert env.approval is not None
+    long = "x" * 2049
+    posts = [
+        (f"/console/runs/{run['run_id']}/cancel", {"csrf_token": token, "reason": long}),
+        (
+            f"/console/approvals/{env.approval['id']}/approve",
+            {"csrf_token": token, "reason": long},
+        ),
+    ]
+    for path, data in posts:
+        answer = client.post(path, data=data)
+        assert answer.status_code == 422, (path, answer.text)
+        assert 'data-reason="REASON_TOO_LONG"' in answer.text
+    assert clients["app"].get_run(run["run_id"])["status"] == "running"
+    assert clients["alice"].get_approval(env.approval["id"])["status"] == "pending"
+    client.post(f"/console/approvals/{env.approval['id']}/reject", data={"csrf_token": token})
