@@ -138,3 +138,20 @@ def test_head_answers_like_get_without_a_body(
         assert http.head("/v1/contexts").status_code == 405  # POST only
     with httpx2.Client(base_url=server.url, timeout=30) as anonymous:
         assert anonymous.head(f"/v1/runs/{run['run_id']}").status_code == 401
+
+
+def test_an_invalid_traceparent_is_not_continued(server: ThreadServer) -> None:
+    """W3C trace context: an all-zero trace id or version ``ff`` is invalid and starts a new
+    trace; a valid one is continued."""
+    valid = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+    with httpx2.Client(base_url=server.url, timeout=30) as http:
+        ok = http.get("/healthz", headers={"traceparent": valid})
+        assert ok.headers["x-charter-trace-id"] == "4bf92f3577b34da6a3ce929d0e0e4736"
+        for bad in (
+            "00-" + "0" * 32 + "-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-" + "0" * 16 + "-01",
+            "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        ):
+            answer = http.get("/healthz", headers={"traceparent": bad})
+            trace = answer.headers["x-charter-trace-id"]
+            assert trace not in ("0" * 32, "4bf92f3577b34da6a3ce929d0e0e4736"), bad

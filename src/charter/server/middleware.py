@@ -23,7 +23,8 @@ from charter.server.problems import problem_response
 from charter.server.state import ServerState
 from charter.telemetry import continued, current_trace_id
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+_INVALID_IDS = frozenset({"0" * 32, "0" * 16})
 _TRACE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # mounted apps that answer HEAD themselves (static files) or are not this API's to change
@@ -33,7 +34,8 @@ _OWN_HEAD = ("/static/", "/console", "/mcp")
 def trace_id_of(headers: dict[bytes, bytes]) -> str:
     parent = headers.get(b"traceparent", b"").decode("latin-1").strip()
     match = _TRACEPARENT.match(parent)
-    if match:
+    # W3C: version ff and all-zero trace or parent ids are invalid (a new trace starts)
+    if match and not parent.startswith("ff") and not _INVALID_IDS & set(match.groups()):
         return match.group(1)
     given = headers.get(b"x-charter-trace-id", b"").decode("latin-1").strip()
     if _TRACE_ID.match(given):
