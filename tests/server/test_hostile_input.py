@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 
 import httpx2
 import pytest
@@ -155,3 +156,42 @@ def test_an_invalid_traceparent_is_not_continued(server: ThreadServer) -> None:
             answer = http.get("/healthz", headers={"traceparent": bad})
             trace = answer.headers["x-charter-trace-id"]
             assert trace not in ("0" * 32, "4bf92f3577b34da6a3ce929d0e0e4736"), bad
+
+
+def _requests_by_status(server: ThreadServer, route_part: str) -> dict[str, float]:
+    text = httpx2.get(f"{server.url}/metrics", timeout=30).text
+    found: dict[str, float] = {}
+    for line in text.splitlines():
+        if line.startswith("charter_http_requests_total{") and route_part in line:
+            status = line.split('status="', 1)[1].split('"', 1)[0]
+            found[status] = found.get(status, 0.0) + float(line.rsplit(" ", 1)[1])
+    return found
+
+
+def test_a_client_gone_mid_upload_is_no_server_error(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """A client that drops the connection halfway through a body: nothing registered, no
+    partial file, and the server counts it as the client's doing (499), not a 500."""
+    run = clients["app"].create_run()
+    before = _requests_by_status(server, "artifacts")
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(
+            f"POST /v1/runs/{run['run_id']}/artifacts?name=partial.txt HTTP/1.1\r\n"
+            f"Host: {host}\r\nAuthorization: Bearer {project.keys['app']}\r\n"
+            "Content-Type: application/octet-stream\r\nContent-Length: 100000\r\n\r\n".encode()
+            + b"x" * 1000
+        )
+        time.sleep(0.3)
+    deadline = time.monotonic() + 10
+    after = before
+    while time.monotonic() < deadline:
+        after = _requests_by_status(server, "artifacts")
+        if after != before:
+            break
+        time.sleep(0.1)
+    assert after.get("499", 0) == before.get("499", 0) + 1, after
+    assert after.get("500", 0) == before.get("500", 0)
+    assert clients["app"].list_artifacts(run["run_id"]) == []
+    assert not list(project.root.rglob("partial*"))

@@ -15,6 +15,7 @@ import secrets
 import time
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charter.errors import ErrorCode
@@ -93,6 +94,10 @@ class ServerMiddleware:
             # request makes: the governed call's execute_tool span and the executor request.
             with continued({k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()}):
                 await self.app(scope, receive, send_wrapper)
+        except ClientDisconnect:
+            # The client went away mid-body: there is no one to answer and nothing was
+            # recorded (an upload's partial file is removed); counted as the client's 499.
+            status = 499
         finally:
             self._log({**scope, "method": method}, state, status, started, trace_id)
 
