@@ -276,7 +276,7 @@ export interface operations {
   };
   "GET /v1/proposals": {
     path: {};
-    query: { status?: string | null; limit?: number };
+    query: { status?: "draft" | "validated" | "blocked" | "approved" | "rejected" | "applied" | "expired" | null; limit?: number };
     body: never;
     response: Array<{
       [key: string]: unknown;

@@ -202,13 +202,16 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
-        reason = {404: "ROUTE_NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
+        reason = {400: "BODY_MALFORMED", 404: "ROUTE_NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
             exc.status_code, "REQUEST_INVALID"
         )
+        detail = str(exc.detail)
+        if exc.status_code == 400:  # the framework could not read the body at all
+            detail = "the body is not valid JSON (not UTF-8, or nested too deeply)"
         return problem_response(
             code=ErrorCode.INVALID_INPUT,
             reason=reason,
-            detail=str(exc.detail),
+            detail=detail,
             status=exc.status_code,
             headers=getattr(exc, "headers", None),
         )

@@ -10,12 +10,14 @@ kept. A body that is not a JSON object is ``400 BODY_MALFORMED``.
 from __future__ import annotations
 
 import json
+import re
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, untyped in typeshed
 from typing import Any
 
 from charter.errors import InvalidInput
 
 _WS = " \t\n\r"
+_SURROGATE = re.compile("[\ud800-\udfff]")
 _DECODER = json.JSONDecoder()
 
 
@@ -77,10 +79,18 @@ def _end(text: str, i: int, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def optional_str(body: dict[str, Any], name: str) -> str | None:
+def optional_str(body: dict[str, Any], name: str, *, text: bool = False) -> str | None:
+    """A string member; a lone surrogate (valid JSON, but not Unicode: no store or answer
+    can hold it) is refused here, naming the member, before anything is recorded — unless
+    the member is ``text`` for the kernel's strict parser (``arguments_json``), which
+    rejects and audits it itself."""
     value = body.get(name)
     if value is not None and not isinstance(value, str):
         raise InvalidInput(f"{name} must be a string", reason="REQUEST_INVALID")
+    if value is not None and not text and _SURROGATE.search(value):
+        raise InvalidInput(
+            f"{name} contains a lone surrogate (not valid Unicode)", reason="REQUEST_INVALID"
+        )
     return value
 
 

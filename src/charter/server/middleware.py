@@ -15,6 +15,7 @@ import secrets
 import time
 from typing import Any
 
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from charter.errors import ErrorCode
@@ -23,15 +24,19 @@ from charter.server.problems import problem_response
 from charter.server.state import ServerState
 from charter.telemetry import continued, current_trace_id
 
-_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-[0-9a-f]{16}-[0-9a-f]{2}$")
+_TRACEPARENT = re.compile(r"^[0-9a-f]{2}-([0-9a-f]{32})-([0-9a-f]{16})-[0-9a-f]{2}$")
+_INVALID_IDS = frozenset({"0" * 32, "0" * 16})
 _TRACE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
+# mounted apps that answer HEAD themselves (static files) or are not this API's to change
+_OWN_HEAD = ("/static/", "/console", "/mcp")
 
 
 def trace_id_of(headers: dict[bytes, bytes]) -> str:
     parent = headers.get(b"traceparent", b"").decode("latin-1").strip()
     match = _TRACEPARENT.match(parent)
-    if match:
+    # W3C: version ff and all-zero trace or parent ids are invalid (a new trace starts)
+    if match and not parent.startswith("ff") and not _INVALID_IDS & set(match.groups()):
         return match.group(1)
     given = headers.get(b"x-charter-trace-id", b"").decode("latin-1").strip()
     if _TRACE_ID.match(given):
@@ -67,6 +72,10 @@ class ServerMiddleware:
                 return
             receive = _replay(buffered, receive)
         status = 500
+        method = scope["method"]
+        head = method == "HEAD" and not scope.get("path", "").startswith(_OWN_HEAD)
+        if head:  # answered as the GET would be, without its body (RFC 9110 §9.3.2)
+            scope = {**scope, "method": "GET"}
 
         async def send_wrapper(message: Message) -> None:
             nonlocal status
@@ -76,6 +85,8 @@ class ServerMiddleware:
                     *message.get("headers", []),
                     (b"x-charter-trace-id", trace_id.encode("latin-1")),
                 ]
+            elif head and message["type"] == "http.response.body":
+                message = {**message, "body": b""}
             await send(message)
 
         try:
@@ -83,8 +94,12 @@ class ServerMiddleware:
             # request makes: the governed call's execute_tool span and the executor request.
             with continued({k.decode("latin-1"): v.decode("latin-1") for k, v in headers.items()}):
                 await self.app(scope, receive, send_wrapper)
+        except ClientDisconnect:
+            # The client went away mid-body: there is no one to answer and nothing was
+            # recorded (an upload's partial file is removed); counted as the client's 499.
+            status = 499
         finally:
-            self._log(scope, state, status, started, trace_id)
+            self._log({**scope, "method": method}, state, status, started, trace_id)
 
     @staticmethod
     async def _read_body(

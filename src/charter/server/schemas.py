@@ -8,6 +8,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SchemaFormat = Literal["charter", "openai", "anthropic", "mcp"]
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired", "consumed"]
+ProposalStatus = Literal[
+    "draft", "validated", "blocked", "approved", "rejected", "applied", "expired"
+]
 
 
 class Strict(BaseModel):

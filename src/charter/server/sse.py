@@ -19,7 +19,7 @@ from collections.abc import AsyncIterator
 
 from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
-from charter.errors import LedgerIntegrityError
+from charter.errors import InvalidInput, LedgerIntegrityError
 from charter.ledger.lifecycle import RUN_TERMINAL
 from charter.ledger.ports import EventLog
 from charter.ledger.subscribe import read_events
@@ -28,12 +28,25 @@ RETRY_MS = 1000
 _TERMINAL = frozenset(s.value for s in RUN_TERMINAL)
 
 
+MAX_SEQ = 2**62
+
+
 def parse_last_event_id(value: str | None) -> int | None:
-    """The sequence number a ``Last-Event-ID`` names (``None`` when absent or not a number)."""
-    if value is None:
+    """The sequence number a ``Last-Event-ID`` names (``None`` when absent or empty).
+
+    Anything else — not ASCII digits (``abc``, ``-5``, ``0x10``, a superscript ``²``) or
+    beyond ``2**62`` — is ``422 REQUEST_INVALID``: resuming from 0 instead would send the
+    client events it already has, and only ids this server sent are ever valid.
+    """
+    if value is None or not value.strip():
         return None
     value = value.strip()
-    return int(value) if value.isdigit() and len(value) <= 18 else None
+    if not (value.isascii() and value.isdigit()) or len(value) > 19 or int(value) > MAX_SEQ:
+        raise InvalidInput(
+            f"the Last-Event-ID header must be an event sequence number (0 to {MAX_SEQ})",
+            reason="REQUEST_INVALID",
+        )
+    return int(value)
 
 
 async def event_stream(

@@ -14,6 +14,7 @@ from pathlib import Path
 from urllib.parse import quote
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException as StarletteHTTPException
@@ -116,6 +117,12 @@ def _handlers(app: FastAPI) -> None:
             status = 404
         title = "Not found" if status == 404 else "Refused" if status < 500 else "Error"
         return _error(request, status, title, exc.message, exc.reason)
+
+    @app.exception_handler(RequestValidationError)
+    async def on_invalid(request: Request, exc: RequestValidationError) -> HTMLResponse:
+        where = ", ".join(".".join(str(p) for p in e.get("loc", ())) for e in exc.errors())
+        # the locations only, never the value sent (it may hold a secret)
+        return _error(request, 422, "Request refused", f"invalid: {where}", "REQUEST_INVALID")
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> HTMLResponse:

@@ -29,6 +29,7 @@ from charter.server.console.web import (
     console_of,
     field,
     operator,
+    reason_field,
     render,
 )
 
@@ -121,7 +122,7 @@ async def approvals_stream(
 
 async def _decide(request: Request, approval_id: str, approve: bool) -> Response:
     who, form = await checked_form(request)
-    reason = field(form, "reason") or None
+    reason = reason_field(form) or None
     await console_of(request).state.runtime.decide(
         approval_id, approve=approve, as_=who.principal, reason=reason
     )

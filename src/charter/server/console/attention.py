@@ -16,6 +16,7 @@ from charter.server.console.web import (
     console_of,
     field,
     operator,
+    reason_field,
     render,
 )
 
@@ -52,7 +53,7 @@ async def attention_page(
 @router.post("/attention/{context_id}/{call_id}")
 async def resolve(request: Request, context_id: str, call_id: str) -> Response:
     who, form = await checked_form(request)
-    outcome, reason = field(form, "outcome"), field(form, "reason")
+    outcome, reason = field(form, "outcome"), reason_field(form)
     if not reason:
         raise InvalidInput("say what you found (the reason is required)", reason="REASON_REQUIRED")
     await console_of(request).state.runtime.resolve_call(

@@ -42,6 +42,7 @@ from charter.server.console.web import (
     console_of,
     field,
     operator,
+    reason_field,
     render,
 )
 from charter.server.problems import status_for
@@ -192,7 +193,7 @@ async def _act(request: Request, proposal_id: str, action: str) -> Response:
                 raise _unconfirmed()
             await service.apply(proposal_id, principal=who.principal)
         else:
-            reason = field(form, "reason") or None
+            reason = reason_field(form) or None
             await service.decide(
                 proposal_id, approve=action == "approved", principal=who.principal, reason=reason
             )

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
 
@@ -26,8 +26,8 @@ from charter.server.console.web import (
     Operator,
     checked_form,
     console_of,
-    field,
     operator,
+    reason_field,
     render,
 )
 
@@ -183,7 +183,7 @@ async def run_stream(
     request: Request,
     run_id: str,
     who: Annotated[Operator, Depends(operator)],
-    after: int = 0,
+    after: Annotated[int, Query(ge=0, le=2**62)] = 0,
 ) -> Response:
     console = console_of(request)
     await console.state.check_run(run_id, who.principal)
@@ -253,7 +253,7 @@ async def _end(request: Request, run_id: str, status: str, task_id: str | None =
     who, form = await checked_form(request)
     console = console_of(request)
     await console.state.check_run(run_id, who.principal)
-    reason = field(form, "reason")
+    reason = reason_field(form)
     rt = console.state.runtime
     if task_id is None:
         await rt.operations.end_run(run_id, status, reason=reason, as_=who.principal)

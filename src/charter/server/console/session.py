@@ -33,6 +33,14 @@ def _b64(data: bytes) -> str:
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode("ascii")
 
 
+def same_text(presented: str, expected: str) -> bool:
+    """Constant-time equality of two strings of any characters (``hmac.compare_digest`` on
+    ``str`` raises for non-ASCII text, which a hostile cookie or form field may carry)."""
+    return hmac.compare_digest(
+        presented.encode("utf-8", "surrogatepass"), expected.encode("utf-8", "surrogatepass")
+    )
+
+
 def _unb64(text: str) -> bytes:
     return base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
 
@@ -70,7 +78,7 @@ class SessionKeys:
         if not cookie or cookie.count(".") != 1:
             return None
         body, mac = cookie.split(".")
-        if not hmac.compare_digest(mac, self._sign(body)):
+        if not same_text(mac, self._sign(body)):
             return None
         try:
             payload = json.loads(_unb64(body))
@@ -88,7 +96,7 @@ class SessionKeys:
         return _b64(hmac.new(self._csrf, session.nonce.encode(), hashlib.sha256).digest())
 
     def csrf_ok(self, session: Session, presented: str | None) -> bool:
-        return bool(presented) and hmac.compare_digest(str(presented), self.csrf_token(session))
+        return bool(presented) and same_text(str(presented), self.csrf_token(session))
 
     def _sign(self, body: str) -> str:
         return _b64(hmac.new(self._mac, body.encode(), hashlib.sha256).digest())

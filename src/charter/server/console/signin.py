@@ -16,7 +16,7 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from charter.errors import PermissionDenied
-from charter.server.console.session import CSRF_FIELD, SESSION_COOKIE, SIGNIN_COOKIE
+from charter.server.console.session import CSRF_FIELD, SESSION_COOKIE, SIGNIN_COOKIE, same_text
 from charter.server.console.web import (
     check_origin,
     checked_form,
@@ -84,7 +84,7 @@ async def signin(request: Request) -> Response:
     next_url = safe_next(field(form, "next"))
     expected = request.cookies.get(SIGNIN_COOKIE)
     presented = field(form, CSRF_FIELD)
-    if not expected or not secrets.compare_digest(expected, presented):
+    if not expected or not same_text(presented, expected):
         return _signin_page(
             request,
             next_url=next_url,
@@ -113,7 +113,8 @@ async def signin(request: Request) -> Response:
             status=403,
         )
     not_after = None
-    if credential.count(".") == 2:  # a JWT: the session ends when the token does
+    if console.state.authenticator.jwt is not None and credential.count(".") == 2:
+        # it was read as a JWT (as Authenticator.principal does): the session ends with it
         claims = jwt.decode(credential, options={"verify_signature": False})
         not_after = int(claims["exp"])
     now = now_s()

@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
+from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
 from charter.proposals import ProposalService, load_proposal_settings
 from charter.server.console import views
@@ -149,6 +150,19 @@ async def checked_form(request: Request) -> tuple[Operator, FormData]:
 def field(form: FormData, name: str) -> str:
     value = form.get(name)
     return value.strip() if isinstance(value, str) else ""
+
+
+MAX_REASON = 2048  # as the API's DecisionRequest and EndRequest
+
+
+def reason_field(form: FormData) -> str:
+    """The form's ``reason``, at most as long as the API accepts (refused before recording)."""
+    reason = field(form, "reason")
+    if len(reason) > MAX_REASON:
+        raise InvalidInput(
+            f"the reason is at most {MAX_REASON} characters", reason="REASON_TOO_LONG"
+        )
+    return reason
 
 
 def render(

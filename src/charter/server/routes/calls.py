@@ -113,7 +113,7 @@ async def make_call(
     raw_args = optional_str(body, "arguments")  # the member's exact text (kept raw)
     if raw_args is not None and raw_args.strip() == "null":
         raw_args = None
-    args_json = optional_str(body, "arguments_json")
+    args_json = optional_str(body, "arguments_json", text=True)
     if raw_args is not None and args_json is not None:
         raise InvalidInput("give arguments or arguments_json, not both", reason="REQUEST_INVALID")
     arguments = raw_args if raw_args is not None else (args_json if args_json else "{}")

@@ -14,7 +14,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 from charter.kernel.principals import Principal
 from charter.proposals.service import ProposalService, load_proposal_settings
 from charter.server.problems import STATUS_BY_REASON, problem_responses
-from charter.server.schemas import DecisionRequest
+from charter.server.schemas import DecisionRequest, ProposalStatus
 from charter.server.state import ServerState, get_principal, get_state, state_of
 
 router = APIRouter(tags=["proposals"])
@@ -54,7 +54,7 @@ async def list_proposals(
     principal: Caller,
     service: Service,
     state: Annotated[ServerState, Depends(get_state)],
-    status: str | None = None,
+    status: ProposalStatus | None = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> list[dict[str, Any]]:
     return await service.list(tenant=principal.tenant, status=status, limit=limit)
