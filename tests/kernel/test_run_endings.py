@@ -175,3 +175,17 @@ async def test_a_run_ended_by_another_process_refuses_new_calls_in_the_same_tran
         assert again.metrics.cached is True
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(project))
         assert report.ok, report.to_dict()
+
+
+async def test_no_context_is_resolved_in_a_run_that_has_ended(tmp_path: Path) -> None:
+    """Before: a context could still be resolved in a cancelled run (``POST /v1/contexts``
+    with its ``run`` answered 201); every call in it was then refused."""
+    project = write_runtime_project(tmp_path / "kv")
+    async with open_runtime(project, store="memory:") as rt:
+        ctx = await rt.resolve_context("app", "all")
+        again = await rt.resolve_context("app", "all", run_id=ctx.run_id)  # still running
+        assert again.run_id == ctx.run_id
+        await rt.operations.end_run(ctx.run_id, "cancelled", reason="enough", as_="alice")
+        with pytest.raises(PermissionDenied) as ended:
+            await rt.resolve_context("app", "all", run_id=ctx.run_id)
+        assert ended.value.reason == "RUN_ENDED"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import contextlib
 import time
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from charter.errors import Failure, InternalFailure, InvalidInput, PermissionDenied, StoreError
 from charter.kernel.audit import AuditOutcome, AuditRecord
@@ -205,18 +205,42 @@ class Answers:
         await audit.record(record)
 
 
+class AuditSubject(Protocol):
+    """The call a decision is about: a :class:`~charter.ledger.views.CallRow` or
+    :class:`~charter.ledger.views.ApprovalRow` has these fields, or a :class:`Subject`."""
+
+    @property
+    def run_id(self) -> str: ...
+    @property
+    def context_id(self) -> str: ...
+    @property
+    def call_id(self) -> str: ...
+    @property
+    def tool_id(self) -> str: ...
+    @property
+    def tenant(self) -> str: ...
+    @property
+    def tool_version(self) -> str | None: ...
+    @property
+    def fingerprint(self) -> str | None: ...
+
+
+class Subject(NamedTuple):
+    run_id: str
+    context_id: str
+    call_id: str
+    tool_id: str
+    tenant: str
+    tool_version: str | None
+    fingerprint: str | None
+
+
 async def audit_decision(
     state: KernelState,
     outcome: AuditOutcome,
+    subject: AuditSubject,
     *,
     actor: str,
-    tenant: str,
-    run_id: str,
-    context_id: str,
-    call_id: str,
-    tool: str,
-    tool_version: str | None,
-    fingerprint: str | None,
     details: Mapping[str, Any],
 ) -> None:
     """Hand the audit sinks a decision that is not a call's own answer: an approval requested
@@ -228,14 +252,14 @@ async def audit_decision(
         AuditRecord(
             at=state.now(),
             actor=actor,
-            tenant=tenant,
-            tool=tool,
-            tool_version=tool_version,
-            call_id=call_id,
-            context_id=context_id,
-            run_id=run_id,
+            tenant=subject.tenant,
+            tool=subject.tool_id,
+            tool_version=subject.tool_version,
+            call_id=subject.call_id,
+            context_id=subject.context_id,
+            run_id=subject.run_id,
             outcome=outcome,
-            fingerprint=fingerprint or None,
+            fingerprint=subject.fingerprint or None,
             mode=state.settings.mode.value,
             details=details,
         )

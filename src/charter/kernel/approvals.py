@@ -13,7 +13,7 @@ from charter.errors import (
     ResourceLimit,
     StoreConflict,
 )
-from charter.kernel.answers import Answers, audit_decision
+from charter.kernel.answers import Answers, Subject, audit_decision
 from charter.kernel.audit import AuditOutcome
 from charter.kernel.core import Attempt, KernelState, _parse_at
 from charter.kernel.envelope import CallStatus, Envelope, Metrics
@@ -164,18 +164,21 @@ class ApprovalGate:
     ) -> None:
         """The audit sinks' record of a ``pending_approval`` answer (``new``: it requested
         the approval; else the call is still waiting for one requested before)."""
-        contract = at.bound()
+        contract, ctx = at.bound(), at.ctx
+        subject = Subject(
+            run_id=ctx.run_id,
+            context_id=ctx.context_id,
+            call_id=at.call_id,
+            tool_id=contract.id,
+            tenant=ctx.tenant,
+            tool_version=contract.version,
+            fingerprint=at.fingerprint,
+        )
         await audit_decision(
             self.state,
             AuditOutcome.PENDING_APPROVAL,
+            subject,
             actor=at.principal.name,
-            tenant=at.ctx.tenant,
-            run_id=at.ctx.run_id,
-            context_id=at.ctx.context_id,
-            call_id=at.call_id,
-            tool=contract.id,
-            tool_version=contract.version,
-            fingerprint=at.fingerprint,
             details={"approval_id": approval_id, "expires_at": expires_at, "requested": new},
         )
 
@@ -375,14 +378,8 @@ class ApprovalGate:
         await audit_decision(
             self.state,
             AuditOutcome.APPROVED if approve else AuditOutcome.APPROVAL_REJECTED,
+            approval,
             actor=actor,
-            tenant=approval.tenant,
-            run_id=run_id,
-            context_id=approval.context_id,
-            call_id=approval.call_id,
-            tool=approval.tool_id,
-            tool_version=approval.tool_version,
-            fingerprint=approval.fingerprint,
             details={
                 "approval_id": approval_id,
                 "requested_by": approval.requested_by,

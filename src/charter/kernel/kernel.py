@@ -58,7 +58,7 @@ from charter.kernel.contexts import (
     estimate_tokens,
     schema_digest,
 )
-from charter.kernel.core import Arrival, KernelState, _parse_at
+from charter.kernel.core import _RUN_ENDED, Arrival, KernelState, _parse_at
 from charter.kernel.dispatch import Dispatcher
 from charter.kernel.endcall import closed_context, interrupted
 from charter.kernel.endings import RunEndings
@@ -402,7 +402,7 @@ class Kernel:
                 NewEvent(type="run_status_changed", payload={"status": "running"}),
             ]
         else:
-            await self._check_run_tenant(run_id, principal)
+            await self._check_run_tenant(run_id, principal, open_only=True)
         context = ResolvedContext(
             context_id=state.new_id("ctx"),
             run_id=run_id,
@@ -477,11 +477,15 @@ class Kernel:
             return False
         return all(principal.has(p) for p in contract.permissions)
 
-    async def _check_run_tenant(self, run_id: str, principal: Principal) -> None:
-        """Another tenant's run, or a run that names no tenant, answers like a missing one."""
+    async def _check_run_tenant(
+        self, run_id: str, principal: Principal, *, open_only: bool = False
+    ) -> None:
+        """Another tenant's run (or none) answers as missing; ``open_only``: ended → RUN_ENDED."""
         run = await self.state.store.read_view(RunRow, run_id)
         if run is None or run.tenant != principal.tenant:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND")
+        if open_only and run.status in _RUN_ENDED:
+            raise PermissionDenied("the run has ended; nothing more runs in it", reason="RUN_ENDED")
 
     # -----------------------------------------------------------------------------------
     # the call path

@@ -110,14 +110,8 @@ class Operators:
         await audit_decision(
             self.state,
             AuditOutcome.RESOLVED,
+            row,
             actor=operator.name,
-            tenant=ctx.tenant,
-            run_id=ctx.run_id,
-            context_id=context_id,
-            call_id=call_id,
-            tool=row.tool_id,
-            tool_version=row.tool_version,
-            fingerprint=row.fingerprint,
             details={"outcome": outcome, "note": self.state.redactor.redact_text(reason)},
         )
         return updated
