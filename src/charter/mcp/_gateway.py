@@ -179,7 +179,10 @@ class Gateway:
                 bad = InvalidInput(f"_meta {TASK_META} must be a string", reason="TASK_ID_INVALID")
                 return failure_result(bad, name=name)
             task_id = named
-        key = self._take_key(name, args)
+        try:
+            key = self._take_key(name, args)
+        except InvalidInput as exc:
+            return failure_result(exc, name=name)
         try:
             ctx = await self.context(principal, session)
         except Failure as exc:  # e.g. a required tool is no longer ready: TOOL_NOT_READY
@@ -240,10 +243,26 @@ class Gateway:
         if contract is not None and IDEMPOTENCY_KEY in contract.args_schema.get("properties", {}):
             return None
         value = args.pop(IDEMPOTENCY_KEY)
-        return str(value) if value is not None else None
+        if value is not None and not isinstance(value, str):
+            # a number or an object would become some other call's id: refused, not coerced
+            raise InvalidInput(
+                f"the argument {IDEMPOTENCY_KEY} must be a string (the call's id), "
+                f"not {_json_type(value)}",
+                reason="IDEMPOTENCY_KEY_INVALID",
+                details={"field": IDEMPOTENCY_KEY},
+            )
+        return value
 
     def _by_name(self, name: str) -> ToolContract | None:
         for tool in self.runtime.build.tools.values():
             if tool.contract.name == name:
                 return tool.contract
         return None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an array" if isinstance(value, list) else "an object"
