@@ -188,3 +188,39 @@ def test_ctrl_c_during_a_call_exits_130_and_the_outcome_is_recorded(
     assert "tool_call_recorded  call_id=w1" in events, events
     verified = charter("runs", "verify", run_id, cwd=demo)
     assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+SECRET = "sk-live-NEVER-ECHO-0451"
+SECRET_PLACES = [
+    ("api_key: {file: .charter/secrets/app.key}", f"api_key: {SECRET}"),
+    ("{file: .charter/secrets/ledger.key}", f'"{SECRET}"'),
+    ("{file: .charter/secrets/ledger.key}", f"{{file: .charter/secrets/ledger.key, x: {SECRET}}}"),
+    ("{file: .charter/secrets/ledger.key}", f"{{value: {SECRET}}}"),
+    ("mode: enforce", f"mode: {SECRET}"),
+    ("environment: local", f"environment: {{token: {SECRET}}}"),
+    ("kind: operator", f"kind: {SECRET}"),
+    ("tenant: globex", f"tenant: [{SECRET}]"),
+    ("lifetime_s: 300", f"lifetime_s: {SECRET}"),
+    ("notes.add: {executor: python}", f"notes.add: {{executor: {SECRET}}}"),
+    ("approvals:\n", f"approvals:\n  token: {SECRET}\n"),
+    ("{file: .charter/secrets/ledger.key}", '{file: "\\0secret"}'),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), SECRET_PLACES)
+def test_a_secret_in_an_unexpected_place_of_the_deployment_is_never_echoed(
+    demo: Path, old: str, new: str
+) -> None:
+    deploy = demo / "charter.deploy.yaml"
+    text = deploy.read_text()
+    assert old in text
+    deploy.write_text(text.replace(old, new, 1))
+    for extra in (["--json"], []):
+        done = charter("call", "notes.search", "--call-id", "c1", "--profile", "reader",
+                       "--as", "app", *extra, cwd=demo)  # fmt: skip
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert SECRET not in done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+        assert "charter.deploy.yaml" in done.stdout + done.stderr
+        if extra:
+            assert json_error(done)["reason"] == "CONFIG_INVALID"
