@@ -224,3 +224,22 @@ def test_a_secret_in_an_unexpected_place_of_the_deployment_is_never_echoed(
         assert "charter.deploy.yaml" in done.stdout + done.stderr
         if extra:
             assert json_error(done)["reason"] == "CONFIG_INVALID"
+
+
+def test_input_that_looks_like_markup_is_printed_as_it_is(demo: Path, tmp_path: Path) -> None:
+    profile = charter("call", "notes.search", "--call-id", "c1", "--profile", "[/]", "--as",
+                      "app", cwd=demo)  # fmt: skip
+    assert profile.returncode == 1, profile.stderr
+    assert "Traceback" not in profile.stderr
+    assert "unknown profile '[/]'" in profile.stderr
+    run = charter("runs", "show", "[/x]", cwd=demo)
+    assert run.returncode == 1
+    assert "no run [/x]" in run.stderr
+    bad_id = charter("call", "notes.search", "--call-id", "c[/]", "--profile", "reader", "--as",
+                     "app", cwd=demo)  # fmt: skip
+    assert bad_id.returncode == 5, bad_id.stdout + bad_id.stderr
+    assert "call c[/]" in bad_id.stdout
+    assert "call_id must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}" in bad_id.stdout
+    made = charter("init", "odd[/]name", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "Next: cd 'odd[/]name' && charter build" in made.stdout

@@ -7,6 +7,7 @@ import sys
 from typing import NoReturn
 
 import typer
+from rich.markup import escape
 from typer import rich_utils
 
 from charter import telemetry
@@ -39,7 +40,7 @@ def _report(message: str, *, code: str, reason: str, status: int, as_json: bool)
         )
     else:
         err_console.print(
-            f"[bold red]error:[/] {message}", markup=True, soft_wrap=True, highlight=False
+            f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True, highlight=False
         )
     sys.stdout.flush()
     raise SystemExit(status)

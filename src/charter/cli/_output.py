@@ -11,6 +11,8 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.errors import MarkupError
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
@@ -58,7 +60,10 @@ def show_envelope(title: str, env: Envelope) -> None:
 
 def _plain(cell: Any) -> str:
     if isinstance(cell, str):
-        text = Text.from_markup(cell).plain
+        try:
+            text = Text.from_markup(cell).plain
+        except MarkupError:  # a value that only looks like markup
+            text = cell
     else:
         text = str(getattr(cell, "plain", cell))
     return " ".join(text.split("\n"))
@@ -115,7 +120,8 @@ def fail(
             }
         )
     else:
-        err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+        # the message may quote input ("unknown profile '[/]'"): never read as markup
+        err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -169,7 +175,9 @@ def reported_errors(as_json: bool = False) -> Iterator[None]:
                 }
             )
         else:
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+            err_console.print(
+                f"[bold red]error:[/] {escape(str(exc))}", markup=True, soft_wrap=True
+            )
         raise typer.Exit(1) from None
     except Failure as exc:
         fail(str(exc), as_json=as_json, code_name=exc.code.value, reason=exc.reason)
