@@ -135,16 +135,7 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
     (call(11, [1, 2]), 11, -32602, "PARAMS_INVALID", "/params/arguments"),
     (call(12, SECRET), 12, -32602, "PARAMS_INVALID", "/params/arguments"),
     (call(13, {}, name=123), 13, -32602, "PARAMS_INVALID", "/params/name"),
-    (
-        ('{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"notes_search",'
-         f'"arguments":{{"query":"a","query":"{SECRET}"}}}}}}').encode(),
-        14, -32602, "ARGS_DUPLICATE_KEY", "/params/arguments",
-    ),
-    (
-        b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"notes_search",'
-        b'"arguments":{"query":"\\ud800"}}}',
-        15, -32602, "ARGS_LONE_SURROGATE", "/params/arguments/query",
-    ),
+    # a duplicate key outside the arguments: the message itself is ambiguous
     (b'{"jsonrpc":"2.0","id":16,"id":17,"method":"tools/list"}', 17, -32600,
      "ARGS_DUPLICATE_KEY", ""),
     ({"jsonrpc": "1.0", "id": 18, "method": "tools/list"}, 18, -32600, "MESSAGE_INVALID", None),
@@ -170,6 +161,53 @@ def test_every_garbage_line_gets_a_json_rpc_error_and_the_server_goes_on(wire: W
     assert code == 0, err
     assert "Traceback" not in err
     assert SECRET not in err
+
+
+KERNEL_REFUSES: list[tuple[bytes, str]] = [
+    # arguments only the kernel's strict parser may judge: refused by it, and recorded
+    (
+        ('{"jsonrpc":"2.0","id":14,"method":"tools/call","params":{"name":"notes_search",'
+         f'"arguments":{{"query":"a","query":"{SECRET}","idempotency_key":"dup-1"}}}}}}').encode(),
+        "ARGS_DUPLICATE_KEY",
+    ),
+    (
+        b'{"jsonrpc":"2.0","id":15,"method":"tools/call","params":{"name":"notes_search",'
+        b'"arguments":{"query":"\\ud800","idempotency_key":"sur-1"}}}',
+        "ARGS_LONE_SURROGATE",
+    ),
+]  # fmt: skip
+
+
+def check_kernel_refusal(answer: dict[str, Any], reason: str) -> None:
+    result = answer["result"]
+    assert result["isError"] is True, answer
+    assert result["_meta"]["charter/status"] == "rejected", answer
+    assert result["structuredContent"]["error"]["reason"] == reason, answer
+    assert SECRET not in json.dumps(answer)
+
+
+def recorded_refusals(demo: Path) -> dict[str, str]:
+    """call id -> the reason the ledger recorded for it, over every run of the project."""
+    found: dict[str, str] = {}
+    for run in json.loads(charter("runs", "ls", "--json", cwd=demo).stdout):
+        events = charter("runs", "events", run["run_id"], "--json", cwd=demo).stdout
+        for line in events.splitlines():
+            event = json.loads(line)
+            if event["type"] == "tool_call_recorded":
+                found[event["payload"]["call_id"]] = event["payload"].get("reason") or ""
+    return found
+
+
+def test_arguments_with_a_repeated_key_or_a_lone_surrogate_are_refused_by_the_kernel(
+    wire: Wire, demo: Path
+) -> None:
+    for line, reason in KERNEL_REFUSES:
+        wire.send(line)
+        check_kernel_refusal(wire.receive(), reason)
+    assert wire.close()[0] == 0
+    recorded = recorded_refusals(demo)
+    assert recorded.get("dup-1") == "ARGS_DUPLICATE_KEY", recorded
+    assert recorded.get("sur-1") == "ARGS_LONE_SURROGATE", recorded
 
 
 def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(wire: Wire) -> None:
@@ -246,6 +284,10 @@ def test_http_answers_the_same_garbage_without_echoing_it(demo: Path) -> None:
                 if pointer is not None:
                     assert message["error"]["data"]["pointer"] == pointer
                 assert SECRET not in answer.text
+            for line, reason in KERNEL_REFUSES:
+                answer = http.post(url, content=line, headers=headers)
+                assert answer.status_code == 200, answer.text
+                check_kernel_refusal(answer.json(), reason)
             good = http.post(url, json=call(1, {"query": ""}), headers=headers)
             assert good.json()["result"]["isError"] is False, good.text
     finally:

@@ -170,7 +170,12 @@ class Gateway:
         arguments: Mapping[str, Any] | None,
         request_id: str | int | None,
         meta: Mapping[str, Any] | None = None,
+        *,
+        raw: str | None = None,
     ) -> types.CallToolResult:
+        """Call ``name`` through the kernel. ``raw``: the arguments as the client wrote them,
+        when the transport found a repeated key or a lone surrogate in them — the kernel
+        refuses them and records it (``arguments`` then holds at most the idempotency key)."""
         args = dict(arguments or {})
         task_id = self.task_id
         named = (meta or {}).get(TASK_META)
@@ -201,8 +206,9 @@ class Gateway:
             session.key_contexts[key] = context_id
             if len(session.key_contexts) > _KEYS_KEPT:  # the store remembers the rest
                 del session.key_contexts[next(iter(session.key_contexts))]
+        given: str | dict[str, Any] = raw if raw is not None else args
         env = await self.runtime.call(
-            context_id, name, call_id, args, as_=principal, task_id=task_id
+            context_id, name, call_id, given, as_=principal, task_id=task_id
         )
         renew = key is None and self.run_id is None  # a bound run is never swapped
         if renew and env.error is not None and env.error.get("reason") in _RENEW:
@@ -214,7 +220,7 @@ class Gateway:
             except Failure as exc:
                 return failure_result(exc, name=name)
             if ctx.run_id != env.run_id:
-                env = await self.runtime.call(ctx.context_id, name, call_id, args, as_=principal)
+                env = await self.runtime.call(ctx.context_id, name, call_id, given, as_=principal)
         return envelope_result(env, name=name, call_id=call_id, keyed=key is not None)
 
     async def _keyed_context(self, principal: Principal, key: str, current: str) -> str:

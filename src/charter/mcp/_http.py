@@ -28,11 +28,12 @@ from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
 from charter.mcp._server import build_server
-from charter.mcp._wire import MAX_MESSAGE_BYTES, Refusal, check_line
+from charter.mcp._wire import MAX_MESSAGE_BYTES, Checked, Refusal, check_line
 from charter.runtime import Runtime
 
 Authenticate = Callable[[str], Principal | None]
 SCOPE_KEY = "charter.principal"
+RAW_KEY = "charter.raw_arguments"  # a tools/call's arguments as written (charter.mcp._wire)
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: list[Any]) -> None:
@@ -69,7 +70,7 @@ class McpEndpoint:
         self.gateway = Gateway(runtime, profile)
         self.authenticate = authenticate
         self._sessions: dict[str, McpSession] = {}
-        self.server = build_server(self.gateway, self._identify)
+        self.server = build_server(self.gateway, self._identify, _raw_arguments)
         self.manager = StreamableHTTPSessionManager(
             app=self.server, stateless=True, json_response=True
         )
@@ -107,15 +108,24 @@ class McpEndpoint:
             return
         scope = {**scope, SCOPE_KEY: principal}
         if scope.get("method") == "POST":
-            body, refusal = await _checked_body(receive)
-            if refusal is not None:
-                await _refuse(send, refusal)
+            body, checked = await _checked_body(receive)
+            if checked.refusal is not None:
+                await _refuse(send, checked.refusal)
                 return
+            if checked.raw_arguments is not None and checked.text is not None:
+                scope[RAW_KEY] = checked.raw_arguments
+                body = checked.text.encode()
             receive = _replay(body, receive)
         await self.manager.handle_request(scope, receive, send)
 
 
-async def _checked_body(receive: Receive) -> tuple[bytes, Refusal | None]:
+def _raw_arguments(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    scope = getattr(ctx.request, "scope", None)
+    raw = scope.get(RAW_KEY) if isinstance(scope, dict) else None
+    return raw if isinstance(raw, str) else None
+
+
+async def _checked_body(receive: Receive) -> tuple[bytes, Checked]:
     """The request's body, and the JSON-RPC error it earns (the same checks as the stdio
     wire's: charter.mcp._wire), read up to :data:`MAX_MESSAGE_BYTES`."""
     chunks: list[bytes] = []
@@ -128,13 +138,13 @@ async def _checked_body(receive: Receive) -> tuple[bytes, Refusal | None]:
         size += len(chunk)
         if size > MAX_MESSAGE_BYTES:
             why = f"Parse error: the message is longer than {MAX_MESSAGE_BYTES} bytes"
-            return b"", (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_TOO_LARGE"})
+            refusal = (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_TOO_LARGE"})
+            return b"", Checked(None, refusal)
         chunks.append(chunk)
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
-    _, refusal = check_line(body)
-    return body, refusal
+    return body, check_line(body)
 
 
 def _replay(body: bytes, after: Receive) -> Receive:

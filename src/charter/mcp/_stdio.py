@@ -46,9 +46,9 @@ async def serve_stdio(
     async def identify(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, McpSession]:
         return who, session
 
-    server = build_server(gateway, identify)
     with _claimed_stdin() as wire:
         guard = WireGuard(wire)
+        server = build_server(gateway, identify, lambda ctx: guard.raw_arguments(ctx.request_id))
         # stdout is claimed by the SDK (fd 1 points at stderr while serving); stdin is read
         # through the guard, which answers the lines the SDK would drop (charter.mcp._wire).
         async with stdio_server(stdin=guard) as (read, write):  # type: ignore[arg-type]

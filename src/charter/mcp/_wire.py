@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from typing import Any, BinaryIO
 
 import anyio
@@ -34,9 +35,11 @@ _DISCARD_CHUNK = 1 << 16
 
 
 class _Pairs(dict[str, Any]):
-    """A JSON object that repeated ``repeated`` (the last value is kept, and refused)."""
+    """A JSON object that repeated ``repeated`` (the last value is kept, and refused); its
+    members as written are in ``pairs``."""
 
     repeated: str | None = None
+    pairs: list[tuple[str, Any]]
 
 
 def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
@@ -50,7 +53,22 @@ def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
         return out
     marked = _Pairs(out)
     marked.repeated = repeated
+    marked.pairs = pairs
     return marked
+
+
+def _as_written(value: Any) -> str:
+    """``value`` as JSON text with every member as written: repeated keys and lone surrogates
+    (escaped) included, for the kernel's strict parser to find and refuse."""
+    if isinstance(value, _Pairs):
+        members = value.pairs
+    elif isinstance(value, dict):
+        members = list(value.items())
+    elif isinstance(value, list):
+        return "[" + ",".join(_as_written(v) for v in value) + "]"
+    else:
+        return json.dumps(value)
+    return "{" + ",".join(f"{json.dumps(k)}:{_as_written(v)}" for k, v in members) + "}"
 
 
 def _pointer(path: list[str]) -> str:
@@ -95,6 +113,18 @@ Refusal = tuple[str | int | None, int, str, dict[str, Any]]
 """(request id, JSON-RPC error code, message, data)."""
 
 
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What became of one message: the text to give the SDK (None: nothing), the refusal to
+    answer instead, and for a ``tools/call`` whose arguments the kernel must refuse itself
+    (a repeated key, a lone surrogate) those arguments as written, under the request's id."""
+
+    text: str | None
+    refusal: Refusal | None = None
+    request_id: str | int | None = None
+    raw_arguments: str | None = None
+
+
 def _request_id(message: dict[str, Any]) -> str | int | None:
     ident = message.get("id")
     if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
@@ -117,53 +147,79 @@ def _tool_call_problem(message: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
-def check_line(raw: bytes) -> tuple[str | None, Refusal | None]:
-    """One line from the client: (the text to pass on, or None) and the refusal, if any."""
+def check_line(raw: bytes) -> Checked:
+    """One line (or HTTP body) from the client, checked."""
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         why = f"Parse error: the message is not valid UTF-8 (byte {exc.start})"
-        return None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_UTF8"})
+        return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_UTF8"}))
     if not text.strip():
-        return None, None
+        return Checked(None)
     try:
         message = json.loads(text, object_pairs_hook=_pairs)
     except json.JSONDecodeError as exc:
         why = f"Parse error: {exc.msg} (line {exc.lineno}, column {exc.colno})"
-        return None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"})
+        return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
         kind = "nested too deeply" if isinstance(exc, RecursionError) else "a number is too long"
         why = f"Parse error: the message is {kind}"
-        return None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"})
+        return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     if not isinstance(message, dict):
         kind = "batches (JSON arrays) are not supported" if isinstance(message, list) else ""
         why = f"Invalid Request: a message must be a JSON object{'; ' + kind if kind else ''}"
-        return None, (None, types.INVALID_REQUEST, why, {"reason": "MESSAGE_NOT_OBJECT"})
+        return Checked(None, (None, types.INVALID_REQUEST, why, {"reason": "MESSAGE_NOT_OBJECT"}))
     ident = _request_id(message)
     problem = _find_problem(message, [])
+    if problem is not None and ident is not None and problem[2][:2] == ["params", "arguments"]:
+        handed = _for_the_kernel(message, ident)
+        if handed is not None:
+            return handed
     if problem is not None:
         reason, what, where = problem
         data = {"reason": reason, "pointer": _pointer(where)}
         code = types.INVALID_PARAMS if where[:1] == ["params"] else types.INVALID_REQUEST
         label = "Invalid params" if code == types.INVALID_PARAMS else "Invalid Request"
-        return None, (ident, code, f"{label}: {what}", data)
+        return Checked(None, (ident, code, f"{label}: {what}", data))
     bad_call = _tool_call_problem(message)
     if bad_call is not None:
         field, why = bad_call
         data = {"reason": "PARAMS_INVALID", "pointer": "/" + field.replace(".", "/")}
-        return None, (ident, types.INVALID_PARAMS, f"Invalid params: {why}", data)
+        return Checked(None, (ident, types.INVALID_PARAMS, f"Invalid params: {why}", data))
     try:
         types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError as exc:
         fields = sorted({".".join(str(p) for p in e["loc"]) for e in _errors(exc)})[:5]
         why = "Invalid Request: not a JSON-RPC 2.0 message (jsonrpc, id, method or params)"
-        return None, (
-            ident,
-            types.INVALID_REQUEST,
-            why,
-            {"reason": "MESSAGE_INVALID", "fields": fields},
+        return Checked(
+            None,
+            (ident, types.INVALID_REQUEST, why, {"reason": "MESSAGE_INVALID", "fields": fields}),
         )
-    return text, None
+    return Checked(text)
+
+
+def _for_the_kernel(message: dict[str, Any], ident: str | int) -> Checked | None:
+    """A ``tools/call`` whose only problem is in its arguments: the SDK gets the call with
+    just its ``idempotency_key`` (if a string), and the kernel the arguments as written — it
+    refuses them (``ARGS_DUPLICATE_KEY``, ``ARGS_LONE_SURROGATE``) and records the refusal,
+    as for the same arguments over HTTP or the CLI."""
+    params = message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
+        return None
+    arguments = params.get("arguments")
+    if not isinstance(arguments, dict) or not isinstance(params.get("name"), str):
+        return None
+    key = arguments.get("idempotency_key")
+    kept = {"idempotency_key": key} if isinstance(key, str) and not _has_surrogate(key) else {}
+    clean = {**message, "params": {**params, "arguments": kept}}
+    if _find_problem(clean, []) is not None:  # another problem elsewhere: refused whole
+        return None
+    text = json.dumps(clean)
+    try:
+        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValueError:
+        return None
+    return Checked(text, request_id=ident, raw_arguments=_as_written(arguments))
 
 
 def _errors(exc: ValueError) -> list[dict[str, Any]]:
@@ -183,6 +239,11 @@ class WireGuard:
         self._limit = limit
         self._write: Any = None
         self._attached = anyio.Event()
+        self._raw: dict[str | int, str] = {}
+
+    def raw_arguments(self, request_id: str | int | None) -> str | None:
+        """The arguments as written of a ``tools/call`` the kernel must refuse (taken once)."""
+        return self._raw.pop(request_id, None) if request_id is not None else None
 
     def attach(self, write: Any) -> None:
         self._write = write
@@ -215,8 +276,10 @@ class WireGuard:
             if len(raw) > self._limit and not raw.endswith(b"\n"):
                 await self._overlong()
                 continue
-            text, refusal = check_line(raw)
-            if refusal is not None:
-                await self._refuse(refusal)
-            elif text is not None:
-                yield text
+            checked = check_line(raw)
+            if checked.refusal is not None:
+                await self._refuse(checked.refusal)
+            elif checked.text is not None:
+                if checked.raw_arguments is not None and checked.request_id is not None:
+                    self._raw[checked.request_id] = checked.raw_arguments
+                yield checked.text
