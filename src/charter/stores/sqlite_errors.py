@@ -6,7 +6,6 @@ import sqlite3
 
 from charter.errors import StoreConflict, StoreError
 
-
 _OPEN_REASONS = {26: "STORE_NOT_A_DATABASE", 14: "STORE_CANNOT_OPEN", 8: "STORE_READ_ONLY"}
 """SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_READONLY: what opening a database file can meet."""
 
