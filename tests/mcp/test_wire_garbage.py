@@ -65,6 +65,7 @@ class Wire:
             env=_env(),
         )
         self.buffer = b""
+        self.late: list[dict[str, Any]] = []
 
     def send(self, line: bytes | dict[str, Any]) -> None:
         raw = json.dumps(line).encode() if isinstance(line, dict) else line
@@ -97,7 +98,9 @@ class Wire:
         assert self.proc.stdout is not None
         assert self.proc.stderr is not None
         rest = self.buffer + self.proc.stdout.read()
-        assert rest.strip() == b"", rest  # nothing after the last answer
+        for line in rest.splitlines():  # what came after the last answer is JSON-RPC too
+            self.late.append(json.loads(line))
+            assert self.late[-1].get("jsonrpc") == "2.0", rest
         err = self.proc.stderr.read().decode()
         self.proc.stdout.close()
         self.proc.stderr.close()
@@ -300,3 +303,36 @@ def test_http_answers_the_same_garbage_without_echoing_it(demo: Path) -> None:
         proc.stderr.close()
     assert "Traceback" not in err
     assert SECRET not in err
+
+
+def test_a_client_that_disconnects_mid_call_leaves_the_call_recorded(tmp_path: Path) -> None:
+    from tests.cli.test_careless_client import with_slow_tool
+
+    made = charter("init", "demo", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    demo = tmp_path / "demo"
+    with_slow_tool(demo)
+    client = Wire(demo)
+    try:
+        client.send(INIT)
+        assert "result" in client.receive()
+        client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        client.send(call(1, {"seconds": 8, "idempotency_key": "slow-1"}, name="slow_wait"))
+        deadline = time.monotonic() + 60
+        while True:  # until the call is dispatching (its intent is in the ledger)
+            assert time.monotonic() < deadline, "the call never started"
+            time.sleep(0.3)
+            runs = json.loads(charter("runs", "ls", "--json", cwd=demo).stdout or "[]")
+            events = "".join(charter("runs", "events", r["run_id"], cwd=demo).stdout for r in runs)
+            if "stage=started call_id=slow-1" in events:
+                break
+        code, err = client.close()  # the client goes away in the middle of the call
+    finally:
+        if client.proc.poll() is None:
+            client.proc.kill()
+            client.proc.wait()
+    assert code == 0, err
+    assert "Traceback" not in err
+    assert [m.get("id") for m in client.late] in ([], [1])  # at most the call's own answer
+    recorded = recorded_refusals(demo)
+    assert recorded.get("slow-1") == "CALL_CANCELLED", recorded  # recorded, not dispatching
