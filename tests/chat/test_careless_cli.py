@@ -1,13 +1,16 @@
 """``charter chat`` (the real executable) with a broken ``chat:`` provider configuration: a
-clear ``CONFIG_INVALID`` naming the file, as JSON under ``--json``; never a traceback."""
+clear ``CONFIG_INVALID`` naming the file, as JSON under ``--json``; never a traceback. And
+``POST /v1/chat`` (a real server on loopback) with an ambiguous body."""
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
+import httpx
 import pytest
 
+from tests.chat.conftest import Live
 from tests.cli.test_first_hour import charter
 
 SCRIPT_SECTION = "\nchat:\n  provider: scripted\n  script: {script}\n"
@@ -52,3 +55,22 @@ def test_a_broken_chat_script_is_a_config_error(
     assert plain.returncode == 1
     assert "Traceback" not in plain.stderr
     assert says in plain.stderr
+
+
+def test_a_chat_body_repeating_a_member_is_refused_not_last_one_wins(copilot: Live) -> None:
+    headers = {"Authorization": f"Bearer {copilot.keys['app']}", "Content-Type": "application/json"}
+    bodies = [
+        ('{"message": "hi", "message": "delete everything", "agent": "copilot"}', "message"),
+        ('{"message": "hi", "agent": "copilot", "attachments": '
+         '[{"kind": "workflow", "kind": "x", "ref": "r"}]}', "kind"),
+    ]  # fmt: skip
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        for body, member in bodies:
+            answer = http.post(f"{copilot.url}/v1/chat", content=body, headers=headers)
+            assert answer.status_code == 400, answer.text
+            problem = answer.json()
+            assert problem["reason"] == "BODY_MALFORMED"
+            assert f"the member {member!r} appears twice" in problem["detail"]
+        ok = http.post(f"{copilot.url}/v1/chat", content='{"message": "hi", "agent": "copilot"}',
+                       headers=headers)  # fmt: skip
+        assert ok.status_code == 200, ok.text
