@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,12 +11,24 @@ from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
+from rich.errors import MarkupError
+from rich.markup import escape
 from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from charter.errors import BuildError, CharterError, Failure, UserError
+from charter.errors import (
+    BuildError,
+    CharterError,
+    ConfigError,
+    ContractError,
+    ErrorCode,
+    Failure,
+    ProjectError,
+    UnsupportedRuntimeError,
+    UserError,
+)
 from charter.kernel.envelope import Envelope
 
 # soft_wrap: a long line is never broken with an inserted newline (a terminal wraps it for the
@@ -47,7 +60,10 @@ def show_envelope(title: str, env: Envelope) -> None:
 
 def _plain(cell: Any) -> str:
     if isinstance(cell, str):
-        text = Text.from_markup(cell).plain
+        try:
+            text = Text.from_markup(cell).plain
+        except MarkupError:  # a value that only looks like markup
+            text = cell
     else:
         text = str(getattr(cell, "plain", cell))
     return " ".join(text.split("\n"))
@@ -80,12 +96,56 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
-def fail(message: str, *, code: int = 1, as_json: bool = False, **extra: Any) -> NoReturn:
+def fail(
+    message: str,
+    *,
+    code: int = 1,
+    as_json: bool = False,
+    code_name: str = ErrorCode.INVALID_INPUT.value,
+    reason: str = "INVALID_USAGE",
+    **extra: Any,
+) -> NoReturn:
+    """Report one error and exit ``code``. With ``--json`` it is one JSON object on stdout with
+    ``ok: false``, the message (``error``), one of the seven error ``code`` values and the
+    upper-case ``reason`` (``code_name`` repeats ``code`` for older scripts)."""
     if as_json:
-        print_json({"ok": False, "error": message, **extra})
+        print_json(
+            {
+                "ok": False,
+                "error": message,
+                "code": code_name,
+                "code_name": code_name,
+                "reason": reason,
+                **extra,
+            }
+        )
     else:
-        err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+        # the message may quote input ("unknown profile '[/]'"): never read as markup
+        err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
     raise typer.Exit(code)
+
+
+def user_error_reason(exc: UserError) -> str:
+    """The upper-case reason a developer mistake is reported with."""
+    if isinstance(exc, BuildError):
+        return "BUILD_FAILED"
+    if isinstance(exc, ContractError):
+        return "CONTRACT_INVALID"
+    if isinstance(exc, ProjectError):
+        return "PROJECT_INVALID"
+    if isinstance(exc, UnsupportedRuntimeError):
+        return "RUNTIME_UNSUPPORTED"
+    if isinstance(exc, ConfigError):
+        return "CONFIG_INVALID"
+    return "INVALID_USAGE"
+
+
+def os_error_message(exc: OSError) -> str:
+    """An operating-system error as one line naming the path (never a traceback)."""
+    what = exc.strerror or type(exc).__name__
+    paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    where = " -> ".join(os.fsdecode(p) for p in paths)
+    return f"{where}: {what}" if where else what
 
 
 @contextmanager
@@ -99,6 +159,9 @@ def reported_errors(as_json: bool = False) -> Iterator[None]:
                 {
                     "ok": False,
                     "error": "build failed",
+                    "code": ErrorCode.INVALID_INPUT.value,
+                    "code_name": ErrorCode.INVALID_INPUT.value,
+                    "reason": "BUILD_FAILED",
                     "problems": [
                         {
                             "message": p.message,
@@ -112,9 +175,23 @@ def reported_errors(as_json: bool = False) -> Iterator[None]:
                 }
             )
         else:
-            err_console.print(f"[bold red]error:[/] {exc}", markup=True, soft_wrap=True)
+            err_console.print(
+                f"[bold red]error:[/] {escape(str(exc))}", markup=True, soft_wrap=True
+            )
         raise typer.Exit(1) from None
     except Failure as exc:
         fail(str(exc), as_json=as_json, code_name=exc.code.value, reason=exc.reason)
-    except (UserError, CharterError) as exc:
-        fail(str(exc), as_json=as_json)
+    except UserError as exc:
+        fail(str(exc), as_json=as_json, reason=user_error_reason(exc))
+    except CharterError as exc:
+        fail(str(exc), as_json=as_json, code_name=ErrorCode.INTERNAL.value, reason="INTERNAL")
+    except OSError as exc:
+        # A read-only or full disk, a missing directory, a file that vanished: the path and
+        # the system's reason, no traceback.
+        fail(
+            os_error_message(exc),
+            as_json=as_json,
+            code_name=ErrorCode.INTERNAL.value,
+            reason="OS_ERROR",
+            errno=exc.errno,
+        )

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
@@ -193,7 +194,7 @@ def _print_envelope(env: Envelope, *, where: list[str], retry: list[str]) -> Non
     both next steps whole, ids included, so they can be pasted as they are."""
     colour = {"succeeded": "green", "pending_approval": "yellow"}.get(env.status.value, "red")
     console.print(
-        f"[{colour}]{env.status.value}[/]  call {env.call_id}  "
+        f"[{colour}]{env.status.value}[/]  call {escape(env.call_id)}  "
         f"({env.metrics.duration_ms:.1f} ms{', cached' if env.metrics.cached else ''})"
     )
     if env.approval:
@@ -210,9 +211,11 @@ def _print_envelope(env: Envelope, *, where: list[str], retry: list[str]) -> Non
                 f"then complete the call with: {shlex.join(retry)}", soft_wrap=True, markup=False
             )
     if env.error:
-        console.print(f"{env.error['code']} ({env.error['reason']}): {env.error['message']}")
+        error = env.error  # the message may quote a key or a name the caller sent: no markup
+        text = f"{error['code']} ({error['reason']}): {error['message']}"
+        console.print(text, markup=False, highlight=False)
     for warning in env.warnings:
-        console.print(f"warning: {warning}")
+        console.print(f"warning: {warning}", markup=False, highlight=False)
     if env.data is not None:
         sys.stdout.write(json.dumps(env.data, indent=2, ensure_ascii=False) + "\n")
 

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import shlex
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
@@ -44,10 +46,11 @@ def init(
     if as_json:
         print_json({"ok": True, "directory": str(directory), "files": written})
         return
-    console.print(f"Created a Charter project in [bold]{directory}[/]:")
+    where = escape(str(directory))
+    console.print(f"Created a Charter project in [bold]{where}[/]:")
     for rel in written:
-        console.print(f"  {rel}")
-    console.print(f"\nNext: [bold]cd {directory} && charter build[/]")
+        console.print(f"  {escape(rel)}")
+    console.print(f"\nNext: [bold]cd {escape(shlex.quote(str(directory)))} && charter build[/]")
 
 
 def build(

@@ -72,6 +72,8 @@ class SecretRef:
                 raise ConfigError(
                     f"{what}: cannot read secret file {self._file}: {exc.strerror}"
                 ) from None
+            except ValueError:  # a NUL byte in the path: no file can be named so
+                raise ConfigError(f"{what}: the secret file path contains a NUL byte") from None
             value = value.rstrip(b"\r\n")
         if len(value) < MIN_SECRET_BYTES:
             raise ConfigError(

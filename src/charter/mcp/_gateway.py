@@ -170,7 +170,12 @@ class Gateway:
         arguments: Mapping[str, Any] | None,
         request_id: str | int | None,
         meta: Mapping[str, Any] | None = None,
+        *,
+        raw: str | None = None,
     ) -> types.CallToolResult:
+        """Call ``name`` through the kernel. ``raw``: the arguments as the client wrote them,
+        when the transport found a repeated key or a lone surrogate in them — the kernel
+        refuses them and records it (``arguments`` then holds at most the idempotency key)."""
         args = dict(arguments or {})
         task_id = self.task_id
         named = (meta or {}).get(TASK_META)
@@ -179,7 +184,10 @@ class Gateway:
                 bad = InvalidInput(f"_meta {TASK_META} must be a string", reason="TASK_ID_INVALID")
                 return failure_result(bad, name=name)
             task_id = named
-        key = self._take_key(name, args)
+        try:
+            key = self._take_key(name, args)
+        except InvalidInput as exc:
+            return failure_result(exc, name=name)
         try:
             ctx = await self.context(principal, session)
         except Failure as exc:  # e.g. a required tool is no longer ready: TOOL_NOT_READY
@@ -198,8 +206,9 @@ class Gateway:
             session.key_contexts[key] = context_id
             if len(session.key_contexts) > _KEYS_KEPT:  # the store remembers the rest
                 del session.key_contexts[next(iter(session.key_contexts))]
+        given: str | dict[str, Any] = raw if raw is not None else args
         env = await self.runtime.call(
-            context_id, name, call_id, args, as_=principal, task_id=task_id
+            context_id, name, call_id, given, as_=principal, task_id=task_id
         )
         renew = key is None and self.run_id is None  # a bound run is never swapped
         if renew and env.error is not None and env.error.get("reason") in _RENEW:
@@ -211,7 +220,7 @@ class Gateway:
             except Failure as exc:
                 return failure_result(exc, name=name)
             if ctx.run_id != env.run_id:
-                env = await self.runtime.call(ctx.context_id, name, call_id, args, as_=principal)
+                env = await self.runtime.call(ctx.context_id, name, call_id, given, as_=principal)
         return envelope_result(env, name=name, call_id=call_id, keyed=key is not None)
 
     async def _keyed_context(self, principal: Principal, key: str, current: str) -> str:
@@ -240,10 +249,26 @@ class Gateway:
         if contract is not None and IDEMPOTENCY_KEY in contract.args_schema.get("properties", {}):
             return None
         value = args.pop(IDEMPOTENCY_KEY)
-        return str(value) if value is not None else None
+        if value is not None and not isinstance(value, str):
+            # a number or an object would become some other call's id: refused, not coerced
+            raise InvalidInput(
+                f"the argument {IDEMPOTENCY_KEY} must be a string (the call's id), "
+                f"not {_json_type(value)}",
+                reason="IDEMPOTENCY_KEY_INVALID",
+                details={"field": IDEMPOTENCY_KEY},
+            )
+        return value
 
     def _by_name(self, name: str) -> ToolContract | None:
         for tool in self.runtime.build.tools.values():
             if tool.contract.name == name:
                 return tool.contract
         return None
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    return "an array" if isinstance(value, list) else "an object"

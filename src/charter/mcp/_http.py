@@ -19,18 +19,21 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
 from charter.mcp._server import build_server
+from charter.mcp._wire import MAX_MESSAGE_BYTES, Checked, Refusal, check_line
 from charter.runtime import Runtime
 
 Authenticate = Callable[[str], Principal | None]
 SCOPE_KEY = "charter.principal"
+RAW_KEY = "charter.raw_arguments"  # a tools/call's arguments as written (charter.mcp._wire)
 
 
 async def _respond(send: Send, status: int, body: dict[str, Any], headers: list[Any]) -> None:
@@ -67,7 +70,7 @@ class McpEndpoint:
         self.gateway = Gateway(runtime, profile)
         self.authenticate = authenticate
         self._sessions: dict[str, McpSession] = {}
-        self.server = build_server(self.gateway, self._identify)
+        self.server = build_server(self.gateway, self._identify, _raw_arguments)
         self.manager = StreamableHTTPSessionManager(
             app=self.server, stateless=True, json_response=True
         )
@@ -104,7 +107,70 @@ class McpEndpoint:
             )
             return
         scope = {**scope, SCOPE_KEY: principal}
+        if scope.get("method") == "POST":
+            body, checked = await _checked_body(receive)
+            if checked.refusal is not None:
+                await _refuse(send, checked.refusal)
+                return
+            if checked.raw_arguments is not None and checked.text is not None:
+                scope[RAW_KEY] = checked.raw_arguments
+                body = checked.text.encode()
+            receive = _replay(body, receive)
         await self.manager.handle_request(scope, receive, send)
+
+
+def _raw_arguments(ctx: ServerRequestContext[Any, Any]) -> str | None:
+    scope = getattr(ctx.request, "scope", None)
+    raw = scope.get(RAW_KEY) if isinstance(scope, dict) else None
+    return raw if isinstance(raw, str) else None
+
+
+async def _checked_body(receive: Receive) -> tuple[bytes, Checked]:
+    """The request's body, and the JSON-RPC error it earns (the same checks as the stdio
+    wire's: charter.mcp._wire), read up to :data:`MAX_MESSAGE_BYTES`."""
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            break
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_MESSAGE_BYTES:
+            why = f"Parse error: the message is longer than {MAX_MESSAGE_BYTES} bytes"
+            refusal = (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_TOO_LARGE"})
+            return b"", Checked(None, refusal)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            break
+    body = b"".join(chunks)
+    return body, check_line(body)
+
+
+def _replay(body: bytes, after: Receive) -> Receive:
+    """A ``receive`` that gives the SDK the body already read, then the client's own messages
+    (its disconnect)."""
+    sent = False
+
+    async def receive() -> Message:
+        nonlocal sent
+        if not sent:
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+        return await after()
+
+    return receive
+
+
+async def _refuse(send: Send, refusal: Refusal) -> None:
+    ident, code, message, data = refusal
+    status = 200 if code == types.INVALID_PARAMS else 400  # as the SDK answers them
+    body = {
+        "jsonrpc": "2.0",
+        "id": ident,
+        "error": {"code": code, "message": message, "data": data},
+    }
+    await _respond(send, status, body, [])
 
 
 class McpApp:

@@ -24,6 +24,9 @@ from charter.mcp._resources import TEMPLATES, Resources
 
 Identify = Callable[[ServerRequestContext[Any, Any]], Awaitable[tuple[Principal, McpSession]]]
 """Finds who is calling, and in which session, for one request."""
+RawArguments = Callable[[ServerRequestContext[Any, Any]], str | None]
+"""The arguments as written of a ``tools/call`` the transport's guard kept for the kernel to
+refuse (a repeated key, a lone surrogate: charter.mcp._wire), else None."""
 
 INSTRUCTIONS = (
     "Tools governed by Charter. Every call is checked against its contract, authorized and "
@@ -32,7 +35,9 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(gateway: Gateway, identify: Identify) -> Server[Any]:
+def build_server(
+    gateway: Gateway, identify: Identify, raw_arguments: RawArguments | None = None
+) -> Server[Any]:
     """A low-level ``Server`` whose tools come from ``gateway`` for the caller ``identify``
     finds."""
 
@@ -47,8 +52,9 @@ def build_server(gateway: Gateway, identify: Identify) -> Server[Any]:
     ) -> types.CallToolResult:
         principal, session = await identify(ctx)
         meta = params.meta if isinstance(params.meta, dict) else None
+        raw = raw_arguments(ctx) if raw_arguments is not None else None
         return await gateway.call_tool(
-            principal, session, params.name, params.arguments, ctx.request_id, meta
+            principal, session, params.name, params.arguments, ctx.request_id, meta, raw=raw
         )
 
     resources = Resources(gateway.runtime, gateway.profile)

@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import os
+import sys
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 from mcp.server.context import ServerRequestContext
 from mcp.server.stdio import stdio_server
@@ -10,6 +14,7 @@ from mcp.server.stdio import stdio_server
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
 from charter.mcp._server import build_server
+from charter.mcp._wire import WireGuard
 from charter.runtime import Runtime
 
 
@@ -41,6 +46,35 @@ async def serve_stdio(
     async def identify(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, McpSession]:
         return who, session
 
-    server = build_server(gateway, identify)
-    async with stdio_server() as (read, write):
-        await server.run(read, write, server.create_initialization_options())
+    with _claimed_stdin() as wire:
+        guard = WireGuard(wire)
+        server = build_server(gateway, identify, lambda ctx: guard.raw_arguments(ctx.request_id))
+        # stdout is claimed by the SDK (fd 1 points at stderr while serving); stdin is read
+        # through the guard, which answers the lines the SDK would drop (charter.mcp._wire).
+        async with stdio_server(stdin=guard) as (read, write):  # type: ignore[arg-type]
+            guard.attach(write)
+            await server.run(read, write, server.create_initialization_options())
+
+
+@contextlib.contextmanager
+def _claimed_stdin() -> Iterator[BinaryIO]:
+    """The client's stdin, read from a private descriptor while fd 0 reads the null device (a
+    tool's child process never reads the wire); restored on exit."""
+    try:
+        if sys.stdin is None or sys.stdin.buffer.fileno() != 0:
+            raise OSError("stdin is not fd 0")
+        wire = os.dup(0)
+    except (OSError, AttributeError, ValueError):
+        yield sys.stdin.buffer  # not a real descriptor (an embedding host): read it in place
+        return
+    null = os.open(os.devnull, os.O_RDONLY)
+    try:
+        os.dup2(null, 0)
+    finally:
+        os.close(null)
+    try:
+        with os.fdopen(wire, "rb", buffering=1 << 16, closefd=False) as stream:
+            yield stream
+    finally:
+        os.dup2(wire, 0)
+        os.close(wire)

@@ -100,7 +100,16 @@ class ScriptedProvider:
 
     @classmethod
     def from_file(cls, path: str | Path) -> ScriptedProvider:
-        doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        try:
+            doc = yaml.safe_load(Path(path).read_text(encoding="utf-8")) or {}
+        except OSError as exc:
+            raise ConfigError(f"{path}: cannot read the script ({exc.strerror})") from None
+        except UnicodeDecodeError:
+            raise ConfigError(f"{path}: the script is not valid UTF-8") from None
+        except yaml.YAMLError as exc:
+            mark = getattr(exc, "problem_mark", None)
+            at = f" (line {mark.line + 1}, column {mark.column + 1})" if mark is not None else ""
+            raise ConfigError(f"{path}: the script is not valid YAML{at}") from None
         return cls.from_document(doc, where=str(path))
 
     @classmethod

@@ -193,7 +193,11 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             conn = _connect(self.path, readonly=False)
             migrate(conn, where=self.path)
         except (sqlite3.Error, CharterError) as exc:
-            err = translate_sqlite_error(exc) if isinstance(exc, sqlite3.Error) else exc
+            err = (
+                translate_sqlite_error(exc, opening=str(self.path))
+                if isinstance(exc, sqlite3.Error)
+                else exc
+            )
             loop.call_soon_threadsafe(_settle_ready, ready, err)
             return
         loop.call_soon_threadsafe(_settle_ready, ready, None)

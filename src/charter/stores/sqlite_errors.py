@@ -6,10 +6,25 @@ import sqlite3
 
 from charter.errors import StoreConflict, StoreError
 
+_OPEN_REASONS = {26: "STORE_NOT_A_DATABASE", 14: "STORE_CANNOT_OPEN", 8: "STORE_READ_ONLY"}
+"""SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_READONLY: what opening a database file can meet."""
 
-def translate_sqlite_error(exc: sqlite3.Error) -> StoreError:
-    """Map a ``sqlite3`` exception onto the store error family (the only place that does)."""
+
+def translate_sqlite_error(exc: sqlite3.Error, *, opening: str | None = None) -> StoreError:
+    """Map a ``sqlite3`` exception onto the store error family (the only place that does).
+    ``opening``: the database file being opened, named in the message with a specific reason
+    (not a database, cannot be opened, read-only) so the operator knows which file to fix."""
     name = type(exc).__name__
+    code = getattr(exc, "sqlite_errorcode", None)
+    if opening is not None:
+        reason = _OPEN_REASONS.get(code & 0xFF if isinstance(code, int) else -1, "STORE_ERROR")
+        if "locked" in str(exc).lower():
+            reason = "STORE_BUSY"
+        return StoreError(
+            f"sqlite: cannot open the database {opening}: {exc}",
+            reason=reason,
+            retryable=reason == "STORE_BUSY",
+        )
     if isinstance(exc, sqlite3.IntegrityError):
         return StoreConflict(f"sqlite: uniqueness or integrity rule violated ({name})")
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():

@@ -156,6 +156,24 @@ async def _stream(
         await events.aclose()  # the subscriber leaves: the grace window starts
 
 
+def _refuse_repeated_members(raw: bytes) -> None:
+    """A body repeating a member (``{"message": "a", "message": "b"}``) is ambiguous: refused
+    (400 ``BODY_MALFORMED``), as a call's body is, instead of the last one silently winning."""
+
+    def pairs(members: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: dict[str, Any] = {}
+        for key, value in members:
+            if key in seen:
+                raise InvalidInput(f"the member {key!r} appears twice", reason="BODY_MALFORMED")
+            seen[key] = value
+        return seen
+
+    try:
+        json.loads(raw, object_pairs_hook=pairs)
+    except ValueError:  # not JSON at all: the body model has already answered for that
+        return
+
+
 def _profile(hub: TurnHub, body: ChatBody) -> tuple[str, str | None]:
     defaults = hub.defaults
     agent = body.agent or defaults.get("agent")
@@ -184,7 +202,9 @@ async def post_chat(
     principal: Caller,
     hub: Hub,
     state: Annotated[ServerState, Depends(get_state)],
+    raw: Request,
 ) -> StreamingResponse:
+    _refuse_repeated_members(await raw.body())
     profile, agent = _profile(hub, body)
     request = ChatRequest(
         conversation_id=body.conversation_id or "",

@@ -1,0 +1,285 @@
+"""The stdio wire's guard: every line a client sends is answered, garbage included.
+
+The SDK's stdio transport drops a line it cannot read as a JSON-RPC message, so a client that
+sends one waits forever. :class:`WireGuard` reads the lines first and answers what the server
+would never see with a JSON-RPC error naming the problem (never the offending value):
+
+- ``-32700`` parse error: not UTF-8, not JSON (a number too long, nesting too deep), or longer
+  than :data:`MAX_MESSAGE_BYTES` (the rest of the line is discarded, ``MESSAGE_TOO_LARGE``);
+- ``-32600`` invalid request: not an object (a batch, a number), not a JSON-RPC 2.0 message;
+- ``-32602`` invalid params: an object repeating a key (``ARGS_DUPLICATE_KEY``) or a string
+  with a lone surrogate (``ARGS_LONE_SURROGATE``) anywhere in the message — ambiguous or
+  unencodable, refused as the kernel refuses them on every other surface — and a
+  ``tools/call`` whose ``name`` is not a string or whose ``arguments`` are not an object.
+
+Each error carries ``data: {reason, pointer}`` (a JSON pointer into the message) and answers
+the request's ``id`` when one can be read, else ``id: null``. What passes goes to the SDK as
+it came.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import Any, BinaryIO
+
+import anyio
+import mcp_types as types
+from mcp.shared.message import SessionMessage
+
+MAX_MESSAGE_BYTES = 8 * 1024 * 1024
+"""The longest line read whole (the kernel's argument limit is 1 MiB of canonical JSON)."""
+
+_DISCARD_CHUNK = 1 << 16
+
+
+class _Pairs(dict[str, Any]):
+    """A JSON object that repeated ``repeated`` (the last value is kept, and refused); its
+    members as written are in ``pairs``."""
+
+    repeated: str | None = None
+    pairs: list[tuple[str, Any]]
+
+
+def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    repeated = None
+    for key, value in pairs:
+        if key in out and repeated is None:
+            repeated = key
+        out[key] = value
+    if repeated is None:
+        return out
+    marked = _Pairs(out)
+    marked.repeated = repeated
+    marked.pairs = pairs
+    return marked
+
+
+def _as_written(value: Any) -> str:
+    """``value`` as JSON text with every member as written: repeated keys and lone surrogates
+    (escaped) included, for the kernel's strict parser to find and refuse."""
+    if isinstance(value, _Pairs):
+        members = value.pairs
+    elif isinstance(value, dict):
+        members = list(value.items())
+    elif isinstance(value, list):
+        return "[" + ",".join(_as_written(v) for v in value) + "]"
+    else:
+        return json.dumps(value)
+    return "{" + ",".join(f"{json.dumps(k)}:{_as_written(v)}" for k, v in members) + "}"
+
+
+def _pointer(path: list[str]) -> str:
+    return "".join("/" + p.replace("~", "~0").replace("/", "~1") for p in path)
+
+
+def _has_surrogate(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return True
+    return False
+
+
+def _find_problem(value: Any, path: list[str]) -> tuple[str, str, list[str]] | None:
+    """The first repeated key or lone surrogate in ``value``: (reason, what, path)."""
+    stack: list[tuple[Any, list[str]]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            repeated = getattr(node, "repeated", None)
+            if repeated is not None:
+                what = f"the object at {_pointer(where) or '/'} repeats the key {repeated!r}"
+                return "ARGS_DUPLICATE_KEY", what, where
+            for key, item in reversed(list(node.items())):
+                if _has_surrogate(key):
+                    what = f"a key of the object at {_pointer(where) or '/'} has a lone surrogate"
+                    return "ARGS_LONE_SURROGATE", what, where
+                stack.append((item, [*where, key]))
+        elif isinstance(node, list):
+            stack.extend((item, [*where, str(i)]) for i, item in reversed(list(enumerate(node))))
+        elif isinstance(node, str) and _has_surrogate(node):
+            return (
+                "ARGS_LONE_SURROGATE",
+                f"the string at {_pointer(where)} has a lone surrogate",
+                where,
+            )
+    return None
+
+
+Refusal = tuple[str | int | None, int, str, dict[str, Any]]
+"""(request id, JSON-RPC error code, message, data)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Checked:
+    """What became of one message: the text to give the SDK (None: nothing), the refusal to
+    answer instead, and for a ``tools/call`` whose arguments the kernel must refuse itself
+    (a repeated key, a lone surrogate) those arguments as written, under the request's id."""
+
+    text: str | None
+    refusal: Refusal | None = None
+    request_id: str | int | None = None
+    raw_arguments: str | None = None
+
+
+def _request_id(message: dict[str, Any]) -> str | int | None:
+    ident = message.get("id")
+    if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
+        return ident
+    return None
+
+
+def _tool_call_problem(message: dict[str, Any]) -> tuple[str, str] | None:
+    """A ``tools/call`` request's params that no tool call can be made of: (field, why)."""
+    if message.get("method") != "tools/call" or "id" not in message:
+        return None
+    params = message.get("params")
+    if not isinstance(params, dict):
+        return "params", "params must be an object with the tool's name and arguments"
+    if not isinstance(params.get("name"), str):
+        return "params.name", "params.name must be the tool's name (a string)"
+    arguments = params.get("arguments")
+    if arguments is not None and not isinstance(arguments, dict):
+        return "params.arguments", "params.arguments must be an object (the arguments by name)"
+    return None
+
+
+def check_line(raw: bytes) -> Checked:
+    """One line (or HTTP body) from the client, checked."""
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        why = f"Parse error: the message is not valid UTF-8 (byte {exc.start})"
+        return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_UTF8"}))
+    if not text.strip():
+        return Checked(None)
+    try:
+        message = json.loads(text, object_pairs_hook=_pairs)
+    except json.JSONDecodeError as exc:
+        why = f"Parse error: {exc.msg} (line {exc.lineno}, column {exc.colno})"
+        return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
+    except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
+        kind = "nested too deeply" if isinstance(exc, RecursionError) else "a number is too long"
+        why = f"Parse error: the message is {kind}"
+        return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
+    if not isinstance(message, dict):
+        kind = "batches (JSON arrays) are not supported" if isinstance(message, list) else ""
+        why = f"Invalid Request: a message must be a JSON object{'; ' + kind if kind else ''}"
+        return Checked(None, (None, types.INVALID_REQUEST, why, {"reason": "MESSAGE_NOT_OBJECT"}))
+    ident = _request_id(message)
+    problem = _find_problem(message, [])
+    if problem is not None and ident is not None and problem[2][:2] == ["params", "arguments"]:
+        handed = _for_the_kernel(message, ident)
+        if handed is not None:
+            return handed
+    if problem is not None:
+        reason, what, where = problem
+        data = {"reason": reason, "pointer": _pointer(where)}
+        code = types.INVALID_PARAMS if where[:1] == ["params"] else types.INVALID_REQUEST
+        label = "Invalid params" if code == types.INVALID_PARAMS else "Invalid Request"
+        return Checked(None, (ident, code, f"{label}: {what}", data))
+    bad_call = _tool_call_problem(message)
+    if bad_call is not None:
+        field, why = bad_call
+        data = {"reason": "PARAMS_INVALID", "pointer": "/" + field.replace(".", "/")}
+        return Checked(None, (ident, types.INVALID_PARAMS, f"Invalid params: {why}", data))
+    try:
+        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValueError as exc:
+        fields = sorted({".".join(str(p) for p in e["loc"]) for e in _errors(exc)})[:5]
+        why = "Invalid Request: not a JSON-RPC 2.0 message (jsonrpc, id, method or params)"
+        return Checked(
+            None,
+            (ident, types.INVALID_REQUEST, why, {"reason": "MESSAGE_INVALID", "fields": fields}),
+        )
+    return Checked(text)
+
+
+def _for_the_kernel(message: dict[str, Any], ident: str | int) -> Checked | None:
+    """A ``tools/call`` whose only problem is in its arguments: the SDK gets the call with
+    just its ``idempotency_key`` (if a string), and the kernel the arguments as written — it
+    refuses them (``ARGS_DUPLICATE_KEY``, ``ARGS_LONE_SURROGATE``) and records the refusal,
+    as for the same arguments over HTTP or the CLI."""
+    params = message.get("params")
+    if message.get("method") != "tools/call" or not isinstance(params, dict):
+        return None
+    arguments = params.get("arguments")
+    if not isinstance(arguments, dict) or not isinstance(params.get("name"), str):
+        return None
+    key = arguments.get("idempotency_key")
+    kept = {"idempotency_key": key} if isinstance(key, str) and not _has_surrogate(key) else {}
+    clean = {**message, "params": {**params, "arguments": kept}}
+    if _find_problem(clean, []) is not None:  # another problem elsewhere: refused whole
+        return None
+    text = json.dumps(clean)
+    try:
+        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+    except ValueError:
+        return None
+    return Checked(text, request_id=ident, raw_arguments=_as_written(arguments))
+
+
+def _errors(exc: ValueError) -> list[dict[str, Any]]:
+    errors = getattr(exc, "errors", None)
+    try:
+        return list(errors(include_input=False)) if callable(errors) else []
+    except TypeError:  # pragma: no cover - a ValueError that is not pydantic's
+        return []
+
+
+class WireGuard:
+    """The client's lines, checked: an async iterable of the lines the SDK may read, that
+    answers the others itself once :meth:`attach` gave it the transport's write stream."""
+
+    def __init__(self, source: BinaryIO, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self._source = source
+        self._limit = limit
+        self._write: Any = None
+        self._attached = anyio.Event()
+        self._raw: dict[str | int, str] = {}
+
+    def raw_arguments(self, request_id: str | int | None) -> str | None:
+        """The arguments as written of a ``tools/call`` the kernel must refuse (taken once)."""
+        return self._raw.pop(request_id, None) if request_id is not None else None
+
+    def attach(self, write: Any) -> None:
+        self._write = write
+        self._attached.set()
+
+    async def _refuse(self, refusal: Refusal) -> None:
+        ident, code, message, data = refusal
+        await self._attached.wait()
+        error = types.ErrorData(code=code, message=message, data=data)
+        reply = types.JSONRPCError(jsonrpc="2.0", id=ident, error=error)
+        await self._write.send(SessionMessage(reply))
+
+    async def _readline(self, limit: int) -> bytes:
+        # abandoned on cancellation: a blocked read never holds up the server's shutdown
+        return await anyio.to_thread.run_sync(self._source.readline, limit, abandon_on_cancel=True)
+
+    async def _overlong(self) -> None:
+        while True:  # discard the rest of the line, in bounded chunks
+            more = await self._readline(_DISCARD_CHUNK)
+            if not more or more.endswith(b"\n"):
+                break
+        why = f"Parse error: the message is longer than {self._limit} bytes"
+        await self._refuse((None, types.PARSE_ERROR, why, {"reason": "MESSAGE_TOO_LARGE"}))
+
+    async def __aiter__(self) -> AsyncIterator[str]:
+        while True:
+            raw = await self._readline(self._limit + 1)
+            if not raw:
+                return
+            if len(raw) > self._limit and not raw.endswith(b"\n"):
+                await self._overlong()
+                continue
+            checked = check_line(raw)
+            if checked.refusal is not None:
+                await self._refuse(checked.refusal)
+            elif checked.text is not None:
+                if checked.raw_arguments is not None and checked.request_id is not None:
+                    self._raw[checked.request_id] = checked.raw_arguments
+                yield checked.text

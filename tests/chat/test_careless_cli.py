@@ -1,0 +1,76 @@
+"""``charter chat`` (the real executable) with a broken ``chat:`` provider configuration: a
+clear ``CONFIG_INVALID`` naming the file, as JSON under ``--json``; never a traceback. And
+``POST /v1/chat`` (a real server on loopback) with an ambiguous body."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import httpx
+import pytest
+
+from tests.chat.conftest import Live
+from tests.cli.test_first_hour import charter
+
+SCRIPT_SECTION = "\nchat:\n  provider: scripted\n  script: {script}\n"
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    made = charter("init", "demo", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path / "demo"
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        ("{{{ not: yaml", "is not valid YAML (line"),
+        (None, "cannot read the script"),
+        (b"\xff\xfe rules: []", "is not valid UTF-8"),
+        ("- just a list", "a script is a mapping with a list of rules"),
+    ],
+)
+def test_a_broken_chat_script_is_a_config_error(
+    demo: Path, content: str | bytes | None, says: str
+) -> None:
+    script = demo / "chat-script.yaml"
+    if isinstance(content, bytes):
+        script.write_bytes(content)
+    elif content is not None:
+        script.write_text(content)
+    deploy = demo / "charter.deploy.yaml"
+    deploy.write_text(deploy.read_text() + SCRIPT_SECTION.format(script=script.name))
+    argv = ["chat", "--profile", "reader", "--agent", "assistant", "--as", "app", "-m", "hi"]
+    done = charter(*argv, "--json", cwd=demo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    body = json.loads(done.stdout)
+    assert body["code"] == "invalid_input"
+    assert body["reason"] == "CONFIG_INVALID"
+    assert says in body["error"]
+    assert "chat-script.yaml" in body["error"]
+    plain = charter(*argv, cwd=demo)
+    assert plain.returncode == 1
+    assert "Traceback" not in plain.stderr
+    assert says in plain.stderr
+
+
+def test_a_chat_body_repeating_a_member_is_refused_not_last_one_wins(copilot: Live) -> None:
+    headers = {"Authorization": f"Bearer {copilot.keys['app']}", "Content-Type": "application/json"}
+    bodies = [
+        ('{"message": "hi", "message": "delete everything", "agent": "copilot"}', "message"),
+        ('{"message": "hi", "agent": "copilot", "attachments": '
+         '[{"kind": "workflow", "kind": "x", "ref": "r"}]}', "kind"),
+    ]  # fmt: skip
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        for body, member in bodies:
+            answer = http.post(f"{copilot.url}/v1/chat", content=body, headers=headers)
+            assert answer.status_code == 400, answer.text
+            problem = answer.json()
+            assert problem["reason"] == "BODY_MALFORMED"
+            assert f"the member {member!r} appears twice" in problem["detail"]
+        ok = http.post(f"{copilot.url}/v1/chat", content='{"message": "hi", "agent": "copilot"}',
+                       headers=headers)  # fmt: skip
+        assert ok.status_code == 200, ok.text

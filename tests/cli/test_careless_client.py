@@ -1,0 +1,245 @@
+"""A careless client of the real ``charter`` executable: bad options, broken files, Ctrl-C.
+
+The promise: a clear error naming the reason and the offending option, file or path, as one
+JSON object with ``code`` and ``reason`` under ``--json``; exit 2 for a usage error, non-zero
+for a failure; never a Python traceback.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.cli.test_first_hour import CHARTER, charter
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    made = charter("init", "demo", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path / "demo"
+
+
+def json_error(done: subprocess.CompletedProcess[str]) -> dict[str, Any]:
+    assert "Traceback" not in done.stdout + done.stderr, done.stderr
+    body: dict[str, Any] = json.loads(done.stdout)
+    assert body["ok"] is False
+    assert body["code"] in {
+        "invalid_input", "permission_denied", "transient_external", "timeout",
+        "resource_limit", "contract_violation", "internal",
+    }  # fmt: skip
+    assert body["reason"].isupper()
+    return body
+
+
+@pytest.mark.parametrize(
+    ("argv", "param"),
+    [
+        (["call", "--json"], "tool"),
+        (["call", "notes.search", "--call-id", "c1", "--bogus", "--json"], None),
+        (["runs", "ls", "--limit", "many", "--json"], "limit"),
+        (["runs", "export", "--json"], "run_id"),
+        (["approvals", "approve", "--json"], "approval_id"),
+    ],
+)
+def test_a_usage_error_exits_2_and_is_json_under_json(
+    demo: Path, argv: list[str], param: str | None
+) -> None:
+    done = charter(*argv, cwd=demo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    body = json_error(done)
+    assert body["code"] == "invalid_input"
+    assert body["reason"] == "USAGE"
+    assert body["param"] == param
+    plain = charter(*[a for a in argv if a != "--json"], cwd=demo)
+    assert plain.returncode == 2
+    assert plain.stdout == ""
+    assert "Traceback" not in plain.stderr
+    assert "Usage:" in plain.stderr
+
+
+def test_json_errors_carry_code_and_reason(demo: Path) -> None:
+    unknown = charter("call", "notes.search", "--call-id", "c1", "--profile", "nope", "--as",
+                      "app", "--json", cwd=demo)  # fmt: skip
+    assert unknown.returncode == 1
+    assert json_error(unknown)["reason"] == "INVALID_USAGE"
+    assert "unknown profile 'nope'" in json.loads(unknown.stdout)["error"]
+
+    (demo / "charter.deploy.yaml").write_text("principals: [unclosed\n")
+    broken = charter("call", "notes.search", "--call-id", "c1", "--profile", "reader", "--as",
+                     "app", "--json", cwd=demo)  # fmt: skip
+    assert broken.returncode == 1
+    body = json_error(broken)
+    assert body["reason"] == "CONFIG_INVALID"
+    assert "charter.deploy.yaml" in body["error"]
+
+
+def test_a_store_that_is_not_a_database_is_named(demo: Path) -> None:
+    db = demo / ".charter" / "charter.db"
+    db.write_bytes(b"this is not a database, just text " * 8)
+    done = charter("runs", "ls", "--json", cwd=demo)
+    assert done.returncode == 1
+    body = json_error(done)
+    assert body["code"] == "internal"
+    assert body["reason"] == "STORE_NOT_A_DATABASE"
+    assert str(db) in body["error"]
+
+
+def test_an_unwritable_builds_directory_is_an_error_not_a_traceback(demo: Path) -> None:
+    builds = demo / ".charter" / "builds"
+    builds.parent.mkdir(exist_ok=True)
+    builds.write_text("a file where the directory should be")
+    done = charter("build", "--json", cwd=demo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    body = json_error(done)
+    assert body["reason"] == "OS_ERROR"
+    assert ".charter/builds" in body["error"]
+    plain = charter("build", cwd=demo)
+    assert plain.returncode == 1
+    assert "Traceback" not in plain.stderr
+    assert ".charter/builds" in plain.stderr
+    inspected = charter("inspect", "--json", cwd=demo)
+    assert inspected.returncode == 1
+    assert json_error(inspected)["reason"] == "OS_ERROR"
+
+
+SLOW_TOOL = '''
+import time
+
+import charter
+
+
+@charter.tool("slow.wait", effect="read", permissions=["notes:read"])
+def wait(seconds: float) -> dict:
+    """Wait a while."""
+    time.sleep(seconds)
+    return {"waited": seconds}
+'''
+
+
+def with_slow_tool(demo: Path) -> None:
+    (demo / "tools" / "slow.py").write_text(SLOW_TOOL)
+    config = demo / "charter.yaml"
+    config.write_text(
+        config.read_text()
+        .replace("    - tools/notes.py", "    - tools/notes.py\n    - tools/slow.py")
+        .replace(
+            "include: [notes.search, notes.get]", "include: [notes.search, notes.get, slow.wait]"
+        )
+    )
+    deploy = demo / "charter.deploy.yaml"
+    deploy.write_text(
+        deploy.read_text().replace(
+            "  notes.add: {executor: python}",
+            "  notes.add: {executor: python}\n  slow.wait: {executor: python}",
+        )
+    )
+
+
+@pytest.mark.parametrize("as_json", [False, True])
+def test_ctrl_c_during_a_call_exits_130_and_the_outcome_is_recorded(
+    demo: Path, as_json: bool
+) -> None:
+    with_slow_tool(demo)
+    argv = [CHARTER, "call", "slow.wait", "--profile", "reader", "--as", "app",
+            "--call-id", "w1", "--args", '{"seconds": 12}']  # fmt: skip
+    argv += ["--json"] if as_json else []
+    env = {**os.environ, "NO_COLOR": "1"}
+    proc = subprocess.Popen(
+        argv,
+        cwd=demo,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        # a background child of a shell may start with SIGINT ignored: a terminal's Ctrl-C is not
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
+    runs = demo / ".charter" / "charter.db"
+    deadline = time.monotonic() + 60
+    started = False
+    while not started:  # wait until the call is dispatching (its intent is in the ledger)
+        assert time.monotonic() < deadline, "the call never started"
+        time.sleep(0.3)
+        if runs.exists():
+            listed = charter("runs", "ls", "--json", cwd=demo)
+            for run in json.loads(listed.stdout or "[]"):
+                events = charter("runs", "events", run["run_id"], cwd=demo).stdout
+                started = started or "stage=started call_id=w1" in events
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, out + err
+    assert "Traceback" not in out + err
+    if as_json:
+        body = json.loads(out)
+        assert body["reason"] == "INTERRUPTED"
+    else:
+        assert "interrupted" in err
+    # the interrupted call is not left dispatching: its outcome is recorded, and the run verifies
+    run_id = json.loads(charter("runs", "ls", "--json", cwd=demo).stdout)[0]["run_id"]
+    events = charter("runs", "events", run_id, cwd=demo).stdout
+    assert "tool_call_recorded  call_id=w1" in events, events
+    verified = charter("runs", "verify", run_id, cwd=demo)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+
+
+SECRET = "sk-live-NEVER-ECHO-0451"
+SECRET_PLACES = [
+    ("api_key: {file: .charter/secrets/app.key}", f"api_key: {SECRET}"),
+    ("{file: .charter/secrets/ledger.key}", f'"{SECRET}"'),
+    ("{file: .charter/secrets/ledger.key}", f"{{file: .charter/secrets/ledger.key, x: {SECRET}}}"),
+    ("{file: .charter/secrets/ledger.key}", f"{{value: {SECRET}}}"),
+    ("mode: enforce", f"mode: {SECRET}"),
+    ("environment: local", f"environment: {{token: {SECRET}}}"),
+    ("kind: operator", f"kind: {SECRET}"),
+    ("tenant: globex", f"tenant: [{SECRET}]"),
+    ("lifetime_s: 300", f"lifetime_s: {SECRET}"),
+    ("notes.add: {executor: python}", f"notes.add: {{executor: {SECRET}}}"),
+    ("approvals:\n", f"approvals:\n  token: {SECRET}\n"),
+    ("{file: .charter/secrets/ledger.key}", '{file: "\\0secret"}'),
+]
+
+
+@pytest.mark.parametrize(("old", "new"), SECRET_PLACES)
+def test_a_secret_in_an_unexpected_place_of_the_deployment_is_never_echoed(
+    demo: Path, old: str, new: str
+) -> None:
+    deploy = demo / "charter.deploy.yaml"
+    text = deploy.read_text()
+    assert old in text
+    deploy.write_text(text.replace(old, new, 1))
+    for extra in (["--json"], []):
+        done = charter("call", "notes.search", "--call-id", "c1", "--profile", "reader",
+                       "--as", "app", *extra, cwd=demo)  # fmt: skip
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert SECRET not in done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+        assert "charter.deploy.yaml" in done.stdout + done.stderr
+        if extra:
+            assert json_error(done)["reason"] == "CONFIG_INVALID"
+
+
+def test_input_that_looks_like_markup_is_printed_as_it_is(demo: Path, tmp_path: Path) -> None:
+    profile = charter("call", "notes.search", "--call-id", "c1", "--profile", "[/]", "--as",
+                      "app", cwd=demo)  # fmt: skip
+    assert profile.returncode == 1, profile.stderr
+    assert "Traceback" not in profile.stderr
+    assert "unknown profile '[/]'" in profile.stderr
+    run = charter("runs", "show", "[/x]", cwd=demo)
+    assert run.returncode == 1
+    assert "no run [/x]" in run.stderr
+    bad_id = charter("call", "notes.search", "--call-id", "c[/]", "--profile", "reader", "--as",
+                     "app", cwd=demo)  # fmt: skip
+    assert bad_id.returncode == 5, bad_id.stdout + bad_id.stderr
+    assert "call c[/]" in bad_id.stdout
+    assert "call_id must match [A-Za-z0-9][A-Za-z0-9_.:-]{0,127}" in bad_id.stdout
+    made = charter("init", "odd[/]name", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    assert "Next: cd 'odd[/]name' && charter build" in made.stdout
