@@ -53,7 +53,10 @@ def show_envelope(title: str, env: Envelope) -> None:
         "cached": env.metrics.cached,
     }
     console.print(
-        Panel(json.dumps(body, indent=2, ensure_ascii=False), title=title, title_align="left"),
+        # the body holds a tool's data and error message: Text, so it is never read as markup
+        Panel(
+            Text(json.dumps(body, indent=2, ensure_ascii=False)), title=title, title_align="left"
+        ),
         soft_wrap=False,
     )
 

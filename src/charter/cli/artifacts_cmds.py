@@ -27,6 +27,7 @@ from typing import Any
 
 import anyio.to_thread
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.artifacts.ledger_source import store_source
@@ -183,14 +184,15 @@ def ls(
     for col in ("path", "media type", "size", "trust", "created"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(
+        cells = (
             r["artifact_id"],
             r["path"],
             r["media_type"],
-            str(r["size"]),
+            r["size"],
             r["trust"],
             r["created_at"],
         )
+        table.add_row(*(escape(str(cell)) for cell in cells))
     print_table(table)
 
 

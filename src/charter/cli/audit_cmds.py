@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, print_json, print_table
@@ -66,9 +67,8 @@ def audit_observe(
         return
     table = Table("tool", "phase", "reason", "count", "first", "last")
     for r in rows:
-        table.add_row(
-            r["tool"], r["phase"], r["reason"], str(r["count"]), r["first_at"], r["last_at"]
-        )
+        cells = (r["tool"], r["phase"], r["reason"], r["count"], r["first_at"], r["last_at"])
+        table.add_row(*(escape(str(cell)) for cell in cells))
     print_table(table)
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 
 from charter.cli._output import JSON_OPTION, console, err_console, fail, reported_errors
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE
@@ -39,13 +40,19 @@ HINTS = {
 }
 
 
+def _v(value: Any) -> str:
+    """A value from the stream (a model's arguments, a tool's message) as text, never markup."""
+    return escape(value if isinstance(value, str) else str(value))
+
+
 def render(event: dict[str, Any], *, local: bool = False) -> None:
     """One stream event on the terminal. In local mode there is no server log: an error is
     shown by its reason, and the details were logged to this terminal's stderr."""
     kind, data = event["type"], event["data"]
     if kind == "conversation.started":
         console.print(
-            f"[dim]provider {data.get('provider') or 'none'} · run {data.get('runId')}[/dim]"
+            f"[dim]provider {_v(data.get('provider') or 'none')} · "
+            f"run {_v(data.get('runId'))}[/dim]"
         )
     elif kind == "assistant.delta":
         console.print(data.get("text", ""), end="", markup=False, highlight=False)
@@ -53,33 +60,35 @@ def render(event: dict[str, Any], *, local: bool = False) -> None:
         console.print()
     elif kind == "tool.started":
         args = json.dumps(data.get("arguments"), ensure_ascii=False)
-        console.print(f"[cyan]⚙ {data.get('tool')}[/cyan] {args}", highlight=False)
+        console.print(f"[cyan]⚙ {_v(data.get('tool'))}[/cyan] {_v(args)}", highlight=False)
     elif kind == "tool.progress":
-        console.print(f"[dim]  … {data.get('stage')}[/dim]")
+        console.print(f"[dim]  … {_v(data.get('stage'))}[/dim]")
     elif kind == "tool.result":
-        console.print(f"[cyan]  → {data.get('status')}[/cyan] ({data.get('bytes')} bytes)")
+        console.print(f"[cyan]  → {_v(data.get('status'))}[/cyan] ({_v(data.get('bytes'))} bytes)")
     elif kind == "task.started":
         console.print(
-            f"[magenta]↪ handed off to {data.get('role')}[/magenta] task {data.get('taskId')}",
+            f"[magenta]↪ handed off to {_v(data.get('role'))}[/magenta] "
+            f"task {_v(data.get('taskId'))}",
             highlight=False,
         )
     elif kind == "task.ended":
-        reason = f" ({data['reason']})" if data.get("reason") else ""
+        reason = f" ({_v(data['reason'])})" if data.get("reason") else ""
         console.print(
-            f"[magenta]  task {data.get('taskId')} {data.get('status')}{reason}[/magenta]",
+            f"[magenta]  task {_v(data.get('taskId'))} {_v(data.get('status'))}{reason}[/magenta]",
             highlight=False,
         )
     elif kind == "approval.required":
         console.print(
-            f"[yellow]⏸ approval required[/yellow] {data.get('tool')} "
-            f"{json.dumps(data.get('arguments'), ensure_ascii=False)} until {data.get('expiresAt')}"
-            f"\n  an operator decides with: charter approvals approve {data.get('approvalId')}",
+            f"[yellow]⏸ approval required[/yellow] {_v(data.get('tool'))} "
+            f"{_v(json.dumps(data.get('arguments'), ensure_ascii=False))} "
+            f"until {_v(data.get('expiresAt'))}\n  an operator decides with: "
+            f"charter approvals approve {_v(data.get('approvalId'))}",
             highlight=False,
         )
     elif kind in ("proposal.created", "proposal.updated"):
         console.print(
-            f"[green]✎ proposal {data.get('proposalId')}[/green] {data.get('status')} "
-            f"diff {json.dumps(data.get('diff'), ensure_ascii=False)}",
+            f"[green]✎ proposal {_v(data.get('proposalId'))}[/green] {_v(data.get('status'))} "
+            f"diff {_v(json.dumps(data.get('diff'), ensure_ascii=False))}",
             highlight=False,
         )
     elif kind == "conversation.error":
@@ -87,13 +96,13 @@ def render(event: dict[str, Any], *, local: bool = False) -> None:
         if local and reason:
             hint = HINTS.get(reason, "")
             err_console.print(
-                f"[bold red]error:[/] the turn failed ({reason}){': ' + hint if hint else ''}",
+                f"[bold red]error:[/] the turn failed ({_v(reason)}){': ' + hint if hint else ''}",
                 highlight=False,
             )
         else:
-            console.print(f"[red]{data.get('message')}[/red]")
+            console.print(f"[red]{_v(data.get('message'))}[/red]")
     elif kind == "conversation.completed" and data.get("status") != "completed":
-        console.print(f"[dim](turn {data.get('status')})[/dim]")
+        console.print(f"[dim](turn {_v(data.get('status'))})[/dim]")
 
 
 Turn = Callable[[str], AsyncIterator[dict[str, Any]]]

@@ -13,6 +13,7 @@ import asyncio
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
@@ -32,20 +33,20 @@ def _print(report: ReadinessReport) -> None:
     for col in ("tool", "state", "executor", "required", "expected", "reported", "reason"):
         table.add_column(col, overflow="fold")
     for t in report.tools:
+        where = (
+            t.executor
+            + (f" {t.endpoint}" if t.endpoint else "")
+            + (f" → {t.address}" if t.address else "")
+        )
+        # an executor's reported version or message is not ours to style: escaped
         table.add_row(
-            t.tool_id,
+            escape(t.tool_id),
             _STATE[t.status],
-            (
-                t.executor
-                + (f" {t.endpoint}" if t.endpoint else "")
-                + (f" → {t.address}" if t.address else "")
-            )
-            if t.bound
-            else "-",
+            escape(where) if t.bound else "-",
             ("yes" if t.required else "no") if t.bound else "-",
-            f"{t.expected_version} {_short(t.expected_digest)}",
-            f"{t.reported_version or '-'} {_short(t.reported_digest)}",
-            f"{t.reason}: {t.message}" if t.reason else (t.message or ""),
+            escape(f"{t.expected_version} {_short(t.expected_digest)}"),
+            escape(f"{t.reported_version or '-'} {_short(t.reported_digest)}"),
+            escape(f"{t.reason}: {t.message}" if t.reason else (t.message or "")),
         )
     print_table(table)
     unbound = report.not_bound()
@@ -60,7 +61,7 @@ def _print(report: ReadinessReport) -> None:
         console.print("[green]every required tool is ready[/]")
     else:
         missing = ", ".join(t.tool_id for t in report.not_ready() if t.required)
-        console.print(f"[red]required tools not ready:[/] {missing}")
+        console.print(f"[red]required tools not ready:[/] {escape(missing)}")
 
 
 def check(

@@ -7,6 +7,7 @@ import shlex
 from pathlib import Path
 
 import typer
+from rich.markup import escape
 
 from charter.cli._output import console, reported_errors, show_envelope
 from charter.cli.pipeline_demo import report_pipeline_demo
@@ -39,7 +40,8 @@ async def _demo(directory: Path) -> bool:
         try:
             await rt.approve(approval_id, as_="app")
         except Exception as exc:
-            console.print(f"[bold]4. app tries to approve its own call[/]: refused — {exc}")
+            refused = escape(str(exc))
+            console.print(f"[bold]4. app tries to approve its own call[/]: refused — {refused}")
         await rt.approve(approval_id, as_="alice", reason="demo")
         console.print(f"[bold]5. alice (operator) approves[/] {approval_id}")
         show_envelope(
@@ -87,7 +89,9 @@ async def _demo(directory: Path) -> bool:
             f"{'verified' if report.ok else 'FAILED ' + str(report.reason)} "
             f"({report.events} events)"
         )
-        console.print(f"\nSee the events: charter runs events {ctx.run_id} (in {directory})")
+        console.print(
+            f"\nSee the events: charter runs events {ctx.run_id} (in {directory})", markup=False
+        )
         return report.ok
 
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
@@ -70,28 +71,30 @@ def _print(doc: dict[str, Any]) -> None:
     contexts = doc["contexts"]
     reported = [c for c in contexts if c["reports"]]
     console.print(
-        f"[bold]{doc['run_id']}[/]  {len(contexts)} contexts, {len(reported)} with reports  "
+        f"[bold]{escape(str(doc['run_id']))}[/]  {len(contexts)} contexts, "
+        f"{len(reported)} with reports  "
         + ("[red]flagged[/]" if doc["flagged"] else "[green]nothing flagged[/]")
     )
     for ctx in contexts:
-        head = f"\n[bold]{ctx['context_id']}[/]  profile {ctx['profile']}"
+        head = f"\n[bold]{escape(str(ctx['context_id']))}[/]  profile {escape(str(ctx['profile']))}"
         if ctx["agent"]:
-            head += f"  agent {ctx['agent']}"
+            head += f"  agent {escape(str(ctx['agent']))}"
         console.print(head + f"  offered {len(ctx['offered'])} tools")
         if not ctx["reports"]:
             console.print("  no disclosure reported")
             continue
         table = Table("seq", "by", "source", "tools", "tokens", "attachments", "request")
         for r in ctx["reports"]:
-            table.add_row(
-                str(r["seq"]),
-                str(r["reported_by"]),
-                str(r["source"]),
+            cells = (
+                r["seq"],
+                r["reported_by"],
+                r["source"],
                 ", ".join(f"{t['id']}@{t['version']}" for t in r["tools"]) or "-",
-                str(r["tokens"]),
+                r["tokens"],
                 ", ".join(r["attachment_ids"]) or "-",
-                str(r["request_id"] or "-"),
+                r["request_id"] or "-",
             )
+            table.add_row(*(escape(str(cell)) for cell in cells))
         print_table(table)
         for name, value in ctx["flags"].items():
             if not value:
@@ -101,9 +104,9 @@ def _print(doc: dict[str, Any]) -> None:
                 if isinstance(value, dict)
                 else ", ".join(str(v) for v in value)
             )
-            console.print(f"  [red]flag[/] {_FLAG_TEXT[name]}: {shown}", highlight=False)
+            console.print(f"  [red]flag[/] {_FLAG_TEXT[name]}: {escape(shown)}", highlight=False)
     for orphan in doc["reports_without_context"]:
         console.print(
             f"[red]flag[/] report at seq {orphan['seq']} names context "
-            f"{orphan['context_id']}, which this run never resolved"
+            f"{escape(str(orphan['context_id']))}, which this run never resolved"
         )

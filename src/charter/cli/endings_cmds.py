@@ -55,7 +55,7 @@ def _end_run(
     if as_json:
         print_json(row)
     else:
-        console.print(f"run {run_id} is now {row['status']}")
+        console.print(f"run {run_id} is now {row['status']}", markup=False)
 
 
 @runs.app.command("cancel")
@@ -115,7 +115,7 @@ def _task_command(action: str, status: str) -> None:
         if as_json:
             print_json(row)
         else:
-            console.print(f"task {task_id} of run {run_id} is now {row['status']}")
+            console.print(f"task {task_id} of run {run_id} is now {row['status']}", markup=False)
 
     command.__doc__ = f"{action.capitalize()} a task (operators only); it ends {status}."
     tasks_app.command(action)(command)

@@ -173,19 +173,20 @@ def contexts_resolve(
     if as_json:
         print_json(out)
         return
-    console.print(f"context [bold]{out['context_id']}[/] in run {out['run_id']}")
+    console.print(f"context [bold]{escape(out['context_id'])}[/] in run {escape(out['run_id'])}")
     console.print(
         f"principal {out['principal']} (tenant {out['tenant']}), profile "
-        f"{out['profile']}, expires {out['expires_at']}"
+        f"{out['profile']}, expires {out['expires_at']}",
+        markup=False,
     )
     table = Table(title="Tools offered", title_justify="left")
     for col in ("name", "id", "version", "effect"):
         table.add_column(col, no_wrap=True)
     for t in out["tools"]:
-        table.add_row(t["name"], t["id"], t["version"], t["effect"])
+        table.add_row(*(escape(str(t[k])) for k in ("name", "id", "version", "effect")))
     print_table(table)
     if out["unresolved"]:
-        console.print(f"unresolved attachments: {', '.join(out['unresolved'])}")
+        console.print(f"unresolved attachments: {', '.join(out['unresolved'])}", markup=False)
 
 
 def _print_envelope(env: Envelope, *, where: list[str], retry: list[str]) -> None:
@@ -204,6 +205,7 @@ def _print_envelope(env: Envelope, *, where: list[str], retry: list[str]) -> Non
         console.print(
             f"approval {env.approval['id']} expires {env.approval['expires_at']}",
             soft_wrap=True,
+            markup=False,
         )
         console.print(f"an operator approves with:  {approve}", soft_wrap=True, markup=False)
         if retry:
@@ -409,11 +411,14 @@ def calls_show(
         print_json(row)
         return
     console.print(
-        f"call [bold]{row['call_id']}[/]  {row['state']}  tool {row['tool_id']} "
-        f"{row.get('tool_version') or ''}"
+        f"call [bold]{escape(row['call_id'])}[/]  {escape(str(row['state']))}  tool "
+        f"{escape(str(row['tool_id']))} {escape(str(row.get('tool_version') or ''))}"
     )
-    console.print(f"context {row['context_id']}  run {row['run_id']}  actor {row.get('actor')}")
-    console.print(f"fingerprint {row['fingerprint']}")
+    console.print(
+        f"context {row['context_id']}  run {row['run_id']}  actor {row.get('actor')}",
+        markup=False,
+    )
+    console.print(f"fingerprint {row['fingerprint']}", markup=False)
     receipt = row.get("receipt")
     if receipt:
         sys.stdout.write(json.dumps(receipt, indent=2, ensure_ascii=False) + "\n")
@@ -421,8 +426,9 @@ def calls_show(
     if late:
         got = (late.get("receipt") or {}).get("status")
         console.print(
-            f"[yellow]late result[/] at {late.get('at')}: the executor answered {got} after "
-            f"the call was made {row['state']} (evidence for `charter calls resolve`)"
+            f"[yellow]late result[/] at {escape(str(late.get('at')))}: the executor answered "
+            f"{escape(str(got))} after the call was made {escape(str(row['state']))} "
+            "(evidence for `charter calls resolve`)"
         )
         sys.stdout.write(json.dumps(late.get("receipt"), indent=2, ensure_ascii=False) + "\n")
     tree = row.get("delegation")
@@ -436,12 +442,15 @@ def _print_delegation(tree: dict[str, Any]) -> None:
     if isinstance(parent, dict):
         named = parent.get("call_id")
         where = f"call {named} ({parent.get('tool_id')}, {parent.get('state')})" if named else ""
-        console.print(f"made inside delegating span {parent.get('span_id')} {where}".rstrip())
+        console.print(
+            f"made inside delegating span {parent.get('span_id')} {where}".rstrip(), markup=False
+        )
     if not tree.get("delegates_execution"):
         return
     children = tree.get("children") or []
     console.print(
-        f"delegates execution (span {tree.get('span_id')}): {len(children)} call(s) made inside"
+        f"delegates execution (span {tree.get('span_id')}): {len(children)} call(s) made inside",
+        markup=False,
     )
 
     def show(nodes: list[dict[str, Any]], depth: int) -> None:
@@ -481,7 +490,7 @@ def calls_resolve(
     if as_json:
         print_json(row)
     else:
-        console.print(f"call {row['call_id']} is now {row['state']}")
+        console.print(f"call {row['call_id']} is now {row['state']}", markup=False)
 
 
 @approvals_app.command("ls")
@@ -521,15 +530,16 @@ def approvals_ls(
     for col in ("id", "status", "tool", "call", "requested by", "expires", "arguments"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(
+        cells = (
             r["approval_id"],
             r["status"],
             r["tool_id"],
             r["call_id"],
-            str(r.get("requested_by")),
+            r.get("requested_by"),
             r["expires_at"],
             json.dumps(r.get("summary"), ensure_ascii=False),
         )
+        table.add_row(*(escape(str(cell)) for cell in cells))
     print_table(table)
 
 
@@ -562,12 +572,12 @@ def approvals_show(
     table.add_column("field")
     table.add_column("value", overflow="fold")
     for key in ("approval_id", "status", "tool_id", "tool_version", "call_id", "requested_by"):
-        table.add_row(key, str(row.get(key)))
-    table.add_row("expires_at", str(row.get("expires_at")))
-    table.add_row("preview", json.dumps(row.get("summary"), ensure_ascii=False, indent=2))
+        table.add_row(key, escape(str(row.get(key))))
+    table.add_row("expires_at", escape(str(row.get("expires_at"))))
+    table.add_row("preview", escape(json.dumps(row.get("summary"), ensure_ascii=False, indent=2)))
     if full:
         arguments = row.get("full_arguments")
-        table.add_row("arguments", json.dumps(arguments, ensure_ascii=False, indent=2))
+        table.add_row("arguments", escape(json.dumps(arguments, ensure_ascii=False, indent=2)))
     console.print(table)
 
 
@@ -596,7 +606,7 @@ def _decide(
     if as_json:
         print_json(row)
     else:
-        console.print(f"approval {row['approval_id']} is now {row['status']}")
+        console.print(f"approval {row['approval_id']} is now {row['status']}", markup=False)
 
 
 @approvals_app.command("approve")

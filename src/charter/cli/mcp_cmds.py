@@ -91,7 +91,9 @@ async def _serve(
 
         app = Starlette()
         mount_mcp(app, rt)
-        err_console.print(f"charter mcp: profile {profile} at http://{host}:{port}/mcp/{profile}")
+        err_console.print(
+            f"charter mcp: profile {profile} at http://{host}:{port}/mcp/{profile}", markup=False
+        )
         server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
         await server.serve()
 
@@ -140,7 +142,8 @@ def import_mcp(
     err_console.print(
         f"wrote {len(written['tools'])} contract(s) to {written['file']}; "
         "confirm each tool's effect and approval, add the file to charter.yaml (tools.files) "
-        "and the binding to charter.deploy.yaml:"
+        "and the binding to charter.deploy.yaml:",
+        markup=False,
     )
     print(written["binding_hint"])
 

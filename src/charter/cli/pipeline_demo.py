@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import console, print_table
@@ -129,19 +130,22 @@ async def report_pipeline_demo(directory: Path) -> bool:
     workflows = ", ".join((b.document.get("catalog") or {}).get("workflows", {}))
     console.print(f"[bold]Build[/] {b.digest} (workflows: {workflows})")
     async with open_runtime(directory) as rt:
-        result = await run_report_pipeline(rt, say=lambda line: console.print(f"• {line}"))
+        result = await run_report_pipeline(
+            rt, say=lambda line: console.print(f"• {line}", markup=False)
+        )
         table = Table(title=f"artifacts of {result.run_id}")
         for col in ("type", "artifact", "media type", "path", "producer"):
             table.add_column(col)
         for row in await rt.artifact_rows(result.run_id):
             await rt.artifacts.verify(result.run_id, row.artifact_id)
-            table.add_row(
+            cells = (
                 row.type,
                 row.artifact_id,
                 row.media_type,
                 row.path,
                 f"{row.producer.get('task_id')} / {row.producer.get('tool_id')}",
             )
+            table.add_row(*(escape(str(cell)) for cell in cells))
         print_table(table)
         report_id = result.artifacts.get("report")
         if report_id is not None:
@@ -150,7 +154,7 @@ async def report_pipeline_demo(directory: Path) -> bool:
             text = rt.artifacts.store.read_bytes(
                 result.run_id, found.path, expected_sha256=found.sha256
             )
-            console.print(text.decode("utf-8"))
+            console.print(text.decode("utf-8"), markup=False)  # the report as written
         report = await verify_run(rt.store, result.run_id, ledger_key_for(directory))
         console.print(
             f"[bold]Run[/] {result.run_id}: {result.status}"
@@ -160,5 +164,7 @@ async def report_pipeline_demo(directory: Path) -> bool:
             f"[bold]Ledger[/] {'verified' if report.ok else 'FAILED ' + str(report.reason)} "
             f"({report.events} events); artifacts verified"
         )
-        console.print(f"\nSee it: charter runs verify {result.run_id} (in {directory})")
+        console.print(
+            f"\nSee it: charter runs verify {result.run_id} (in {directory})", markup=False
+        )
         return report.ok and result.status == "completed"

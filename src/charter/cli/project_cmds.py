@@ -142,15 +142,17 @@ def inspect(
     if as_json:
         print_json(_summary(b, unbound))
         return
-    console.print(f"[bold]{b.project_name}[/] {b.project_version}  {b.digest}")
-    console.print(f"requires runtime: {b.requires_runtime}\n")
+    console.print(
+        f"[bold]{escape(b.project_name)}[/] {escape(b.project_version)}  {escape(b.digest)}"
+    )
+    console.print(f"requires runtime: {b.requires_runtime}\n", markup=False)
     table = Table(title="Tools", title_justify="left")
     for col in ("id", "name", "version", "effect", "danger", "approval"):
         table.add_column(col, no_wrap=True)
     table.add_column("digest", no_wrap=True)
     for tool_id in sorted(b.tools):
         c = b.tools[tool_id].contract
-        table.add_row(
+        cells = (
             c.id,
             c.name,
             c.version,
@@ -159,13 +161,14 @@ def inspect(
             c.approval.value if c.approval else "",
             c.digest[:19],
         )
+        table.add_row(*(escape(str(cell)) for cell in cells))
     print_table(table)
     profiles = Table(title="Profiles", title_justify="left")
     profiles.add_column("profile")
     profiles.add_column("tools", overflow="fold")
     for name, prof in sorted(b.profiles.items()):
         listed = [f"{t} (not bound)" if unbound and t in unbound else t for t in prof.tools]
-        profiles.add_row(name, ", ".join(listed) or "(none)")
+        profiles.add_row(escape(name), escape(", ".join(listed) or "(none)"))
     print_table(profiles)
     if unbound:
         console.print(
@@ -178,7 +181,7 @@ def inspect(
         agents.add_column("agent")
         agents.add_column("tools", overflow="fold")
         for name, agent in sorted(b.agents.items()):
-            agents.add_row(name, ", ".join(agent.tools) or "(none)")
+            agents.add_row(escape(name), escape(", ".join(agent.tools) or "(none)"))
         print_table(agents)
 
 
@@ -187,24 +190,24 @@ def _print_diff(d: BuildDiff) -> None:
         console.print("The Builds are identical." if d.before == d.after else "No tool changes.")
         return
     if d.runtime:
-        console.print(f"runtime: {d.runtime[0]} → {d.runtime[1]}")
+        console.print(f"runtime: {d.runtime[0]} → {d.runtime[1]}", markup=False)
     for tool_id in d.tools_added:
-        console.print(f"[green]+ tool {tool_id}[/]")
+        console.print(f"[green]+ tool {escape(tool_id)}[/]")
     for tool_id in d.tools_removed:
-        console.print(f"[red]- tool {tool_id}[/]")
+        console.print(f"[red]- tool {escape(tool_id)}[/]")
     for tc in d.tools_changed:
-        console.print(f"[yellow]~ tool {tc.tool}[/]")
-        for ch in tc.changes:
+        console.print(f"[yellow]~ tool {escape(tc.tool)}[/]")
+        for ch in tc.changes:  # contract values (descriptions, defaults) are never markup
             if ch.kind == "added":
-                console.print(f"    + {ch.pointer}: {ch.after!r}")
+                console.print(f"    + {ch.pointer}: {ch.after!r}", markup=False)
             elif ch.kind == "removed":
-                console.print(f"    - {ch.pointer}: {ch.before!r}")
+                console.print(f"    - {ch.pointer}: {ch.before!r}", markup=False)
             else:
-                console.print(f"    ~ {ch.pointer}: {ch.before!r} → {ch.after!r}")
+                console.print(f"    ~ {ch.pointer}: {ch.before!r} → {ch.after!r}", markup=False)
     for pc in d.profiles:
         label = {"added": "new profile", "removed": "removed profile"}.get(pc.status, "profile")
         parts = [f"+{t}" for t in pc.gained] + [f"-{t}" for t in pc.lost]
-        console.print(f"  {label} {pc.profile}: {' '.join(parts) or '(no tools)'}")
+        console.print(f"  {label} {pc.profile}: {' '.join(parts) or '(no tools)'}", markup=False)
 
 
 def diff(

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, print_json, print_table
@@ -51,16 +52,22 @@ def _show(row: dict[str, Any], as_json: bool) -> None:
     if as_json:
         print_json(row)
         return
-    console.print(f"[bold]{row['proposal_id']}[/bold]  {row['status']}  {row['kind']}")
+    # every value here was written by a caller or an operator: printed as it is, never markup
+    console.print(
+        f"[bold]{escape(str(row['proposal_id']))}[/bold]  "
+        f"{escape(str(row['status']))}  {escape(str(row['kind']))}"
+    )
     console.print(
         f"target: {row.get('target') or '(none)'}  "
-        f"baseline: {row.get('baseline_version') or '(none)'}"
+        f"baseline: {row.get('baseline_version') or '(none)'}",
+        markup=False,
     )
     if row.get("rationale"):
-        console.print(f"rationale: {row['rationale']}")
+        console.print(f"rationale: {row['rationale']}", markup=False)
     for d in row.get("diagnostics") or []:
-        console.print(f"  {d.get('severity')}: {d.get('code')} {d.get('message')}")
-    console.print(f"diff: {json.dumps(row.get('diff'), ensure_ascii=False)}")
+        text = f"  {d.get('severity')}: {d.get('code')} {d.get('message')}"
+        console.print(text, markup=False)
+    console.print(f"diff: {json.dumps(row.get('diff'), ensure_ascii=False)}", markup=False)
 
 
 @app.command("ls")
@@ -94,14 +101,15 @@ def proposals_ls(
     for col in ("id", "status", "kind", "target", "baseline", "requested by"):
         table.add_column(col, overflow="fold")
     for r in rows:
-        table.add_row(
+        cells = (
             r["proposal_id"],
             r["status"],
             r["kind"],
-            str(r.get("target") or "-"),
-            str(r.get("baseline_version") or "-"),
-            str(r.get("requested_by") or "-"),
+            r.get("target") or "-",
+            r.get("baseline_version") or "-",
+            r.get("requested_by") or "-",
         )
+        table.add_row(*(escape(str(cell)) for cell in cells))
     print_table(table)
 
 

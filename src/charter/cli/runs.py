@@ -20,6 +20,7 @@ from typing import Any, TypeVar
 
 import anyio
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
@@ -162,15 +163,16 @@ def list_runs(
         return
     table = Table("run", "workflow", "status", "events", "created", "updated", "ledger")
     for row in rows:
-        table.add_row(
+        cells = (
             row["run_id"],
             row.get("workflow_slug", "?"),
             row.get("status", "?"),
-            str(row["event_count"]),
+            row["event_count"],
             row.get("created_at", "?"),
             row.get("updated_at", "?"),
             _ledger_state(problems[row["run_id"]]),
         )
+        table.add_row(*(escape(str(cell)) for cell in cells))
     print_table(table)
 
 
@@ -197,7 +199,11 @@ def quarantine(
     if as_json:
         print_json(problem.to_dict())
     else:
-        console.print(f"quarantined {run_id} ({problem.reason}): {problem.message}")
+        console.print(
+            f"quarantined {run_id} ({problem.reason}): {problem.message}",
+            markup=False,
+            highlight=False,
+        )
 
 
 @app.command("show")
@@ -225,25 +231,27 @@ def show(
         print_json(doc)
         return
     console.print(
-        f"[bold]{doc['run_id']}[/]  {doc['workflow_slug']}  status [bold]"
-        f"{doc['status']}[/]  events {doc['event_count']}"
+        f"[bold]{escape(str(doc['run_id']))}[/]  {escape(str(doc['workflow_slug']))}  status "
+        f"[bold]{escape(str(doc['status']))}[/]  events {doc['event_count']}"
     )
     console.print(
-        f"session {doc['session_id']}  created {doc['created_at']}  updated {doc['updated_at']}"
+        f"session {doc['session_id']}  created {doc['created_at']}  updated {doc['updated_at']}",
+        markup=False,
     )
     if doc["error"]:
-        console.print(f"error: {doc['error']['code']}: {doc['error']['message']}")
+        error = doc["error"]  # an operator's reason or a tool's message: never markup
+        console.print(f"error: {error['code']}: {error['message']}", markup=False, highlight=False)
     if doc["tasks"]:
         tasks = Table("task", "status", "attempts", "role", "profile")
         for t in doc["tasks"]:
-            tasks.add_row(
-                t["task_id"], t["status"], str(t["attempts"]), t["role"] or "", t["profile"] or ""
-            )
+            cells = (t["task_id"], t["status"], t["attempts"], t["role"] or "", t["profile"] or "")
+            tasks.add_row(*(escape(str(cell)) for cell in cells))
         print_table(tasks)
     if doc["artifact_index"]:
         arts = Table("artifact", "path", "media type", "size", "trust")
         for a in doc["artifact_index"]:
-            arts.add_row(a["artifact_id"], a["path"], a["media_type"], str(a["size"]), a["trust"])
+            cells = (a["artifact_id"], a["path"], a["media_type"], a["size"], a["trust"])
+            arts.add_row(*(escape(str(cell)) for cell in cells))
         print_table(arts)
 
 
@@ -323,14 +331,14 @@ def report_verify(report: VerifyReport, as_json: bool, *, mac_checked: bool = Tr
         console.print("no key given: chain checked, MAC not checked", style="yellow")
     if report.ok and not mac_checked and not as_json:
         console.print(
-            f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
+            f"[green]ok[/] {escape(report.run_id)}: {report.events} events, chain, head, "
             "lifecycles and projections verified (not the head MAC)"
         )
     elif as_json:
         pass
     elif report.ok:
         console.print(
-            f"[green]ok[/] {report.run_id}: {report.events} events, chain, head, "
+            f"[green]ok[/] {escape(report.run_id)}: {report.events} events, chain, head, "
             "MAC, lifecycles and projections verified"
         )
     if report.ok:
@@ -418,7 +426,11 @@ def export(
     if as_json:
         print_json({**report.to_dict(), "directory": str(directory), "verified": report.ok})
     elif report.ok:
-        console.print(f"exported {run_id} ({report.events} events) to {directory}")
+        console.print(
+            f"exported {run_id} ({report.events} events) to {directory}",
+            markup=False,
+            highlight=False,
+        )
     else:
         console.print(
             f"exported {run_id} AS FOUND ({report.events} events) to {directory}: NOT verified, "

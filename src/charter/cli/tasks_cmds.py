@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli import runs
@@ -55,7 +56,7 @@ def _said(row: Mapping[str, Any], as_json: bool, text: str) -> None:
     if as_json:
         print_json(row)
     else:
-        console.print(text, soft_wrap=True)
+        console.print(text, soft_wrap=True, markup=False)  # ids and statuses, never markup
 
 
 @tasks_app.command("ls")
@@ -82,20 +83,21 @@ def tasks_ls(
     if as_json:
         print_json(rows)
         return
-    table = Table(title=f"tasks of {run_id}", title_justify="left")
+    table = Table(title=f"tasks of {escape(run_id)}", title_justify="left")
     for col in ("task", "status", "attempts", "role", "profile", "tools", "depends on"):
         table.add_column(col)
     for r in rows:
         c = r["contract"]
-        table.add_row(
+        cells = (
             r["task_id"],
             r["status"],
-            str(r.get("attempts", 0)),
+            r.get("attempts", 0),
             c["role"],
             c["profile"],
             ", ".join(c["required_tools"]),
             ", ".join(c["depends_on"]),
         )
+        table.add_row(*(escape(str(cell)) for cell in cells))
     print_table(table)
 
 

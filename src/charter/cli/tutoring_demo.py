@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import console, print_table, show_envelope
@@ -99,13 +100,14 @@ async def tutoring_demo(directory: Path) -> bool:
             for col in ("tool", "executor", "version", "digest", "status"):
                 table.add_column(col)
             for t in report.tools:
-                table.add_row(
+                cells = (
                     t.tool_id,
                     t.executor,
                     f"{t.expected_version} = {t.reported_version}",
                     (t.reported_digest or "-")[:19],
                     t.status if t.ready else f"{t.status} {t.reason}",
                 )
+                table.add_row(*(escape(str(cell)) for cell in cells))
             print_table(table)
             ctx = await rt.resolve_context("panel", "panel", agent="tutor")
             console.print(
@@ -132,7 +134,10 @@ async def tutoring_demo(directory: Path) -> bool:
             try:
                 await rt.approve(first.approval["id"], as_="panel")
             except Exception as exc:
-                console.print(f"[bold]8. panel tries to approve its own call[/]: refused — {exc}")
+                refused = escape(str(exc))
+                console.print(
+                    f"[bold]8. panel tries to approve its own call[/]: refused — {refused}"
+                )
             await rt.approve(first.approval["id"], as_="rivera", reason="Ben asked for it")
             console.print(f"[bold]9. rivera (teacher, operator) approves[/] {first.approval['id']}")
             done = await rt.call(ctx.context_id, "enrollments.create", "e1", enroll, as_="panel")

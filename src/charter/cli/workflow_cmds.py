@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from charter.cli import runs
@@ -50,7 +51,7 @@ def _table(report: SuiteReport) -> None:
         table.add_column(col)
     for r in report.results:
         result = "[green]pass[/]" if r.passed else "[red]FAIL[/]"
-        table.add_row(r.name, r.origin, result, "\n".join(r.failures))
+        table.add_row(escape(r.name), escape(r.origin), result, escape("\n".join(r.failures)))
     print_table(table)
     console.print(f"{len(report.results) - len(report.failed)} passed, {len(report.failed)} failed")
 
@@ -153,12 +154,13 @@ def promote(
         for w in result.waivers:
             console.print(
                 f"waived {w['name']} ({len(w['dropped'])} obligation(s)) by {w['by']}: "
-                f"{w['reason']}"
+                f"{w['reason']}",
+                markup=False,
             )
         verdict = "promoted" if result.promoted else "[red]refused[/]"
         console.print(
-            f"{candidate.digest} {verdict} for {env} (generation {result.generation}, "
-            f"ledger run {result.run_id})"
+            f"{escape(candidate.digest)} {verdict} for {escape(env)} (generation "
+            f"{result.generation}, ledger run {escape(str(result.run_id))})"
         )
     raise typer.Exit(0 if result.promoted else 1)
 
@@ -221,19 +223,19 @@ def replay(
             }
         )
         return
-    table = Table(title=f"replay of {run_id} against {b.digest[:19]}")
+    table = Table(title=f"replay of {escape(run_id)} against {escape(b.digest[:19])}")
     for col in ("seq", "call", "tool", "recorded", "replayed", "reason", "assumed"):
         table.add_column(col)
     for c in report.calls:
         style = "[red]" if c.changed else ""
         table.add_row(
             str(c.seq),
-            c.call_id,
-            c.tool,
-            c.recorded,
-            f"{style}{c.replayed}",
-            c.reason or "",
-            ", ".join(c.assumed),
+            escape(c.call_id),
+            escape(c.tool),
+            escape(c.recorded),
+            f"{style}{escape(c.replayed)}",
+            escape(c.reason or ""),
+            escape(", ".join(c.assumed)),
         )
     print_table(table)
     _warn_assumptions(report, path)
@@ -245,7 +247,7 @@ def replay(
 
 def _warn_assumptions(report: ReplayReport, path: Path | None) -> None:
     if not report.assumptions:
-        console.print(f"replayed as the deployment in {path}")
+        console.print(f"replayed as the deployment in {path}", markup=False)
         return
     said = []
     if report.assumed_enablement:
@@ -256,10 +258,10 @@ def _warn_assumptions(report: ReplayReport, path: Path | None) -> None:
     depends = [c.call_id for c in report.depends_on_assumption]
     err_console.print(
         "[bold yellow]warning:[/] this replay ASSUMED "
-        + "; ".join(said)
+        + escape("; ".join(said))
         + ". "
         + (
-            f"{len(depends)} decision(s) depend on that: {', '.join(depends)}"
+            f"{len(depends)} decision(s) depend on that: {escape(', '.join(depends))}"
             if depends
             else "No decision depends on it."
         ),
@@ -334,7 +336,8 @@ def _print_created(out: dict[str, Any], as_json: bool) -> None:
         return
     console.print(
         f"{out['run_id']}: {out['workflow']} {out['version']} ({out['contract_sha256']}), "
-        f"{out['status']}; tasks: {', '.join(out['tasks'])}"
+        f"{out['status']}; tasks: {', '.join(out['tasks'])}",
+        markup=False,
     )
 
 
@@ -359,8 +362,9 @@ def evaluate(
         print_json(result.to_dict())
     else:
         for f in result.findings:
-            console.print(f"{f.kind:26} seq {f.seq if f.seq is not None else '-':>6}  {f.message}")
-        console.print(f"{run_id}: {result.status}, {len(result.findings)} finding(s)")
+            seq = f.seq if f.seq is not None else "-"
+            console.print(f"{f.kind:26} seq {seq:>6}  {f.message}", markup=False)
+        console.print(f"{run_id}: {result.status}, {len(result.findings)} finding(s)", markup=False)
     raise typer.Exit(0 if result.ok else 1)
 
 
