@@ -61,6 +61,11 @@ def show_envelope(title: str, env: Envelope) -> None:
     )
 
 
+def print_step(title: str, text: str) -> None:
+    """A demo's step: ``title`` in bold, then ``text`` (ids, names, messages) as it is."""
+    console.print(Text.assemble((title, "bold"), text))
+
+
 def _plain(cell: Any) -> str:
     if isinstance(cell, str):
         try:

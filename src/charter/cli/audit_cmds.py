@@ -61,7 +61,10 @@ def audit_observe(
         print_json(report)
         return
     rows = report["would_deny"]
-    console.print(f"{report['observed_calls']} observed call(s) in {report['runs_scanned']} run(s)")
+    console.print(
+        f"{report['observed_calls']} observed call(s) in {report['runs_scanned']} run(s)",
+        markup=False,
+    )
     if not rows:
         console.print("Nothing enforce would have refused.")
         return

@@ -72,9 +72,10 @@ def render(event: dict[str, Any], *, local: bool = False) -> None:
             highlight=False,
         )
     elif kind == "task.ended":
-        reason = f" ({_v(data['reason'])})" if data.get("reason") else ""
+        reason = f" ({data['reason']})" if data.get("reason") else ""
         console.print(
-            f"[magenta]  task {_v(data.get('taskId'))} {_v(data.get('status'))}{reason}[/magenta]",
+            f"[magenta]  task {_v(data.get('taskId'))} {_v(data.get('status'))}{_v(reason)}"
+            "[/magenta]",
             highlight=False,
         )
     elif kind == "approval.required":

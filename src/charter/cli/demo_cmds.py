@@ -7,9 +7,8 @@ import shlex
 from pathlib import Path
 
 import typer
-from rich.markup import escape
 
-from charter.cli._output import console, reported_errors, show_envelope
+from charter.cli._output import console, print_step, reported_errors, show_envelope
 from charter.cli.pipeline_demo import report_pipeline_demo
 from charter.cli.tutoring_demo import tutoring_demo
 from charter.ledger.verify import verify_run
@@ -21,14 +20,15 @@ from charter.runtime import ledger_key_for, open_runtime
 async def _demo(directory: Path) -> bool:
     b = build_project(directory)
     save_build(b, directory)
-    console.print(
-        f"[bold]1. Build[/] {b.digest}  ({len(b.tools)} tools, profiles: {', '.join(b.profiles)})"
+    print_step(
+        "1. Build", f" {b.digest}  ({len(b.tools)} tools, profiles: {', '.join(b.profiles)})"
     )
     async with open_runtime(directory) as rt:
         ctx = await rt.resolve_context("app", "editor")
-        console.print(
-            f"[bold]2. Context[/] {ctx.context_id} for principal app (tenant acme), "
-            f"run {ctx.run_id}; tools: {', '.join(t.id for t in ctx.tools)}"
+        print_step(
+            "2. Context",
+            f" {ctx.context_id} for principal app (tenant acme), "
+            f"run {ctx.run_id}; tools: {', '.join(t.id for t in ctx.tools)}",
         )
         note = {"title": "Charter demo", "body": "Every write waits for a human."}
         show_envelope(
@@ -40,10 +40,9 @@ async def _demo(directory: Path) -> bool:
         try:
             await rt.approve(approval_id, as_="app")
         except Exception as exc:
-            refused = escape(str(exc))
-            console.print(f"[bold]4. app tries to approve its own call[/]: refused — {refused}")
+            print_step("4. app tries to approve its own call", f": refused — {exc}")
         await rt.approve(approval_id, as_="alice", reason="demo")
-        console.print(f"[bold]5. alice (operator) approves[/] {approval_id}")
+        print_step("5. alice (operator) approves", f" {approval_id}")
         show_envelope(
             "6. app re-submits the identical call",
             await rt.call(ctx.context_id, "notes.add", "demo-add-1", note, as_="app"),
@@ -84,10 +83,11 @@ async def _demo(directory: Path) -> bool:
             ),
         )
         report = await verify_run(rt.store, ctx.run_id, ledger_key_for(directory))
-        console.print(
-            f"[bold]13. Ledger[/] {report.run_id}: "
+        print_step(
+            "13. Ledger",
+            f" {report.run_id}: "
             f"{'verified' if report.ok else 'FAILED ' + str(report.reason)} "
-            f"({report.events} events)"
+            f"({report.events} events)",
         )
         console.print(
             f"\nSee the events: charter runs events {ctx.run_id} (in {directory})", markup=False

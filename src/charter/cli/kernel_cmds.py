@@ -524,7 +524,8 @@ def approvals_ls(
         print_json(rows)
         return
     if not rows:
-        console.print("No approvals." if status is None else f"No {status} approvals.")
+        none = "No approvals." if status is None else f"No {status} approvals."
+        console.print(none, markup=False)
         return
     table = Table()
     for col in ("id", "status", "tool", "call", "requested by", "expires", "arguments"):

@@ -19,7 +19,7 @@ from typing import Any
 from rich.markup import escape
 from rich.table import Table
 
-from charter.cli._output import console, print_table
+from charter.cli._output import console, print_step, print_table
 from charter.errors import Failure
 from charter.kernel.envelope import Envelope
 from charter.ledger.verify import verify_run
@@ -128,12 +128,12 @@ async def report_pipeline_demo(directory: Path) -> bool:
     b = build_project(directory)
     save_build(b, directory)
     workflows = ", ".join((b.document.get("catalog") or {}).get("workflows", {}))
-    console.print(f"[bold]Build[/] {b.digest} (workflows: {workflows})")
+    print_step("Build", f" {b.digest} (workflows: {workflows})")
     async with open_runtime(directory) as rt:
         result = await run_report_pipeline(
             rt, say=lambda line: console.print(f"• {line}", markup=False)
         )
-        table = Table(title=f"artifacts of {result.run_id}")
+        table = Table(title=f"artifacts of {escape(result.run_id)}")
         for col in ("type", "artifact", "media type", "path", "producer"):
             table.add_column(col)
         for row in await rt.artifact_rows(result.run_id):
@@ -156,13 +156,15 @@ async def report_pipeline_demo(directory: Path) -> bool:
             )
             console.print(text.decode("utf-8"), markup=False)  # the report as written
         report = await verify_run(rt.store, result.run_id, ledger_key_for(directory))
-        console.print(
-            f"[bold]Run[/] {result.run_id}: {result.status}"
-            + (f" (gaps: {json.dumps(list(result.gaps))})" if result.gaps else "")
+        print_step(
+            "Run",
+            f" {result.run_id}: {result.status}"
+            + (f" (gaps: {json.dumps(list(result.gaps))})" if result.gaps else ""),
         )
-        console.print(
-            f"[bold]Ledger[/] {'verified' if report.ok else 'FAILED ' + str(report.reason)} "
-            f"({report.events} events); artifacts verified"
+        print_step(
+            "Ledger",
+            f" {'verified' if report.ok else 'FAILED ' + str(report.reason)} "
+            f"({report.events} events); artifacts verified",
         )
         console.print(
             f"\nSee it: charter runs verify {result.run_id} (in {directory})", markup=False

@@ -46,8 +46,7 @@ def init(
     if as_json:
         print_json({"ok": True, "directory": str(directory), "files": written})
         return
-    where = escape(str(directory))
-    console.print(f"Created a Charter project in [bold]{where}[/]:")
+    console.print(f"Created a Charter project in [bold]{escape(str(directory))}[/]:")
     for rel in written:
         console.print(f"  {escape(rel)}")
     console.print(f"\nNext: [bold]cd {escape(shlex.quote(str(directory)))} && charter build[/]")
@@ -78,7 +77,7 @@ def build(
             }
         )
         return
-    console.print(result.digest)
+    console.print(result.digest, markup=False)
 
 
 def _load(ref: str, project: Path) -> Build:

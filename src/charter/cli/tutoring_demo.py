@@ -21,7 +21,7 @@ from pathlib import Path
 from rich.markup import escape
 from rich.table import Table
 
-from charter.cli._output import console, print_table, show_envelope
+from charter.cli._output import console, print_step, print_table, show_envelope
 from charter.errors import UserError
 from charter.ledger.verify import verify_run
 from charter.project.build import build_project, save_build
@@ -90,10 +90,10 @@ async def tutoring_demo(directory: Path) -> bool:
     directory = directory.resolve()
     b = build_project(directory)
     save_build(b, directory)
-    console.print(f"[bold]1. Build[/] {b.digest} ({len(b.tools)} tools)")
+    print_step("1. Build", f" {b.digest} ({len(b.tools)} tools)")
     with running_executor(directory) as url:
         deploy = demo_deployment(directory, url)
-        console.print(f"[bold]2. Executor[/] started at {url} (executor/server.py)")
+        print_step("2. Executor", f" started at {url} (executor/server.py)")
         async with open_runtime(directory, deploy=deploy) as rt:
             report = await rt.readiness(fresh=True)
             table = Table(title="3. Readiness (charter check)", title_justify="left")
@@ -110,9 +110,10 @@ async def tutoring_demo(directory: Path) -> bool:
                 table.add_row(*(escape(str(cell)) for cell in cells))
             print_table(table)
             ctx = await rt.resolve_context("panel", "panel", agent="tutor")
-            console.print(
-                f"[bold]4. Context[/] {ctx.context_id} for the side panel (tenant northside), "
-                f"run {ctx.run_id}; tools: {', '.join(t.id for t in ctx.tools)}"
+            print_step(
+                "4. Context",
+                f" {ctx.context_id} for the side panel (tenant northside), "
+                f"run {ctx.run_id}; tools: {', '.join(t.id for t in ctx.tools)}",
             )
             show_envelope(
                 "5. panel searches math courses (read, over HTTP)",
@@ -134,12 +135,9 @@ async def tutoring_demo(directory: Path) -> bool:
             try:
                 await rt.approve(first.approval["id"], as_="panel")
             except Exception as exc:
-                refused = escape(str(exc))
-                console.print(
-                    f"[bold]8. panel tries to approve its own call[/]: refused — {refused}"
-                )
+                print_step("8. panel tries to approve its own call", f": refused — {exc}")
             await rt.approve(first.approval["id"], as_="rivera", reason="Ben asked for it")
-            console.print(f"[bold]9. rivera (teacher, operator) approves[/] {first.approval['id']}")
+            print_step("9. rivera (teacher, operator) approves", f" {first.approval['id']}")
             done = await rt.call(ctx.context_id, "enrollments.create", "e1", enroll, as_="panel")
             show_envelope("10. panel re-submits: the executor enrolls Ben", done)
             show_envelope(
@@ -153,10 +151,11 @@ async def tutoring_demo(directory: Path) -> bool:
                 ),
             )
             ledger = await verify_run(rt.store, ctx.run_id, ledger_key_for(directory, deploy))
-            console.print(
-                f"[bold]13. Ledger[/] {ledger.run_id}: "
+            print_step(
+                "13. Ledger",
+                f" {ledger.run_id}: "
                 f"{'verified' if ledger.ok else 'FAILED ' + str(ledger.reason)} "
-                f"({ledger.events} events)"
+                f"({ledger.events} events)",
             )
             ok = ledger.ok and done.status.value == "succeeded" and report.ready
     console.print("[bold]14. Executor[/] stopped")
