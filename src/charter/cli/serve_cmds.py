@@ -105,7 +105,10 @@ def _listen(host: str, port: int) -> socket.socket:
         family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
     except socket.gaierror:
         fail(f"cannot listen on {host}:{port}: {host!r} is not an address of this machine")
-    sock = socket.socket(family, socket.SOCK_STREAM)
+    # IPPROTO_TCP named, not left 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
+    # connections whose socket says TCP, and with it on, a keep-alive client waited ~40 ms
+    # (its delayed ACK) for the second write of every response.
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
         sock.bind((host, port))
