@@ -262,7 +262,8 @@ def bulk_run(path: Path, run_id: str, events: int) -> None:
     from charter.stores._sql import upsert_params, upsert_sql
 
     conn.execute("BEGIN")
-    conn.execute(upsert_sql(_TABLES["runs"], "?"), upsert_params(_run_key(run_id), run_row))
+    params = upsert_params(_run_key(run_id), run_row, 1, KEY)  # written by event 1, MAC sealed
+    conn.execute(upsert_sql(_TABLES["runs"], "?"), params)
     conn.execute(
         "INSERT INTO run_heads VALUES (?, ?, ?, ?)", (run_id, seq, prev, KEY.mac(run_id, seq, prev))
     )
