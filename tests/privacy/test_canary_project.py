@@ -229,6 +229,19 @@ def raw_sse(
     return b"".join(chunks)
 
 
+def progress_said(raw: bytes) -> str:
+    """The text of the progress messages a run's SSE stream carried, joined in order."""
+    texts = []
+    for line in raw.decode().splitlines():
+        if not line.startswith("data: "):
+            continue
+        event = json.loads(line[len("data: ") :])
+        payload = event.get("payload") or {}
+        if event.get("type") == "tool_progress" and payload.get("stage") == "message":
+            texts.append(str(payload.get("text", "")))
+    return "".join(texts)
+
+
 async def over_mcp(url: str, project: PrivacyProject) -> None:
     c = project.canaries
     headers = {"Authorization": f"Bearer {project.app_key}"}
@@ -317,7 +330,9 @@ def over_server(project: PrivacyProject, url: str) -> tuple[list[str], dict[str,
         )
         body = {"message": "please fetch", "profile": "all"}
         streams["chat SSE"] = raw_sse(url, project.app_key, "POST", "/v1/chat", json=body)
-    assert b"step 1 of 2 is done" in streams["run events SSE"]  # progress is streamed
+    # progress is streamed (joined: the stream redactor may hold back the last characters of
+    # one message, where they could begin a form of a secret, and send them with the next)
+    assert "step 1 of 2 is done" in progress_said(streams["run events SSE"])
     assert b"assistant.delta" in streams["chat SSE"], streams["chat SSE"][:2000]
     assert b"[REDACTED]" in streams["chat SSE"]
     return [run_id], streams
