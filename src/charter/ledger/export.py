@@ -459,13 +459,7 @@ def verify_directory(
         h = doc["head"]
         head = Head(run_id=run_id, seq=int(h["seq"]), hash=str(h["hash"]), mac=str(h["mac"]))
         head_seq = head.seq
-        files: list[tuple[int, Path]] = []
-        events_dir = directory / "events"
-        for path in events_dir.iterdir() if events_dir.is_dir() else ():
-            match = _EVENT_FILE.fullmatch(path.name)
-            if match:
-                files.append((int(match.group(1)), path))
-        for seq, path in sorted(files):
+        for seq, path in _event_files(directory):
             checker.feed(_row_from_file(seq, path.read_bytes()))
             count += 1
         checker.check_head(head, key)
@@ -500,6 +494,17 @@ def verify_directory(
     return VerifyReport(run_id=run_id, ok=True, events=count, head_seq=head_seq)
 
 
+def _event_files(directory: Path) -> list[tuple[int, Path]]:
+    """An export's event files (``events/00000001.jsonl`` …) with their sequences, in order."""
+    events_dir = directory / "events"
+    files: list[tuple[int, Path]] = []
+    for path in events_dir.iterdir() if events_dir.is_dir() else ():
+        match = _EVENT_FILE.fullmatch(path.name)
+        if match:
+            files.append((int(match.group(1)), path))
+    return sorted(files)
+
+
 def _verify_as_found(
     directory: Path, doc: dict[str, Any], run_id: str, key: LedgerKey | None
 ) -> VerifyReport:
@@ -514,13 +519,7 @@ def _verify_as_found(
         head_seq = h["seq"]
     note = "exported as found, not verified: "
     try:
-        files: list[tuple[int, Path]] = []
-        events_dir = directory / "events"
-        for path in events_dir.iterdir() if events_dir.is_dir() else ():
-            match = _EVENT_FILE.fullmatch(path.name)
-            if match:
-                files.append((int(match.group(1)), path))
-        for seq, path in sorted(files):
+        for seq, path in _event_files(directory):
             checker.feed(_row_from_file(seq, path.read_bytes()))
             count += 1
         if not isinstance(h, dict):
