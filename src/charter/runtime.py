@@ -79,6 +79,7 @@ from charter.project.build import Build, build_project, load_build, resolve_buil
 from charter.proof import disclosure
 from charter.proposals.calls import store_proposal
 from charter.stores.factory import DEFAULT_STORE_URL, open_store
+from charter.stores.sqlite import SQLiteStore
 from charter.workflows.control import RunControl
 
 T = TypeVar("T")
@@ -689,6 +690,9 @@ async def open_runtime(
             clock=clock,
         )
         kernel.readiness = readiness
+        if isinstance(the_store, SQLiteStore):  # a lone call commits without thread hand-offs
+            flying = kernel.state.flying
+            the_store.inline = lambda: len(flying) <= 1
         kernel.limiter = await _limiter(deployment, url, stack)
         stack.push_async_callback(kernel.lease.aclose)  # before the store closes
         _audit_refusals(the_store, kernel, stack)

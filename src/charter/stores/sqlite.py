@@ -8,6 +8,13 @@ one statement per kind. An append whose plan is refused (a bad transition, a sta
 ``expected_seq``) fails alone, before it writes anything; a database error rolls the batch back
 and retries its appends one by one, so one failure never takes its neighbours with it.
 
+While the process runs at most one call (the ``inline`` probe the runtime wires in says so)
+and the writer is idle, an append commits on the event loop's own thread instead: the same
+code under the same lock, without the two thread hand-offs (queue, wake-up, the loop's
+self-pipe) that a lone caller otherwise pays twice per call. It blocks the loop for one
+commit; a commit slower than ``_INLINE_MAX_S`` (a slow disk) turns this off for a while, and
+as soon as calls overlap the writer thread group-commits again.
+
 Readers use their own connections on a small thread pool. Every ``sqlite3`` exception is
 translated into the :class:`~charter.errors.StoreError` family at this boundary. The event
 loop that opened the store is the one its futures resolve on (asyncio).
@@ -23,6 +30,7 @@ import os
 import queue
 import sqlite3
 import threading
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager
@@ -82,6 +90,8 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_BATCH = 1024
 _STOP = object()
+_INLINE_MAX_S = 0.004  # an inline commit slower than this blocks the loop too long...
+_INLINE_PAUSE_S = 5.0  # ...so appends go through the writer thread for this long
 
 
 def _as_store_error(exc: BaseException) -> BaseException:
@@ -125,6 +135,12 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         self._reader_conns: list[sqlite3.Connection] = []
         self._conns_lock = threading.Lock()
         self._writer: threading.Thread | None = None
+        self._write_lock = threading.Lock()  # whoever commits holds it: writer thread or loop
+        self._conn: sqlite3.Connection | None = None  # the writing connection while open
+        self.inline: Callable[[], bool] | None = None
+        """Answers True while an idle writer's append may commit on the loop's thread (the
+        runtime: at most one call runs in this process). None: always the writer thread."""
+        self._inline_paused_until = 0.0
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick = asyncio.Event()
         self._closed = False
@@ -200,6 +216,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             )
             loop.call_soon_threadsafe(_settle_ready, ready, err)
             return
+        self._conn = conn
         loop.call_soon_threadsafe(_settle_ready, ready, None)
         try:
             stop = False
@@ -217,10 +234,36 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                         stop = True
                         break
                     batch.append(nxt)
-                outcomes = self._commit(conn, batch)
+                with self._write_lock:
+                    outcomes = self._commit(conn, batch)
                 loop.call_soon_threadsafe(self._settle, outcomes)
         finally:
-            conn.close()
+            with self._write_lock:
+                self._conn = None
+                conn.close()
+
+    def _commit_inline(self, job: _Job) -> bool:
+        """Commit ``job`` now, on the loop's thread, when nothing else is writing or queued
+        and the ``inline`` probe allows it; settle its future. False: queue it instead."""
+        probe, conn = self.inline, self._conn
+        if probe is None or conn is None or not self._queue.empty():
+            return False
+        if time.monotonic() < self._inline_paused_until or not probe():
+            return False
+        if not self._write_lock.acquire(blocking=False):  # the writer thread is committing
+            return False
+        try:
+            if self._conn is not conn:  # closed meanwhile
+                return False
+            started = time.monotonic()
+            outcomes = self._commit(conn, [job])
+            took = time.monotonic() - started
+        finally:
+            self._write_lock.release()
+        if took > _INLINE_MAX_S:
+            self._inline_paused_until = started + took + _INLINE_PAUSE_S
+        self._settle(outcomes)
+        return True
 
     def _commit(
         self, conn: sqlite3.Connection, batch: list[_Job]
@@ -465,7 +508,9 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         last: RowUnsealed | None = None
         for _ in range(_TRUST_ATTEMPTS):
             future: asyncio.Future[Sequence[Event]] = loop.create_future()
-            self._queue.put(_Job(run_id, list(entries), expected_seq, future))
+            job = _Job(run_id, list(entries), expected_seq, future)
+            if not self._commit_inline(job):
+                self._queue.put(job)
             try:
                 return await future
             except HeadNotVerified:
