@@ -81,6 +81,73 @@ def test_charter_serve_audits_success_denial_and_rejection(tmp_path: Path) -> No
     assert by_call["a3"]["reason"] == rejected.json()["error"]["reason"]
 
 
+def test_approvals_decided_over_http_are_audited(tmp_path: Path) -> None:
+    """An approval granted by an operator's key and one refused with the standalone approval
+    token, both over HTTP: each decision is a line of the deployment's audit file, beside the
+    call's own lines (requested, then executed)."""
+    project = _with_audit(tmp_path)
+    audit = project.root / ".charter" / "audit.jsonl"
+    put = {"key": "k", "value": SECRET_ARG}
+    with spawn_serve(project.root, "sqlite:///.charter/charter.db") as url:
+        app = httpx2.Client(
+            base_url=url, headers={"Authorization": f"Bearer {project.keys['app']}"}, timeout=30
+        )
+        alice = httpx2.Client(
+            base_url=url, headers={"Authorization": f"Bearer {project.keys['alice']}"}, timeout=30
+        )
+        with app, alice:
+            ctx = app.post("/v1/contexts", json={"profile": "all"}).json()
+            calls = f"/v1/contexts/{ctx['context_id']}/calls"
+            asked = {}
+            for call_id in ("p1", "p2"):
+                body = {"tool": "kv.put", "call_id": call_id, "arguments": put}
+                pending = app.post(calls, json=body)
+                assert pending.status_code == 202, pending.text
+                asked[call_id] = pending.json()["approval"]["id"]
+            approved = alice.post(
+                f"/v1/approvals/{asked['p1']}/approve", json={"reason": "ticket 42"}
+            )
+            assert approved.status_code == 200, approved.text
+            rejected = httpx2.post(
+                f"{url}/v1/approvals/{asked['p2']}/reject",
+                json={"reason": "not today"},
+                headers={
+                    "X-Charter-Approval-Token": project.approval_token,
+                    "X-Charter-Tenant": "acme",
+                },
+                timeout=30,
+            )
+            assert rejected.status_code == 200, rejected.text
+            body = {"tool": "kv.put", "call_id": "p1", "arguments": put, "approval_id": asked["p1"]}
+            assert app.post(calls, json=body).json()["status"] == "succeeded"
+    text = audit.read_text()
+    assert SECRET_ARG not in text
+    assert project.approval_token not in text
+    lines = _lines(audit)
+    assert [(line["call_id"], line["outcome"]) for line in lines] == [
+        ("p1", "pending_approval"),
+        ("p2", "pending_approval"),
+        ("p1", "approved"),
+        ("p2", "approval_rejected"),
+        ("p1", "succeeded"),
+    ]
+    decided = {line["outcome"]: line for line in lines[2:4]}
+    for outcome, call_id, note in (
+        ("approved", "p1", "ticket 42"),
+        ("approval_rejected", "p2", "not today"),
+    ):
+        line = decided[outcome]
+        assert line["tenant"] == "acme"
+        assert line["tool"] == "kv.put"
+        assert line["run_id"] == ctx["run_id"]
+        assert line["context_id"] == ctx["context_id"]
+        assert line["details"]["approval_id"] == asked[call_id]
+        assert line["details"]["requested_by"] == "app"
+        assert line["details"]["note"] == note
+    assert decided["approved"]["actor"] == "alice"
+    assert decided["approval_rejected"]["actor"] == "approval-token"  # never the token itself
+
+
 def test_charter_call_appends_to_the_same_file(tmp_path: Path) -> None:
     project = _with_audit(tmp_path)
     audit = project.root / ".charter" / "audit.jsonl"

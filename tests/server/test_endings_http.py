@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from datetime import timedelta
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from charter.client import Client
@@ -97,3 +98,35 @@ def test_an_operator_cancels_a_run_over_http(
         assert app.get_run(ctx["run_id"])["status"] == "cancelled"
         assert alice.verify_run(ctx["run_id"])["ok"] is True
         assert [r["status"] for r in alice.approvals()] == ["rejected"]
+
+
+@pytest.mark.parametrize("ending", ["cancel", "fail"])
+def test_no_context_is_resolved_over_http_in_a_run_that_has_ended(
+    served: tuple[Project, FakeClock, ThreadServer], ending: str
+) -> None:
+    """``POST /v1/contexts`` naming an ended run is ``403 RUN_ENDED`` (the kernel's refusal),
+    and nothing is recorded in the run; an open run of the tenant still takes contexts."""
+    project, _, server = served
+    with (
+        Client(server.url, project.keys["app"]) as app,
+        Client(server.url, project.keys["alice"]) as alice,
+    ):
+        ctx = app.resolve_context("all")
+        again = app.resolve_context("reader", run_id=ctx["run_id"])
+        assert again["run_id"] == ctx["run_id"]
+        getattr(alice, f"{ending}_run")(ctx["run_id"], reason="done with it")
+        events = app.events(ctx["run_id"])["events"]
+        answer = httpx2.post(
+            f"{server.url}/v1/contexts",
+            json={"profile": "all", "run": ctx["run_id"]},
+            headers={"Authorization": f"Bearer {project.keys['app']}"},
+            timeout=30,
+        )
+        assert answer.status_code == 403, answer.text
+        assert answer.headers["content-type"] == "application/problem+json"
+        problem = answer.json()
+        assert (problem["code"], problem["reason"]) == ("permission_denied", "RUN_ENDED")
+        with pytest.raises(PermissionDenied) as refused:
+            app.resolve_context("all", run_id=ctx["run_id"])
+        assert refused.value.reason == "RUN_ENDED"
+        assert app.events(ctx["run_id"])["events"] == events

@@ -35,6 +35,7 @@ from charter.errors import CharterError, ErrorCode, Failure, UserError
 from charter.ledger.chain import LedgerKey
 from charter.runtime import Runtime
 from charter.server.auth import APPROVAL_TOKEN_HEADER, Authenticator
+from charter.server.body import RepeatedMember
 from charter.server.console import create_console
 from charter.server.jwt_config import JwtConfig, load_jwt_config
 from charter.server.logs import log
@@ -180,6 +181,12 @@ def _handlers(app: FastAPI) -> None:
     @app.exception_handler(Failure)
     async def on_failure(request: Request, exc: Failure) -> JSONResponse:
         return failure_response(exc)
+
+    @app.exception_handler(RepeatedMember)
+    async def on_repeated(request: Request, exc: RepeatedMember) -> JSONResponse:
+        return problem_response(
+            code=exc.code, reason=exc.reason, detail=exc.message, errors=exc.errors()
+        )
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> JSONResponse:

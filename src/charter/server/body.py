@@ -5,12 +5,18 @@ duplicate key, ``NaN`` or a lone surrogate inside ``arguments`` is invalid input
 kernel must see and record, not something a lenient JSON decoder silently resolves. So the
 outer object is scanned member by member and the ``arguments`` member's exact source text is
 kept. A body that is not a JSON object is ``400 BODY_MALFORMED``.
+
+Every other JSON body is decoded by the framework, which keeps the last of repeated members;
+:func:`repeated_member` finds a repeat at any depth first, so such a body is refused the same
+way (:class:`RepeatedMember`, with the member's JSON Pointer) instead of one of its values
+silently winning (:mod:`charter.server.intake` applies it to every route).
 """
 
 from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from json.decoder import scanstring  # type: ignore[attr-defined]  # public, untyped in typeshed
 from typing import Any
 
@@ -21,8 +27,42 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _DECODER = json.JSONDecoder()
 
 
+_SHOWN = 200  # characters of a member's path a problem shows (the name is the caller's)
+
+MemberPath = tuple[str | int, ...]
+
+
 def _malformed(message: str) -> InvalidInput:
     return InvalidInput(message, reason="BODY_MALFORMED")
+
+
+def shown(text: str) -> str:
+    """A member name or path as a problem may carry it: a lone surrogate escaped (no answer
+    can encode it), and cut short (the caller chose its length)."""
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
+    return text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…"
+
+
+def pointer(path: Sequence[str | int]) -> str:
+    """The RFC 6901 JSON Pointer of a member: ``("attachments", 0, "kind")`` is
+    ``/attachments/0/kind``."""
+    return "".join("/" + str(p).replace("~", "~0").replace("/", "~1") for p in path)
+
+
+class RepeatedMember(InvalidInput):
+    """A JSON object of the body names one member twice: ``400 BODY_MALFORMED``."""
+
+    def __init__(self, path: MemberPath) -> None:
+        self.path = path
+        super().__init__(
+            f"the member {shown(str(path[-1]))!r} appears twice (at {shown(pointer(path))})",
+            reason="BODY_MALFORMED",
+        )
+
+    def errors(self) -> list[dict[str, Any]]:
+        """The problem's ``errors`` entry, located as a schema mismatch is (``loc``)."""
+        loc = ["body", *(p if isinstance(p, int) else shown(p) for p in self.path)]
+        return [{"loc": loc, "msg": "the member appears twice", "type": "repeated_member"}]
 
 
 def _skip(text: str, i: int) -> int:
@@ -33,7 +73,8 @@ def _skip(text: str, i: int) -> int:
 
 def parse_object(raw: bytes, *, keep_raw: frozenset[str] = frozenset()) -> dict[str, Any]:
     """Parse a JSON object body. Members named in ``keep_raw`` are returned as their exact
-    source text (a ``str``); other members are decoded. Duplicate top-level keys are refused.
+    source text (a ``str``); other members are decoded. A member named twice in the body or
+    in any object of a decoded member is refused (:class:`RepeatedMember`).
     """
     try:
         text = raw.decode("utf-8")
@@ -54,7 +95,7 @@ def parse_object(raw: bytes, *, keep_raw: frozenset[str] = frozenset()) -> dict[
         except ValueError:
             raise _malformed("a member name is not a valid JSON string") from None
         if key in out:
-            raise _malformed(f"the member {key!r} appears twice")
+            raise RepeatedMember((key,))
         i = _skip(text, i)
         if i >= len(text) or text[i] != ":":
             raise _malformed("expected ':' after a member name")
@@ -63,7 +104,13 @@ def parse_object(raw: bytes, *, keep_raw: frozenset[str] = frozenset()) -> dict[
             value, end = _DECODER.raw_decode(text, i)
         except (ValueError, RecursionError):
             raise _malformed(f"the value of {key!r} is not valid JSON") from None
-        out[key] = text[i:end] if key in keep_raw else value
+        if key in keep_raw:
+            value = text[i:end]
+        elif isinstance(value, dict | list):  # the decoder kept the last of repeated members
+            inner = repeated_member(text[i:end])
+            if inner is not None:
+                raise RepeatedMember((key, *inner))
+        out[key] = value
         i = _skip(text, end)
         if i < len(text) and text[i] == ",":
             i = _skip(text, i + 1)
@@ -105,3 +152,48 @@ def check_members(body: dict[str, Any], allowed: frozenset[str]) -> None:
     unknown = sorted(set(body) - allowed)
     if unknown:
         raise InvalidInput(f"unknown member {unknown[0]!r}", reason="REQUEST_INVALID")
+
+
+class _Repeating(dict[str, Any]):
+    """A decoded object that named ``member`` more than once."""
+
+    member: str
+
+
+def repeated_member(raw: str | bytes) -> MemberPath | None:
+    """The path of a member some object of the JSON text ``raw`` names twice (the outermost
+    such object's, its first repeated member), or None — also when ``raw`` is not JSON at
+    all: the framework's own decoding answers for that."""
+    repeats = False
+
+    def pairs(members: list[tuple[str, Any]]) -> dict[str, Any]:
+        nonlocal repeats
+        obj = dict(members)
+        if len(obj) == len(members):
+            return obj
+        repeats = True
+        found = _Repeating(obj)
+        names: set[str] = set()
+        for name, _ in members:
+            if name in names:
+                found.member = name
+                break
+            names.add(name)
+        return found
+
+    try:
+        doc = json.loads(raw, object_pairs_hook=pairs)
+    except (ValueError, RecursionError):
+        return None
+    if not repeats:
+        return None
+    # breadth first, without recursion: the text nested as deep as the decoder allowed
+    queue: list[tuple[MemberPath, Any]] = [((), doc)]
+    for path, value in queue:
+        if isinstance(value, _Repeating):
+            return (*path, value.member)
+        if isinstance(value, dict):
+            queue.extend(((*path, k), v) for k, v in value.items())
+        elif isinstance(value, list):
+            queue.extend(((*path, i), v) for i, v in enumerate(value))
+    raise AssertionError("a repeated member was seen but not found")  # pragma: no cover

@@ -14,11 +14,12 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 
 from charter.kernel.principals import Principal
 from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.schemas import ApprovalStatus, DecisionRequest
 from charter.server.state import ServerState, get_principal, get_state, principal_of
 
-router = APIRouter(tags=["approvals"])
+router = APIRouter(tags=["approvals"], route_class=JsonRoute)
 
 
 @router.get(
@@ -76,7 +77,7 @@ async def _decide(
     return decided.listed()
 
 
-DECISION_RESPONSES = problem_responses(401, 403, 404, 409, 413, 415, 422)
+DECISION_RESPONSES = problem_responses(401, 403, 404, 409, 422)
 
 
 @router.post(

@@ -24,10 +24,11 @@ from fastapi.responses import StreamingResponse
 from charter.artifacts.records import MEDIA_TYPE, ArtifactRecord, Producer, Trust
 from charter.errors import Failure, InvalidInput, PermissionDenied, ResourceLimit
 from charter.kernel.principals import Principal
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.state import ServerState, get_principal, get_state
 
-router = APIRouter(tags=["artifacts"])
+router = APIRouter(tags=["artifacts"], route_class=JsonRoute)
 
 DEFAULT_MEDIA_TYPE = "application/octet-stream"
 _UNSAFE_ASCII = re.compile(r"[^A-Za-z0-9._ -]")

@@ -22,11 +22,12 @@ from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.server.body import check_members, optional_str, parse_object, required_str
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.schemas import EnvelopeOut
 from charter.server.state import ServerState, get_principal, get_state
 
-router = APIRouter(tags=["calls"])
+router = APIRouter(tags=["calls"], route_class=JsonRoute)
 
 HTTP_STATUS: dict[CallStatus, int] = {
     CallStatus.SUCCEEDED: 200,
@@ -71,7 +72,7 @@ CALL_RESPONSES: dict[int | str, dict[str, Any]] = {
             **problem_responses(422)[422]["content"],
         },
     },
-    **problem_responses(400, 401, 404, 413, 415),
+    **problem_responses(400, 401, 404),
 }
 
 

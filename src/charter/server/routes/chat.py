@@ -34,13 +34,14 @@ from charter.providers.config import load_chat_config
 from charter.providers.events import StreamEvent
 from charter.providers.orchestrator import ChatRequest, ChatSettings, Orchestrator
 from charter.providers.turns import Conversation, TurnHub
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.routes.proposals import proposals_of
 from charter.server.sse import RETRY_MS, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state, state_of
 from charter.stores.conversations import ConversationStore
 
-router = APIRouter(tags=["chat"])
+router = APIRouter(tags=["chat"], route_class=JsonRoute)
 _SSE_SCHEMA = {
     "type": "object",
     "description": "One SSE frame; data is a stream event {type, conversationId, sequence, "
@@ -156,24 +157,6 @@ async def _stream(
         await events.aclose()  # the subscriber leaves: the grace window starts
 
 
-def _refuse_repeated_members(raw: bytes) -> None:
-    """A body repeating a member (``{"message": "a", "message": "b"}``) is ambiguous: refused
-    (400 ``BODY_MALFORMED``), as a call's body is, instead of the last one silently winning."""
-
-    def pairs(members: list[tuple[str, Any]]) -> dict[str, Any]:
-        seen: dict[str, Any] = {}
-        for key, value in members:
-            if key in seen:
-                raise InvalidInput(f"the member {key!r} appears twice", reason="BODY_MALFORMED")
-            seen[key] = value
-        return seen
-
-    try:
-        json.loads(raw, object_pairs_hook=pairs)
-    except ValueError:  # not JSON at all: the body model has already answered for that
-        return
-
-
 def _profile(hub: TurnHub, body: ChatBody) -> tuple[str, str | None]:
     defaults = hub.defaults
     agent = body.agent or defaults.get("agent")
@@ -202,9 +185,7 @@ async def post_chat(
     principal: Caller,
     hub: Hub,
     state: Annotated[ServerState, Depends(get_state)],
-    raw: Request,
 ) -> StreamingResponse:
-    _refuse_repeated_members(await raw.body())
     profile, agent = _profile(hub, body)
     request = ChatRequest(
         conversation_id=body.conversation_id or "",

@@ -9,11 +9,12 @@ from fastapi import APIRouter, Depends, Query
 from charter.errors import PermissionDenied
 from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.principals import Principal
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.schemas import ContextOut, ContextRequest, SchemaFormat
 from charter.server.state import ServerState, get_principal, get_state
 
-router = APIRouter(tags=["contexts"])
+router = APIRouter(tags=["contexts"], route_class=JsonRoute)
 
 FormatQuery = Annotated[SchemaFormat, Query(description="Tool schemas for this model provider.")]
 
@@ -34,7 +35,7 @@ def context_document(state: ServerState, ctx: ResolvedContext, fmt: str) -> dict
     "/contexts",
     status_code=201,
     response_model=ContextOut,
-    responses=problem_responses(400, 401, 404, 413, 415, 422),
+    responses=problem_responses(400, 401, 403, 404, 422),
     summary="Resolve a context: the tools this principal may see and call",
 )
 async def resolve_context(

@@ -13,10 +13,11 @@ from fastapi import APIRouter, Depends, Query
 
 from charter.kernel.principals import Principal
 from charter.proof.disclosure import DisclosureReport, RunDisclosure, compare
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.state import ServerState, get_principal, get_state
 
-router = APIRouter(tags=["disclosures"])
+router = APIRouter(tags=["disclosures"], route_class=JsonRoute)
 _PAGE = 1000
 
 

@@ -18,11 +18,12 @@ from prometheus_client.core import Metric
 
 from charter._version import __version__
 from charter.errors import CharterError
+from charter.server.intake import JsonRoute
 from charter.server.metrics import CONTENT_TYPE, gauge
 from charter.server.schemas import HealthOut, ReadyOut
 from charter.server.state import ServerState, get_state
 
-router = APIRouter(tags=["operations"])
+router = APIRouter(tags=["operations"], route_class=JsonRoute)
 
 PROMETHEUS_TEXT = CONTENT_TYPE
 _GAUGE_SCAN = 100_000

@@ -13,11 +13,12 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 
 from charter.kernel.principals import Principal
 from charter.proposals.service import ProposalService, load_proposal_settings
+from charter.server.intake import JsonRoute
 from charter.server.problems import STATUS_BY_REASON, problem_responses
 from charter.server.schemas import DecisionRequest, ProposalStatus
 from charter.server.state import ServerState, get_principal, get_state, state_of
 
-router = APIRouter(tags=["proposals"])
+router = APIRouter(tags=["proposals"], route_class=JsonRoute)
 
 STATUS_BY_REASON.update(
     {

@@ -17,13 +17,14 @@ from charter.kernel.principals import Principal
 from charter.ledger.events import Event, NewEvent
 from charter.ledger.ids import new_id
 from charter.ledger.projections import artifact_index, manifest
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.schemas import EndRequest, EventsOut, VerifyOut
 from charter.server.sse import event_stream, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state
 from charter.workflows.entry import CatalogRunRequest, create_catalog_run, inputs_from_request
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=JsonRoute)
 
 # Runs carry their tenant in their first event, not in an indexed column, so listing reads
 # this many recent runs and keeps the caller's (see docs/server.md, "limits").
@@ -33,7 +34,7 @@ LIST_SCAN = 1000
 @router.post(
     "/runs",
     status_code=201,
-    responses=problem_responses(401, 413, 415, 422),
+    responses=problem_responses(401, 422),
     summary="Create an ad-hoc run, or a catalog workflow run with `workflow` and `inputs`",
 )
 async def create_run(

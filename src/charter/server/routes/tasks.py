@@ -15,10 +15,11 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends
 
 from charter.kernel.principals import Principal
+from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.state import ServerState, get_principal, get_state
 
-router = APIRouter(tags=["runs"])
+router = APIRouter(tags=["runs"], route_class=JsonRoute)
 
 Who = Annotated[Principal, Depends(get_principal)]
 State = Annotated[ServerState, Depends(get_state)]
@@ -45,7 +46,7 @@ async def get_task(run_id: str, task_id: str, principal: Who, state: State) -> d
 @router.post(
     "/runs/{run_id}/tasks/{task_id}/handoff",
     status_code=201,
-    responses=problem_responses(401, 403, 404, 413, 415, 422),
+    responses=problem_responses(401, 403, 404, 422),
     summary="Record the handoff that binds the task's next attempt (docs/workflows.md)",
 )
 async def record_handoff(

@@ -1,0 +1,113 @@
+"""JSON request bodies, checked once for every route of the API that takes one.
+
+A route takes a JSON body when the framework decodes one for it (a body parameter), or when it
+reads the body itself and documents ``application/json`` (a call, whose ``arguments`` must
+reach the kernel as written). For each such route, :class:`JsonRoute` checks a non-empty body
+before anything else of the route runs:
+
+- its ``Content-Type`` must be JSON — ``application/json`` or ``application/<name>+json``,
+  with no ``charset`` but ``utf-8`` (RFC 8259: JSON is UTF-8) — else ``415
+  UNSUPPORTED_MEDIA_TYPE`` naming the type received (never the body), with ``Accept:
+  application/json``. Without a ``Content-Type`` too: a body is not guessed to be JSON.
+- a body the framework decodes must not name a member twice in any object, else ``400
+  BODY_MALFORMED`` with the member's JSON Pointer (:func:`charter.server.body.repeated_member`;
+  the decoder would silently keep the last value). A route reading its body itself parses it
+  with :func:`charter.server.body.parse_object`, which refuses a repeated member of the body
+  and hands ``arguments`` verbatim to the kernel, whose strict parser rejects and audits a
+  repeat inside.
+
+An empty body is the route's to judge (a decision's body is optional). Every such route's
+OpenAPI responses list the problems these checks answer (400, 413, 415, 422).
+"""
+
+from __future__ import annotations
+
+import copy
+import re
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import params
+from fastapi.routing import APIRoute
+from starlette.requests import Request
+from starlette.responses import Response
+
+from charter.errors import ErrorCode
+from charter.server.body import RepeatedMember, repeated_member, shown
+from charter.server.problems import problem_response, problem_responses
+
+JSON = "application/json"
+# RFC 6838 restricted names: application/json, or a structured syntax suffix +json
+_JSON_TYPE = re.compile(r"application/(?:[a-z0-9][a-z0-9!#$&^_.+-]*\+)?json")
+_ACCEPT = {"Accept": JSON}
+
+
+def _body_responses() -> dict[int | str, dict[str, Any]]:
+    responses = problem_responses(400, 413, 415, 422)
+    responses[415]["headers"] = {
+        "Accept": {"description": "The media type a body must have", "schema": {"type": "string"}}
+    }
+    return responses
+
+
+BODY_RESPONSES = _body_responses()
+
+
+def unsupported(content_type: str | None) -> str | None:
+    """Why a body with this ``Content-Type`` is not taken as JSON (None: it is)."""
+    if content_type is None or not content_type.strip():
+        return f"the request has no Content-Type; send the body as {JSON}"
+    essence, _, parameters = content_type.partition(";")
+    essence = essence.strip().lower()
+    if not _JSON_TYPE.fullmatch(essence):
+        return f"the body must be {JSON}, not {shown(essence)!r}"
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        charset = value.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset != "utf-8":
+            return f"the body must be UTF-8 JSON, not charset {shown(charset)!r}"
+    return None
+
+
+def takes_json(route: APIRoute) -> bool:
+    """A body the framework decodes as JSON (not a form), or one the route reads itself and
+    documents as ``application/json``."""
+    field = route.body_field
+    if field is not None:
+        return not isinstance(field.field_info, params.Form)
+    documented = (route.openapi_extra or {}).get("requestBody", {}).get("content", {})
+    return JSON in documented
+
+
+class JsonRoute(APIRoute):
+    """An API route whose JSON body (if it takes one) passes the checks above first."""
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        super().__init__(path, endpoint, **kwargs)
+        if takes_json(self):
+            for status, entry in BODY_RESPONSES.items():
+                self.responses.setdefault(status, copy.deepcopy(entry))
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+        if not takes_json(self):
+            return handler
+        decoded = self.body_field is not None
+
+        async def checked(request: Request) -> Response:
+            raw = await request.body()
+            if raw:
+                refused = unsupported(request.headers.get("content-type"))
+                if refused is not None:
+                    return problem_response(
+                        code=ErrorCode.INVALID_INPUT,
+                        reason="UNSUPPORTED_MEDIA_TYPE",
+                        detail=refused,
+                        headers=_ACCEPT,
+                    )
+                path = repeated_member(raw) if decoded else None
+                if path is not None:
+                    raise RepeatedMember(path)
+            return await handler(request)
+
+        return checked
