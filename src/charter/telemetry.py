@@ -202,6 +202,8 @@ def phase_timings(marks: list[tuple[str, int]], end_ns: int) -> None:
     if not marks:
         return
     recording = trace.get_current_span().is_recording()
+    if not recording and not _listeners:
+        return  # nobody looks: no spans to record, no histogram to feed
     bounds = [*(start for _, start in marks[1:]), end_ns]
     for (name, start), end in zip(marks, bounds, strict=True):
         if recording:

@@ -61,7 +61,7 @@ def take_off(flying: Counter[tuple[str, str]], flight: Flight, key: tuple[str, s
     ``dispatching`` row of this process is never seen uncounted while its call runs)."""
     if flight.key is None:
         flight.key = key
-        flying[key] += 1
+        flying[key] = flying.get(key, 0) + 1  # (Counter's ``+=`` and ``del`` run Python code)
 
 
 def land(flying: Counter[tuple[str, str]], flight: Flight) -> None:
@@ -70,9 +70,11 @@ def land(flying: Counter[tuple[str, str]], flight: Flight) -> None:
     recorded) and is reconciled (:meth:`charter.kernel.operators.Operators.reconcile`)."""
     key, flight.key = flight.key, None
     if key is not None:
-        flying[key] -= 1
-        if flying[key] <= 0:
-            del flying[key]
+        left = flying.get(key, 0) - 1
+        if left > 0:
+            flying[key] = left
+        else:
+            flying.pop(key, None)
 
 
 def _ok(future: asyncio.Future[Any] | None) -> bool:

@@ -680,7 +680,7 @@ class Kernel:
         budget_error = await state.elapsed_budget(ctx)
         if budget_error is not None and not observe:
             return await answers.refuse(at, budget_error, CallStatus.DENIED)
-        at.summary = state.summary(contract, at.arguments)
+        at.summary = state.summary(contract, at.arguments, state.redactor_of(at))
         at.timeline.mark("reservation")
         # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         # caller wins the reservation, so we then read its row.
