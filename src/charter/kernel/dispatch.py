@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from typing import Any, NamedTuple
 
 from charter.artifacts.ledger_registry import registration_event
 from charter.artifacts.records import ArtifactRecord, Producer
-from charter.contracts.delegation import delegating
+from charter.contracts.delegation import current_span, delegating
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context as ToolContext
 from charter.errors import (
@@ -205,10 +205,12 @@ class Dispatcher:
         )
         at.flight.phase = flight.DISPATCH
         # A delegating tool takes no write lock (each write it makes takes it) and its span
-        # is the parent of every call made inside it; any other tool runs inside no span.
+        # is the parent of every call made inside it; any other tool runs inside no span
+        # (usually already so: then there is nothing to set).
         delegates = contract.delegates_execution
+        span = at.trace["span_id"] if delegates else None
         try:
-            with delegating(at.trace["span_id"] if delegates else None):
+            with delegating(span) if current_span() != span else nullcontext():
                 if contract.read_only or delegates:
                     outcome = await self.execute(at, request)
                 else:
