@@ -35,6 +35,9 @@ from charter.kernel.redaction import Redactor
 from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
 
+# The ``tool_progress`` stage that records an outcome, by its status (else ``unknown``).
+_STAGES = {CallStatus.SUCCEEDED.value: "completed", CallStatus.FAILED.value: "failed"}
+
 
 class Settled(NamedTuple):
     """What acceptance made of an execution outcome: the call's status and result."""
@@ -309,8 +312,9 @@ class Dispatcher:
         status, data, attempts = settled.status, settled.data, settled.attempts
         duration_ms = (time.perf_counter() - at.started) * 1000
         err = answers.safe_error(settled.error)
+        value = status.value
         receipt = {
-            "status": status.value,
+            "status": value,
             "data": data if contract.store_result else None,
             "error": err,
             "warnings": list(at.warnings),
@@ -323,12 +327,10 @@ class Dispatcher:
             # keyed, so it proves which result was returned without keeping it (a stored
             # result is its own evidence: no second canonical encoding on the common path)
             receipt["result_fingerprint"] = self.state.fingerprinter.fingerprint(data)
-        stage = {CallStatus.SUCCEEDED: "completed", CallStatus.FAILED: "failed"}.get(
-            status, "unknown"
-        )
+        stage = _STAGES.get(value, "unknown")
         audited = answers.audit_entry(
             at,
-            status.value,
+            value,
             duration_ms,
             reason=err["reason"] if err else None,
             code=err["code"] if err else None,
