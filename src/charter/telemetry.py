@@ -34,7 +34,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable, Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -71,14 +71,35 @@ def _tracing() -> bool:
 _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
 
 
-@contextmanager
+class _Current:
+    """What the span helpers give without an SDK: the current span, nothing made (a plain
+    context manager: no generator per governed call)."""
+
+    __slots__ = ()
+
+    def __enter__(self) -> Span:
+        return trace.get_current_span()
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+_CURRENT = _Current()
+
+
 def tool_span(
     tool: str, call_id: str, *, run_id: str | None = None, context_id: str | None = None
-) -> Iterator[Span]:
+) -> AbstractContextManager[Span]:
     """The ``execute_tool {tool}`` span around one governed call."""
     if not _tracing():
-        yield trace.get_current_span()
-        return
+        return _CURRENT
+    return _tool_span(tool, call_id, run_id=run_id, context_id=context_id)
+
+
+@contextmanager
+def _tool_span(
+    tool: str, call_id: str, *, run_id: str | None, context_id: str | None
+) -> Iterator[Span]:
     attributes: dict[str, Any] = {
         "gen_ai.operation.name": "execute_tool",
         "gen_ai.tool.name": tool,
@@ -202,6 +223,8 @@ def phase_timings(marks: list[tuple[str, int]], end_ns: int) -> None:
     if not marks:
         return
     recording = trace.get_current_span().is_recording()
+    if not recording and not _listeners:
+        return  # nobody looks: no spans to record, no histogram to feed
     bounds = [*(start for _, start in marks[1:]), end_ns]
     for (name, start), end in zip(marks, bounds, strict=True):
         if recording:

@@ -129,7 +129,8 @@ async def test_cancelled_before_the_intent_is_audited_and_reserves_nothing(
 ) -> None:
     kernel, store = gated(project, "never")
 
-    def cancelled(contract: Any, arguments: Any) -> Any:  # the summary, before the intent
+    # the summary, before the intent
+    def cancelled(contract: Any, arguments: Any, redactor: Any = None) -> Any:
         raise asyncio.CancelledError
 
     kernel.state.summary = cancelled

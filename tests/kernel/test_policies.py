@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from charter.contracts.model import contract_or_raise
+from charter.contracts.model import Danger, contract_or_raise
 from charter.kernel.audit import JsonlAuditSink
 from charter.kernel.authorize import (
     AuthorizationInput,
@@ -62,6 +62,23 @@ def test_agent_scope_hook_denies_other_agents() -> None:
     assert denial is not None
     assert denial.reason == "AGENT_SCOPE"
     assert agent_scope(replace(inp, context=_ctx("helper"))) is None
+
+
+def test_with_arguments_keeps_every_other_field() -> None:
+    """The hot path's copy of the input (instead of ``dataclasses.replace``) drops nothing,
+    whatever fields the input gains."""
+    contract = contract_or_raise({"id": "a.b", "description": "d"})
+    inp = AuthorizationInput(
+        principal=APP,
+        context=_ctx("helper"),
+        tool="a.b",
+        contract=contract,
+        agent_tools=frozenset({"a.b"}),
+        enablement=Enablement(kill_switch=True),
+        max_danger=Danger.LOW,
+    )
+    arguments = {"tenant": "acme"}
+    assert inp.with_arguments(arguments) == replace(inp, arguments=arguments)
 
 
 def test_a_hook_that_raises_denies() -> None:

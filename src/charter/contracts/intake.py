@@ -324,14 +324,26 @@ def _normalise(value: Any, depth: int, path: list[str | int], max_depth: int) ->
         if isinstance(value, Mapping):
             out: dict[str, Any] = {}
             for key, item in value.items():
-                if not isinstance(key, str):
-                    _reject(
-                        "ARGS_NOT_JSON",
-                        f"an object key at {json_pointer(path) or '/'} is not a string",
-                        pointer=json_pointer(path),
-                    )
-                key = _normalise(str.__str__(key), depth, [*path, key], max_depth)
-                out[key] = _normalise(item, depth + 1, [*path, key], max_depth)
+                if type(key) is not str or not key.isascii():
+                    if not isinstance(key, str):
+                        _reject(
+                            "ARGS_NOT_JSON",
+                            f"an object key at {json_pointer(path) or '/'} is not a string",
+                            pointer=json_pointer(path),
+                        )
+                    key = _normalise(str.__str__(key), depth, [*path, key], max_depth)
+                # The common leaves inline (what the recursion returns for them unchanged):
+                # an ASCII string, a boolean, null, an integer within range.
+                kind = type(item)
+                if (
+                    (kind is str and item.isascii())
+                    or kind is bool
+                    or item is None
+                    or (kind is int and -_SAFE_INT <= item <= _SAFE_INT)
+                ):
+                    out[key] = item
+                else:
+                    out[key] = _normalise(item, depth + 1, [*path, key], max_depth)
             return out
         return [
             _normalise(item, depth + 1, [*path, index], max_depth)

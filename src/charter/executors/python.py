@@ -261,23 +261,27 @@ class PythonExecutor:
 
         bound = functools.partial(tool.function, **kwargs)
         loop = asyncio.get_running_loop()
-        ended: asyncio.Future[None] = loop.create_future()  # the worker thread returned
+        # A sync tool's worker thread: what completes when it returns (an async tool has none).
+        ended: asyncio.Future[None] | None = None if tool.is_async else loop.create_future()
 
         def call() -> Any:
             try:
                 faults.point("during_dispatch", tool_id)  # test-only: die as the tool starts
                 return bound()
             finally:
-                if not tool.is_async:
+                if ended is not None:
                     with contextlib.suppress(RuntimeError):  # the loop is gone
                         loop.call_soon_threadsafe(_settle, ended)
 
         result: Any = None
         raised: Exception | None = None
+        # ``anyio.move_on_after`` with the loop's clock read here: Charter runs on asyncio,
+        # whose anyio clock is ``loop.time()`` (one backend look-up per call instead of two).
+        deadline = loop.time() + max(request.deadline_s, 0.0)
         try:
-            with anyio.move_on_after(max(request.deadline_s, 0.0)) as scope:
+            with anyio.CancelScope(deadline=deadline) as scope:
                 try:
-                    if tool.is_async:
+                    if ended is None:
                         result = await call()
                     else:
                         result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
@@ -288,11 +292,11 @@ class PythonExecutor:
         except BaseException:
             # The caller cancelled us (or the loop is shutting down): tell the tool, propagate.
             ctx.cancelled.set()
-            self._linger(tool.is_async, ended, request)
+            self._linger(ended, request)
             raise
         if scope.cancelled_caught:
             ctx.cancelled.set()
-            self._linger(tool.is_async, ended, request)
+            self._linger(ended, request)
             return unknown(
                 TimeoutFailure(
                     f"tool {tool_id} did not finish within {request.deadline_s:g} s; "
@@ -311,10 +315,10 @@ class PythonExecutor:
             return failed(exc)
 
     @staticmethod
-    def _linger(is_async: bool, ended: asyncio.Future[None], request: ExecutionRequest) -> None:
+    def _linger(ended: asyncio.Future[None] | None, request: ExecutionRequest) -> None:
         """A sync tool's thread outlives its timeout or cancellation: hand the caller (the
         kernel, which then keeps the run's write lock) what completes when it really ends."""
-        if not is_async and not ended.done() and request.linger is not None:
+        if ended is not None and not ended.done() and request.linger is not None:
             request.linger(ended)
 
     def _failure(self, exc: Exception, request: ExecutionRequest) -> Failure:

@@ -22,7 +22,7 @@ the first denial answers. The validated arguments reach the hooks as a read-only
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
@@ -68,6 +68,20 @@ class AuthorizationInput:
     enablement: Enablement
     arguments: Mapping[str, Any] | None = field(default=None, repr=False)  # when known
     max_danger: Danger = Danger.HIGH
+
+    def with_arguments(self, arguments: Mapping[str, Any] | None) -> AuthorizationInput:
+        """This input with the parsed arguments (what ``dataclasses.replace`` makes, without
+        its per-call walk over the fields: once per governed call)."""
+        return AuthorizationInput(
+            principal=self.principal,
+            context=self.context,
+            tool=self.tool,
+            contract=self.contract,
+            agent_tools=self.agent_tools,
+            enablement=self.enablement,
+            arguments=arguments,
+            max_danger=self.max_danger,
+        )
 
 
 Hook = Callable[[AuthorizationInput], Denial | None]
@@ -202,7 +216,7 @@ def read_only(inp: AuthorizationInput) -> AuthorizationInput:
     """``inp`` with its arguments as a read-only copy (what policy hooks receive)."""
     if inp.arguments is None or isinstance(inp.arguments, MappingProxyType):
         return inp
-    return replace(inp, arguments=frozen(inp.arguments))
+    return inp.with_arguments(frozen(inp.arguments))
 
 
 def raised(exc: Exception) -> Denial:

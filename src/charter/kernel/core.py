@@ -28,6 +28,7 @@ from charter.contracts.model import ToolContract
 from charter.contracts.preview import arguments_record, preview
 from charter.contracts.schema import CompiledSchema, compile_schema
 from charter.errors import Failure, ResourceLimit
+from charter.kernel import faults
 from charter.kernel.audit import AuditSink
 from charter.kernel.authorize import Hook
 from charter.kernel.contexts import ContextProvider, ResolvedContext
@@ -215,6 +216,7 @@ class KernelState:
         self.lease = OwnerLease(store, self.now, self.owner, self.settings.lease_ttl_s)
         self.ended_runs: set[str] = set()  # runs seen terminal (nothing leaves that)
         self.flying: Counter[tuple[str, str]] = Counter()  # (context, call) running here
+        faults.arm()  # test-only fault points: the environment as this kernel opens
 
     # -----------------------------------------------------------------------------------
     # ids and time
@@ -284,7 +286,7 @@ class KernelState:
         ``redactor``: the call's (:meth:`redactor_of`), when the caller has it."""
         if redactor is None:
             redactor = self.call_redactor(contract, arguments)
-        redacted = redactor.redact(dict(arguments))
+        redacted = redactor.redact(arguments)  # a copy: never the caller's arguments
         size = len(canonical_bytes(redacted))
         return ArgumentViews(
             record=arguments_record(redacted, contract.audit, size=size),

@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager
+from contextlib import AbstractAsyncContextManager, nullcontext
 from dataclasses import replace
 from typing import Any, NamedTuple
 
 from charter.artifacts.ledger_registry import registration_event
 from charter.artifacts.records import ArtifactRecord, Producer
-from charter.contracts.delegation import delegating
+from charter.contracts.delegation import current_span, delegating
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context as ToolContext
 from charter.errors import (
@@ -34,6 +34,9 @@ from charter.kernel.progress import ProgressChannel
 from charter.kernel.redaction import Redactor
 from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
+
+# The ``tool_progress`` stage that records an outcome, by its status (else ``unknown``).
+_STAGES = {CallStatus.SUCCEEDED.value: "completed", CallStatus.FAILED.value: "failed"}
 
 
 class Settled(NamedTuple):
@@ -205,10 +208,12 @@ class Dispatcher:
         )
         at.flight.phase = flight.DISPATCH
         # A delegating tool takes no write lock (each write it makes takes it) and its span
-        # is the parent of every call made inside it; any other tool runs inside no span.
+        # is the parent of every call made inside it; any other tool runs inside no span
+        # (usually already so: then there is nothing to set).
         delegates = contract.delegates_execution
+        span = at.trace["span_id"] if delegates else None
         try:
-            with delegating(at.trace["span_id"] if delegates else None):
+            with delegating(span) if current_span() != span else nullcontext():
                 if contract.read_only or delegates:
                     outcome = await self.execute(at, request)
                 else:
@@ -307,8 +312,9 @@ class Dispatcher:
         status, data, attempts = settled.status, settled.data, settled.attempts
         duration_ms = (time.perf_counter() - at.started) * 1000
         err = answers.safe_error(settled.error)
+        value = status.value
         receipt = {
-            "status": status.value,
+            "status": value,
             "data": data if contract.store_result else None,
             "error": err,
             "warnings": list(at.warnings),
@@ -321,12 +327,10 @@ class Dispatcher:
             # keyed, so it proves which result was returned without keeping it (a stored
             # result is its own evidence: no second canonical encoding on the common path)
             receipt["result_fingerprint"] = self.state.fingerprinter.fingerprint(data)
-        stage = {CallStatus.SUCCEEDED: "completed", CallStatus.FAILED: "failed"}.get(
-            status, "unknown"
-        )
+        stage = _STAGES.get(value, "unknown")
         audited = answers.audit_entry(
             at,
-            status.value,
+            value,
             duration_ms,
             reason=err["reason"] if err else None,
             code=err["code"] if err else None,

@@ -61,7 +61,7 @@ def take_off(flying: Counter[tuple[str, str]], flight: Flight, key: tuple[str, s
     ``dispatching`` row of this process is never seen uncounted while its call runs)."""
     if flight.key is None:
         flight.key = key
-        flying[key] += 1
+        flying[key] = flying.get(key, 0) + 1  # (Counter's ``+=`` and ``del`` run Python code)
 
 
 def land(flying: Counter[tuple[str, str]], flight: Flight) -> None:
@@ -70,9 +70,11 @@ def land(flying: Counter[tuple[str, str]], flight: Flight) -> None:
     recorded) and is reconciled (:meth:`charter.kernel.operators.Operators.reconcile`)."""
     key, flight.key = flight.key, None
     if key is not None:
-        flying[key] -= 1
-        if flying[key] <= 0:
-            del flying[key]
+        left = flying.get(key, 0) - 1
+        if left > 0:
+            flying[key] = left
+        else:
+            flying.pop(key, None)
 
 
 def _ok(future: asyncio.Future[Any] | None) -> bool:
@@ -86,7 +88,44 @@ def _ok(future: asyncio.Future[Any] | None) -> bool:
 
 async def shielded(flight: Flight, slot: str, work: Awaitable[T]) -> T:
     """Run ``work`` (the intent's or the outcome's append) as a task the caller's
-    cancellation cannot stop; ``flight`` keeps it in ``slot`` (``intent`` or ``outcome``)."""
-    task: asyncio.Future[T] = asyncio.ensure_future(work)
+    cancellation cannot stop; ``flight`` keeps it in ``slot`` (``intent`` or ``outcome``).
+
+    What ``await asyncio.shield(task)`` does, one event-loop round sooner: the caller awaits
+    a future of its own, which the task settles as its last step (``asyncio.shield`` settles
+    it from the task's done callback, a round later). A cancelled caller cancels only that
+    future and leaves at once; the task runs on, and the flight has its result."""
+    loop = asyncio.get_running_loop()
+    answer: asyncio.Future[T] = loop.create_future()
+    task = loop.create_task(_relay(work, answer))
     setattr(flight, slot, task)
-    return await asyncio.shield(task)
+    try:
+        return await answer
+    except BaseException:
+        # The caller has the exception (or left): the task's own is not "never retrieved".
+        if task.done():
+            _retrieve(task)
+        else:
+            task.add_done_callback(_retrieve)
+        raise
+
+
+async def _relay(work: Awaitable[T], answer: asyncio.Future[T]) -> T:
+    """Await ``work`` and hand its result (or exception, or cancellation) to ``answer``
+    unless the caller already left."""
+    try:
+        result = await work
+    except asyncio.CancelledError:
+        answer.cancel()
+        raise
+    except BaseException as exc:
+        if not answer.done():
+            answer.set_exception(exc)
+        raise
+    if not answer.done():
+        answer.set_result(result)
+    return result
+
+
+def _retrieve(task: asyncio.Future[Any]) -> None:
+    if not task.cancelled():
+        task.exception()

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
@@ -45,6 +44,7 @@ from charter.errors import (
     TransientExternal,
 )
 from charter.kernel import delegation, faults, flight
+from charter.kernel.admission import CALL_ID, admit
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -65,7 +65,7 @@ from charter.kernel.endings import RunEndings
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.executor_port import Executor
 from charter.kernel.leases import OwnerLease
-from charter.kernel.limits import ADMITTED, Admission, Limiter
+from charter.kernel.limits import ADMITTED, Limiter
 from charter.kernel.operators import Operators
 from charter.kernel.policy_order import authorization
 from charter.kernel.principals import Principal
@@ -92,9 +92,6 @@ def _requested(approval: ApprovalRow) -> tuple[int, str] | None:
         return None
 
 
-# Matched with ``fullmatch``: ``re.match`` with ``$`` accepts a trailing newline ("a1\n"),
-# which would name a second call for what the caller sees as the same id.
-CALL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
 ADHOC_SLUG = "adhoc"
 _log = logging.getLogger("charter.kernel")
 # Reservation, approval bookkeeping and intent are retried when a concurrent caller's append
@@ -531,7 +528,7 @@ class Kernel:
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
             admission = ADMITTED
             try:
-                admitted = await self._admit(arrival, context_id)
+                admitted = await admit(self.state, self.answers, self.limiter, arrival, context_id)
                 if isinstance(admitted, Envelope):
                     envelope = admitted
                 else:
@@ -572,40 +569,6 @@ class Kernel:
             telemetry.phase_timings(timeline.marks, time.time_ns())
             telemetry.finish_tool_span(span, envelope, tenant=principal.tenant)
             return envelope
-
-    async def _admit(self, arrival: Arrival, context_id: str) -> Admission | Envelope:
-        """1b. rate and concurrency limits, before anything is parsed or written."""
-        state, limiter = self.state, self.limiter
-        if limiter is None:
-            return ADMITTED
-        ctx = await state.context(context_id)
-        if ctx is None or ctx.tenant != arrival.principal.tenant:
-            return ADMITTED  # the call path answers CONTEXT_NOT_FOUND
-        offered = ctx.offered(arrival.tool) if isinstance(arrival.tool, str) else None
-        tool_id = offered.id if offered is not None else None
-        # an old context may offer a tool this Build lacks: the call path denies it cleanly
-        bound = state.build.tools.get(tool_id) if tool_id is not None else None
-        mode = state.settings.modes.resolve(
-            state.settings.mode, tool=tool_id, agent=ctx.agent, profile=ctx.profile
-        )
-        if mode is not Mode.ENFORCE:
-            return ADMITTED
-        lease = None
-        if bound is not None:  # the longest the call can hold its slots: timeout + grace
-            lease = bound.contract.timeout_s + state.settings.coalesce_grace_s + 60.0
-        verdict = await limiter.admit(
-            arrival.principal, tool_id, state.trace_id("slot"), lease_s=lease
-        )
-        if isinstance(verdict, Admission):
-            return verdict
-        at = arrival.attempt(ctx)
-        if not CALL_ID.fullmatch(at.call_id):
-            at.call_id = ""
-        if bound is not None:  # the context offered it: the refusal may name it
-            at.contract = bound.contract
-        if limiter.sample(arrival.principal, verdict):  # a flood is counted, not all audited
-            return await self.answers.refuse(at, verdict, CallStatus.DENIED)
-        return self.answers.answer(at, CallStatus.DENIED, verdict, tool=tool_id, ctx=ctx)
 
     async def _call(
         self,
@@ -717,7 +680,7 @@ class Kernel:
         budget_error = await state.elapsed_budget(ctx)
         if budget_error is not None and not observe:
             return await answers.refuse(at, budget_error, CallStatus.DENIED)
-        at.summary = state.summary(contract, at.arguments)
+        at.summary = state.summary(contract, at.arguments, state.redactor_of(at))
         at.timeline.mark("reservation")
         # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         # caller wins the reservation, so we then read its row.

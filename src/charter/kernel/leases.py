@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import AsyncIterator, Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -46,11 +46,14 @@ class OwnerLease:
     def supported(self) -> bool:
         return self._store is not None
 
-    @contextlib.asynccontextmanager
-    async def held(self) -> AsyncIterator[None]:
-        """Hold the lease around one call's intent, dispatch and outcome."""
+    def held(self) -> OwnerLease:
+        """Hold the lease around one call's intent, dispatch and outcome:
+        ``async with lease.held():`` (the lease is its own context manager, entered once per
+        governed call: no async generator each time)."""
+        return self
+
+    async def __aenter__(self) -> None:
         if self._store is None:
-            yield
             return
         self._holders += 1
         try:
@@ -59,8 +62,12 @@ class OwnerLease:
                 await self._renew(now)
             if self._beat is None or self._beat.done():
                 self._beat = asyncio.get_running_loop().create_task(self._heartbeat())
-            yield
-        finally:
+        except BaseException:
+            self._holders -= 1
+            raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._store is not None:
             self._holders -= 1
 
     async def _renew(self, now: datetime) -> None:

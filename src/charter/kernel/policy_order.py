@@ -8,8 +8,6 @@ first denial answers; the phase it came from is returned with it (observe mode r
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from charter.kernel.authorize import AuthorizationInput, Denial
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.core import Attempt, KernelState
@@ -40,7 +38,7 @@ async def authorization(
 ) -> tuple[str, Denial] | None:
     """The first denial of the ordered chain and then the task rules, with its phase."""
     denial = await authorize_with_deadline(
-        replace(inp, arguments=at.arguments),
+        inp.with_arguments(at.arguments),
         ownership=state.ownership_hooks,
         deadline_s=state.settings.policy_hook_deadline_s,
     )
