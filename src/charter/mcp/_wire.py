@@ -20,6 +20,7 @@ it came.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -42,19 +43,36 @@ class _Pairs(dict[str, Any]):
     pairs: list[tuple[str, Any]]
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    repeated = None
-    for key, value in pairs:
-        if key in out and repeated is None:
-            repeated = key
-        out[key] = value
-    if repeated is None:
-        return out
-    marked = _Pairs(out)
-    marked.repeated = repeated
+def _marked(pairs: list[tuple[str, Any]]) -> _Pairs:
+    """An object whose members repeat a key: the first key repeated, and the members."""
+    seen: set[str] = set()
+    marked = _Pairs(pairs)
+    for key, _ in pairs:
+        if key in seen:
+            marked.repeated = key
+            break
+        seen.add(key)
     marked.pairs = pairs
     return marked
+
+
+def _parse(text: str) -> tuple[Any, bool]:
+    """The JSON ``text``, and whether an object in it repeats a key (marked: :class:`_Pairs`)."""
+    repeats: list[_Pairs] = []
+
+    def pairs(members: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(members)
+        if len(out) == len(members):
+            return out
+        repeats.append(_marked(members))
+        return repeats[-1]
+
+    return json.loads(text, object_pairs_hook=pairs), bool(repeats)
+
+
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+"""Where a lone surrogate could be: a decoded UTF-8 line holds one only as a ``\\u`` escape
+(this also matches valid pairs and escaped backslashes; those are then looked at whole)."""
 
 
 def _as_written(value: Any) -> str:
@@ -157,7 +175,7 @@ def check_line(raw: bytes) -> Checked:
     if not text.strip():
         return Checked(None)
     try:
-        message = json.loads(text, object_pairs_hook=_pairs)
+        message, repeats = _parse(text)
     except json.JSONDecodeError as exc:
         why = f"Parse error: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
@@ -170,7 +188,9 @@ def check_line(raw: bytes) -> Checked:
         why = f"Invalid Request: a message must be a JSON object{'; ' + kind if kind else ''}"
         return Checked(None, (None, types.INVALID_REQUEST, why, {"reason": "MESSAGE_NOT_OBJECT"}))
     ident = _request_id(message)
-    problem = _find_problem(message, [])
+    # the walk only where a problem can be (most lines have no repeated key and no escape)
+    maybe = repeats or _MAYBE_SURROGATE.search(text) is not None
+    problem = _find_problem(message, []) if maybe else None
     if problem is not None and ident is not None and problem[2][:2] == ["params", "arguments"]:
         handed = _for_the_kernel(message, ident)
         if handed is not None:
