@@ -8,8 +8,11 @@ import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+import anyio
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server.context import ServerRequestContext
-from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
@@ -46,14 +49,35 @@ async def serve_stdio(
     async def identify(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, McpSession]:
         return who, session
 
-    with _claimed_stdin() as wire:
-        guard = WireGuard(wire)
+    # Charter's own stdio transport in place of the SDK's stdio_server: the guard reads and
+    # validates each line once (charter.mcp._wire: it answers the lines the SDK would drop)
+    # and the server reads its messages straight from it; a reply is written and flushed in
+    # one hand-off to a worker thread (the SDK validates every line twice and hands off twice).
+    with _claimed_stdin() as wire_in, _claimed_stdout() as wire_out:
+        guard = WireGuard(wire_in)
         server = build_server(gateway, identify, lambda ctx: guard.raw_arguments(ctx.request_id))
-        # stdout is claimed by the SDK (fd 1 points at stderr while serving); stdin is read
-        # through the guard, which answers the lines the SDK would drop (charter.mcp._wire).
-        async with stdio_server(stdin=guard) as (read, write):  # type: ignore[arg-type]
+        write, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_write_out, outgoing, wire_out)
             guard.attach(write)
-            await server.run(read, write, server.create_initialization_options())
+            # the server closes ``write`` when it ends: the writer sends what is left, then ends
+            await server.run(guard, write, server.create_initialization_options())
+
+
+async def _write_out(outgoing: MemoryObjectReceiveStream[SessionMessage], wire: BinaryIO) -> None:
+    """Each message the server sends, as one line on the client's stdout."""
+    try:
+        async with outgoing:
+            async for message in outgoing:
+                line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                await anyio.to_thread.run_sync(_write_line, wire, line.encode() + b"\n")
+    except anyio.ClosedResourceError:  # pragma: no cover - closed under the writer at exit
+        await anyio.lowlevel.checkpoint()
+
+
+def _write_line(wire: BinaryIO, data: bytes) -> None:
+    wire.write(data)
+    wire.flush()
 
 
 @contextlib.contextmanager
@@ -77,4 +101,31 @@ def _claimed_stdin() -> Iterator[BinaryIO]:
             yield stream
     finally:
         os.dup2(wire, 0)
+        os.close(wire)
+
+
+@contextlib.contextmanager
+def _claimed_stdout() -> Iterator[BinaryIO]:
+    """The client's stdout, written through a private descriptor while fd 1 points at stderr
+    (a tool's or a library's stray output never reaches the wire); restored on exit."""
+    try:
+        if sys.stdout is None or sys.stdout.buffer.fileno() != 1:
+            raise OSError("stdout is not fd 1")
+        wire = os.dup(1)
+    except (OSError, AttributeError, ValueError):
+        yield sys.stdout.buffer  # not a real descriptor (an embedding host): written in place
+        return
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr: stray output goes nowhere
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+        finally:
+            os.close(null)
+    try:
+        with os.fdopen(wire, "wb", closefd=False) as stream:
+            yield stream
+    finally:
+        os.dup2(wire, 1)
         os.close(wire)

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -133,14 +132,16 @@ Refusal = tuple[str | int | None, int, str, dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """What became of one message: the text to give the SDK (None: nothing), the refusal to
-    answer instead, and for a ``tools/call`` whose arguments the kernel must refuse itself
-    (a repeated key, a lone surrogate) those arguments as written, under the request's id."""
+    """What became of one message: the text to give the SDK (None: nothing) and that text as
+    the SDK's message (validated here, once), the refusal to answer instead, and for a
+    ``tools/call`` whose arguments the kernel must refuse itself (a repeated key, a lone
+    surrogate) those arguments as written, under the request's id."""
 
     text: str | None
     refusal: Refusal | None = None
     request_id: str | int | None = None
     raw_arguments: str | None = None
+    message: types.JSONRPCMessage | None = None
 
 
 def _request_id(message: dict[str, Any]) -> str | int | None:
@@ -207,7 +208,7 @@ def check_line(raw: bytes) -> Checked:
         data = {"reason": "PARAMS_INVALID", "pointer": "/" + field.replace(".", "/")}
         return Checked(None, (ident, types.INVALID_PARAMS, f"Invalid params: {why}", data))
     try:
-        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        valid = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError as exc:
         fields = sorted({".".join(str(p) for p in e["loc"]) for e in _errors(exc)})[:5]
         why = "Invalid Request: not a JSON-RPC 2.0 message (jsonrpc, id, method or params)"
@@ -215,7 +216,7 @@ def check_line(raw: bytes) -> Checked:
             None,
             (ident, types.INVALID_REQUEST, why, {"reason": "MESSAGE_INVALID", "fields": fields}),
         )
-    return Checked(text)
+    return Checked(text, message=valid)
 
 
 def _for_the_kernel(message: dict[str, Any], ident: str | int) -> Checked | None:
@@ -236,10 +237,11 @@ def _for_the_kernel(message: dict[str, Any], ident: str | int) -> Checked | None
         return None
     text = json.dumps(clean)
     try:
-        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        valid = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError:
         return None
-    return Checked(text, request_id=ident, raw_arguments=_as_written(arguments))
+    raw = _as_written(arguments)
+    return Checked(text, request_id=ident, raw_arguments=raw, message=valid)
 
 
 def _errors(exc: ValueError) -> list[dict[str, Any]]:
@@ -251,8 +253,9 @@ def _errors(exc: ValueError) -> list[dict[str, Any]]:
 
 
 class WireGuard:
-    """The client's lines, checked: an async iterable of the lines the SDK may read, that
-    answers the others itself once :meth:`attach` gave it the transport's write stream."""
+    """The client's lines, checked: the stream of messages the server reads (each validated
+    once, here), that answers the other lines itself once :meth:`attach` gave it the write
+    stream."""
 
     def __init__(self, source: BinaryIO, *, limit: int = MAX_MESSAGE_BYTES) -> None:
         self._source = source
@@ -260,6 +263,7 @@ class WireGuard:
         self._write: Any = None
         self._attached = anyio.Event()
         self._raw: dict[str | int, str] = {}
+        self._closed = False
 
     def raw_arguments(self, request_id: str | int | None) -> str | None:
         """The arguments as written of a ``tools/call`` the kernel must refuse (taken once)."""
@@ -288,18 +292,40 @@ class WireGuard:
         why = f"Parse error: the message is longer than {self._limit} bytes"
         await self._refuse((None, types.PARSE_ERROR, why, {"reason": "MESSAGE_TOO_LARGE"}))
 
-    async def __aiter__(self) -> AsyncIterator[str]:
-        while True:
+    async def receive(self) -> SessionMessage:
+        """The next message the server may read (``EndOfStream`` when the client is gone)."""
+        while not self._closed:
             raw = await self._readline(self._limit + 1)
             if not raw:
-                return
+                break
             if len(raw) > self._limit and not raw.endswith(b"\n"):
                 await self._overlong()
                 continue
             checked = check_line(raw)
             if checked.refusal is not None:
                 await self._refuse(checked.refusal)
-            elif checked.text is not None:
+            elif checked.message is not None:
                 if checked.raw_arguments is not None and checked.request_id is not None:
                     self._raw[checked.request_id] = checked.raw_arguments
-                yield checked.text
+                return SessionMessage(checked.message)
+        raise anyio.EndOfStream
+
+    # the rest of the SDK's read stream protocol (mcp.shared._stream_protocols.ReadStream)
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def __aiter__(self) -> WireGuard:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> WireGuard:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
