@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -81,9 +82,10 @@ def _write_line(wire: BinaryIO, data: bytes) -> None:
 
 
 @contextlib.contextmanager
-def _claimed_stdin() -> Iterator[BinaryIO]:
+def _claimed_stdin() -> Iterator[BinaryIO | int]:
     """The client's stdin, read from a private descriptor while fd 0 reads the null device (a
-    tool's child process never reads the wire); restored on exit."""
+    tool's child process never reads the wire); restored on exit. The descriptor itself when
+    it is a pipe or a socket (the event loop can wait for it), else a file to read from."""
     try:
         if sys.stdin is None or sys.stdin.buffer.fileno() != 0:
             raise OSError("stdin is not fd 0")
@@ -97,8 +99,11 @@ def _claimed_stdin() -> Iterator[BinaryIO]:
     finally:
         os.close(null)
     try:
-        with os.fdopen(wire, "rb", buffering=1 << 16, closefd=False) as stream:
-            yield stream
+        if stat.S_ISFIFO(os.fstat(wire).st_mode) or stat.S_ISSOCK(os.fstat(wire).st_mode):
+            yield wire
+        else:
+            with os.fdopen(wire, "rb", buffering=1 << 16, closefd=False) as stream:
+                yield stream
     finally:
         os.dup2(wire, 0)
         os.close(wire)

@@ -20,6 +20,7 @@ it came.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any, BinaryIO
@@ -257,8 +258,12 @@ class WireGuard:
     once, here), that answers the other lines itself once :meth:`attach` gave it the write
     stream."""
 
-    def __init__(self, source: BinaryIO, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, source: BinaryIO | int, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+        # a descriptor (a pipe or a socket) is read when the event loop says it is readable;
+        # a file object (an embedding host's) by a worker thread
         self._source = source
+        self._buffer = bytearray()
+        self._eof = False
         self._limit = limit
         self._write: Any = None
         self._attached = anyio.Event()
@@ -281,8 +286,26 @@ class WireGuard:
         await self._write.send(SessionMessage(reply))
 
     async def _readline(self, limit: int) -> bytes:
-        # abandoned on cancellation: a blocked read never holds up the server's shutdown
-        return await anyio.to_thread.run_sync(self._source.readline, limit, abandon_on_cancel=True)
+        """The next line of at most ``limit`` bytes (its newline included; the line's start
+        when longer; b"" at the end)."""
+        if not isinstance(self._source, int):
+            # abandoned on cancellation: a blocked read never holds up the server's shutdown
+            read = self._source.readline
+            return await anyio.to_thread.run_sync(read, limit, abandon_on_cancel=True)
+        scanned = 0  # the bytes already looked at for a newline (a long line comes in chunks)
+        while True:
+            end = self._buffer.find(b"\n", scanned, limit)
+            if end >= 0 or len(self._buffer) >= limit or self._eof:
+                size = end + 1 if end >= 0 else limit
+                line = bytes(self._buffer[:size])
+                del self._buffer[:size]
+                return line
+            scanned = len(self._buffer)
+            # no thread hand-off per line: readable, so this read returns what has come
+            await anyio.wait_readable(self._source)
+            chunk = os.read(self._source, _DISCARD_CHUNK)
+            self._eof = not chunk
+            self._buffer += chunk
 
     async def _overlong(self) -> None:
         while True:  # discard the rest of the line, in bounded chunks
