@@ -52,8 +52,9 @@ async def serve_stdio(
 
     # Charter's own stdio transport in place of the SDK's stdio_server: the guard reads and
     # validates each line once (charter.mcp._wire: it answers the lines the SDK would drop)
-    # and the server reads its messages straight from it; a reply is written and flushed in
-    # one hand-off to a worker thread (the SDK validates every line twice and hands off twice).
+    # and the server reads its messages straight from it; a reply to a pipe or socket is
+    # written at once while it has room (the SDK validates every line twice and hands every
+    # line to a worker thread, every reply twice).
     with _claimed_stdin() as wire_in, _claimed_stdout() as wire_out:
         guard = WireGuard(wire_in)
         server = build_server(gateway, identify, lambda ctx: guard.raw_arguments(ctx.request_id))
@@ -65,15 +66,32 @@ async def serve_stdio(
             await server.run(guard, write, server.create_initialization_options())
 
 
-async def _write_out(outgoing: MemoryObjectReceiveStream[SessionMessage], wire: BinaryIO) -> None:
+async def _write_out(
+    outgoing: MemoryObjectReceiveStream[SessionMessage], wire: BinaryIO | int
+) -> None:
     """Each message the server sends, as one line on the client's stdout."""
     try:
         async with outgoing:
             async for message in outgoing:
                 line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
-                await anyio.to_thread.run_sync(_write_line, wire, line.encode() + b"\n")
+                data = line.encode() + b"\n"
+                if isinstance(wire, int):
+                    await _send(wire, data)
+                else:
+                    await anyio.to_thread.run_sync(_write_line, wire, data)
     except anyio.ClosedResourceError:  # pragma: no cover - closed under the writer at exit
         await anyio.lowlevel.checkpoint()
+
+
+async def _send(fd: int, data: bytes) -> None:
+    """All of ``data`` on a non-blocking pipe or socket: at once while it has room, the rest
+    as the client reads (a client that does not read holds up only this writer)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            await anyio.wait_writable(fd)
 
 
 def _write_line(wire: BinaryIO, data: bytes) -> None:
@@ -99,7 +117,7 @@ def _claimed_stdin() -> Iterator[BinaryIO | int]:
     finally:
         os.close(null)
     try:
-        if stat.S_ISFIFO(os.fstat(wire).st_mode) or stat.S_ISSOCK(os.fstat(wire).st_mode):
+        if _pollable(wire):
             yield wire
         else:
             with os.fdopen(wire, "rb", buffering=1 << 16, closefd=False) as stream:
@@ -110,9 +128,11 @@ def _claimed_stdin() -> Iterator[BinaryIO | int]:
 
 
 @contextlib.contextmanager
-def _claimed_stdout() -> Iterator[BinaryIO]:
+def _claimed_stdout() -> Iterator[BinaryIO | int]:
     """The client's stdout, written through a private descriptor while fd 1 points at stderr
-    (a tool's or a library's stray output never reaches the wire); restored on exit."""
+    (a tool's or a library's stray output never reaches the wire); restored on exit. The
+    descriptor itself, non-blocking while serving, when it is a pipe or a socket (the event
+    loop can wait for it), else a file to write to."""
     try:
         if sys.stdout is None or sys.stdout.buffer.fileno() != 1:
             raise OSError("stdout is not fd 1")
@@ -128,9 +148,21 @@ def _claimed_stdout() -> Iterator[BinaryIO]:
             os.dup2(null, 1)
         finally:
             os.close(null)
+    blocking = os.get_blocking(wire)
     try:
-        with os.fdopen(wire, "wb", closefd=False) as stream:
-            yield stream
+        if _pollable(wire):
+            os.set_blocking(wire, False)
+            yield wire
+        else:
+            with os.fdopen(wire, "wb", closefd=False) as stream:
+                yield stream
     finally:
+        os.set_blocking(wire, blocking)
         os.dup2(wire, 1)
         os.close(wire)
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait for ``fd`` (a pipe or a socket; not a regular file)."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)

@@ -303,7 +303,10 @@ class WireGuard:
             scanned = len(self._buffer)
             # no thread hand-off per line: readable, so this read returns what has come
             await anyio.wait_readable(self._source)
-            chunk = os.read(self._source, _DISCARD_CHUNK)
+            try:
+                chunk = os.read(self._source, _DISCARD_CHUNK)
+            except BlockingIOError:  # non-blocking (a socket shared with stdout) and not ready
+                continue
             self._eof = not chunk
             self._buffer += chunk
 
