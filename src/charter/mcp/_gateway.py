@@ -28,6 +28,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 try:
@@ -65,6 +66,8 @@ class McpSession:
     request_ids_unique: bool = True
     run_id: str | None = None
     context: ResolvedContext | None = None
+    # ``context`` as last checked, with its expiry parsed once instead of on every call
+    live: tuple[ResolvedContext, datetime] | None = None
     key_contexts: dict[str, str] = field(default_factory=dict)
     lock: anyio.Lock = field(default_factory=anyio.Lock)
 
@@ -97,33 +100,36 @@ class Gateway:
 
     async def context(self, principal: Principal, session: McpSession) -> ResolvedContext:
         """The session's live context, resolving it (and the session's run) when needed."""
+        live = session.live
+        if live is not None and live[0] is session.context and self.runtime.clock() < live[1]:
+            return live[0]  # the common case: no lock (taking it yields to the event loop)
         async with session.lock:
             ctx = session.context
-            now = self.runtime.clock()
-            if ctx is not None and now < _parse_at(ctx.expires_at):
-                return ctx
-            if self.run_id is not None:  # bound to a run: a new context in the same run
-                ctx = await self.runtime.resolve_context(
-                    principal, self.profile, agent=self.agent, run_id=self.run_id
-                )
-                session.run_id, session.context = ctx.run_id, ctx
-                return ctx
-            if ctx is not None and not session.request_ids_unique:
-                # Stateless HTTP: the "session" is the principal's for the process's lifetime,
-                # so each context lifetime gets a run of its own instead of one run growing
-                # forever (keyed retries still find their call through the store).
-                session.run_id, session.tag = None, secrets.token_hex(6)
-            ctx = await self.runtime.resolve_context(
-                principal,
-                self.profile,
-                run_id=session.run_id,
-                session_id=f"mcp-{session.tag}",
-                workflow_slug=MCP_SESSION_SLUG,
-                session=True,  # an ended or spent run gives way to a fresh one
-            )
-            session.run_id = ctx.run_id
-            session.context = ctx
+            if ctx is None or self.runtime.clock() >= _parse_at(ctx.expires_at):
+                ctx = session.context = await self._resolve(principal, session)
+                session.run_id = ctx.run_id
+            session.live = (ctx, _parse_at(ctx.expires_at))
             return ctx
+
+    async def _resolve(self, principal: Principal, session: McpSession) -> ResolvedContext:
+        """A new context for the session (its current one is missing or expired)."""
+        if self.run_id is not None:  # bound to a run: a new context in the same run
+            return await self.runtime.resolve_context(
+                principal, self.profile, agent=self.agent, run_id=self.run_id
+            )
+        if session.context is not None and not session.request_ids_unique:
+            # Stateless HTTP: the "session" is the principal's for the process's lifetime,
+            # so each context lifetime gets a run of its own instead of one run growing
+            # forever (keyed retries still find their call through the store).
+            session.run_id, session.tag = None, secrets.token_hex(6)
+        return await self.runtime.resolve_context(
+            principal,
+            self.profile,
+            run_id=session.run_id,
+            session_id=f"mcp-{session.tag}",
+            workflow_slug=MCP_SESSION_SLUG,
+            session=True,  # an ended or spent run gives way to a fresh one
+        )
 
     # -----------------------------------------------------------------------------------
     # tools/list

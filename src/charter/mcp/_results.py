@@ -22,8 +22,12 @@ from charter.kernel.envelope import CallStatus, Envelope, error_dict
 APPROVE_COMMAND = "charter approvals approve {id} --as OPERATOR"
 
 
+_ENCODER = json.JSONEncoder(ensure_ascii=False, sort_keys=True)
+"""``json.dumps(value, ensure_ascii=False, sort_keys=True)``, without a new encoder per call."""
+
+
 def _text(value: Any) -> types.TextContent:
-    return types.TextContent(text=json.dumps(value, ensure_ascii=False, sort_keys=True))
+    return types.TextContent(text=_ENCODER.encode(value))
 
 
 def envelope_result(env: Envelope, *, name: str, call_id: str, keyed: bool) -> types.CallToolResult:

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import sys
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
+import anyio
+import anyio.lowlevel
+from anyio.streams.memory import MemoryObjectReceiveStream
 from mcp.server.context import ServerRequestContext
-from mcp.server.stdio import stdio_server
+from mcp.shared.message import SessionMessage
 
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
@@ -46,20 +50,60 @@ async def serve_stdio(
     async def identify(ctx: ServerRequestContext[Any, Any]) -> tuple[Principal, McpSession]:
         return who, session
 
-    with _claimed_stdin() as wire:
-        guard = WireGuard(wire)
+    # Charter's own stdio transport in place of the SDK's stdio_server: the guard reads and
+    # validates each line once (charter.mcp._wire: it answers the lines the SDK would drop)
+    # and the server reads its messages straight from it; a reply to a pipe or socket is
+    # written at once while it has room (the SDK validates every line twice and hands every
+    # line to a worker thread, every reply twice).
+    with _claimed_stdin() as wire_in, _claimed_stdout() as wire_out:
+        guard = WireGuard(wire_in)
         server = build_server(gateway, identify, lambda ctx: guard.raw_arguments(ctx.request_id))
-        # stdout is claimed by the SDK (fd 1 points at stderr while serving); stdin is read
-        # through the guard, which answers the lines the SDK would drop (charter.mcp._wire).
-        async with stdio_server(stdin=guard) as (read, write):  # type: ignore[arg-type]
+        write, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(_write_out, outgoing, wire_out)
             guard.attach(write)
-            await server.run(read, write, server.create_initialization_options())
+            # the server closes ``write`` when it ends: the writer sends what is left, then ends
+            await server.run(guard, write, server.create_initialization_options())
+
+
+async def _write_out(
+    outgoing: MemoryObjectReceiveStream[SessionMessage], wire: BinaryIO | int
+) -> None:
+    """Each message the server sends, as one line on the client's stdout."""
+    try:
+        async with outgoing:
+            async for message in outgoing:
+                line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
+                data = line.encode() + b"\n"
+                if isinstance(wire, int):
+                    await _send(wire, data)
+                else:
+                    await anyio.to_thread.run_sync(_write_line, wire, data)
+    except anyio.ClosedResourceError:  # pragma: no cover - closed under the writer at exit
+        await anyio.lowlevel.checkpoint()
+
+
+async def _send(fd: int, data: bytes) -> None:
+    """All of ``data`` on a non-blocking pipe or socket: at once while it has room, the rest
+    as the client reads (a client that does not read holds up only this writer)."""
+    view = memoryview(data)
+    while view:
+        try:
+            view = view[os.write(fd, view) :]
+        except BlockingIOError:
+            await anyio.wait_writable(fd)
+
+
+def _write_line(wire: BinaryIO, data: bytes) -> None:
+    wire.write(data)
+    wire.flush()
 
 
 @contextlib.contextmanager
-def _claimed_stdin() -> Iterator[BinaryIO]:
+def _claimed_stdin() -> Iterator[BinaryIO | int]:
     """The client's stdin, read from a private descriptor while fd 0 reads the null device (a
-    tool's child process never reads the wire); restored on exit."""
+    tool's child process never reads the wire); restored on exit. The descriptor itself when
+    it is a pipe or a socket (the event loop can wait for it), else a file to read from."""
     try:
         if sys.stdin is None or sys.stdin.buffer.fileno() != 0:
             raise OSError("stdin is not fd 0")
@@ -73,8 +117,52 @@ def _claimed_stdin() -> Iterator[BinaryIO]:
     finally:
         os.close(null)
     try:
-        with os.fdopen(wire, "rb", buffering=1 << 16, closefd=False) as stream:
-            yield stream
+        if _pollable(wire):
+            yield wire
+        else:
+            with os.fdopen(wire, "rb", buffering=1 << 16, closefd=False) as stream:
+                yield stream
     finally:
         os.dup2(wire, 0)
         os.close(wire)
+
+
+@contextlib.contextmanager
+def _claimed_stdout() -> Iterator[BinaryIO | int]:
+    """The client's stdout, written through a private descriptor while fd 1 points at stderr
+    (a tool's or a library's stray output never reaches the wire); restored on exit. The
+    descriptor itself, non-blocking while serving, when it is a pipe or a socket (the event
+    loop can wait for it), else a file to write to."""
+    try:
+        if sys.stdout is None or sys.stdout.buffer.fileno() != 1:
+            raise OSError("stdout is not fd 1")
+        wire = os.dup(1)
+    except (OSError, AttributeError, ValueError):
+        yield sys.stdout.buffer  # not a real descriptor (an embedding host): written in place
+        return
+    try:
+        os.dup2(2, 1)
+    except OSError:  # no stderr: stray output goes nowhere
+        null = os.open(os.devnull, os.O_WRONLY)
+        try:
+            os.dup2(null, 1)
+        finally:
+            os.close(null)
+    blocking = os.get_blocking(wire)
+    try:
+        if _pollable(wire):
+            os.set_blocking(wire, False)
+            yield wire
+        else:
+            with os.fdopen(wire, "wb", closefd=False) as stream:
+                yield stream
+    finally:
+        os.set_blocking(wire, blocking)
+        os.dup2(wire, 1)
+        os.close(wire)
+
+
+def _pollable(fd: int) -> bool:
+    """Whether the event loop can wait for ``fd`` (a pipe or a socket; not a regular file)."""
+    mode = os.fstat(fd).st_mode
+    return stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode)

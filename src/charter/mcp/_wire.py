@@ -20,7 +20,8 @@ it came.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+import os
+import re
 from dataclasses import dataclass
 from typing import Any, BinaryIO
 
@@ -42,19 +43,36 @@ class _Pairs(dict[str, Any]):
     pairs: list[tuple[str, Any]]
 
 
-def _pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    repeated = None
-    for key, value in pairs:
-        if key in out and repeated is None:
-            repeated = key
-        out[key] = value
-    if repeated is None:
-        return out
-    marked = _Pairs(out)
-    marked.repeated = repeated
+def _marked(pairs: list[tuple[str, Any]]) -> _Pairs:
+    """An object whose members repeat a key: the first key repeated, and the members."""
+    seen: set[str] = set()
+    marked = _Pairs(pairs)
+    for key, _ in pairs:
+        if key in seen:
+            marked.repeated = key
+            break
+        seen.add(key)
     marked.pairs = pairs
     return marked
+
+
+def _parse(text: str) -> tuple[Any, bool]:
+    """The JSON ``text``, and whether an object in it repeats a key (marked: :class:`_Pairs`)."""
+    repeats: list[_Pairs] = []
+
+    def pairs(members: list[tuple[str, Any]]) -> dict[str, Any]:
+        out = dict(members)
+        if len(out) == len(members):
+            return out
+        repeats.append(_marked(members))
+        return repeats[-1]
+
+    return json.loads(text, object_pairs_hook=pairs), bool(repeats)
+
+
+_MAYBE_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+"""Where a lone surrogate could be: a decoded UTF-8 line holds one only as a ``\\u`` escape
+(this also matches valid pairs and escaped backslashes; those are then looked at whole)."""
 
 
 def _as_written(value: Any) -> str:
@@ -115,14 +133,16 @@ Refusal = tuple[str | int | None, int, str, dict[str, Any]]
 
 @dataclass(frozen=True, slots=True)
 class Checked:
-    """What became of one message: the text to give the SDK (None: nothing), the refusal to
-    answer instead, and for a ``tools/call`` whose arguments the kernel must refuse itself
-    (a repeated key, a lone surrogate) those arguments as written, under the request's id."""
+    """What became of one message: the text to give the SDK (None: nothing) and that text as
+    the SDK's message (validated here, once), the refusal to answer instead, and for a
+    ``tools/call`` whose arguments the kernel must refuse itself (a repeated key, a lone
+    surrogate) those arguments as written, under the request's id."""
 
     text: str | None
     refusal: Refusal | None = None
     request_id: str | int | None = None
     raw_arguments: str | None = None
+    message: types.JSONRPCMessage | None = None
 
 
 def _request_id(message: dict[str, Any]) -> str | int | None:
@@ -157,7 +177,7 @@ def check_line(raw: bytes) -> Checked:
     if not text.strip():
         return Checked(None)
     try:
-        message = json.loads(text, object_pairs_hook=_pairs)
+        message, repeats = _parse(text)
     except json.JSONDecodeError as exc:
         why = f"Parse error: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
@@ -170,7 +190,9 @@ def check_line(raw: bytes) -> Checked:
         why = f"Invalid Request: a message must be a JSON object{'; ' + kind if kind else ''}"
         return Checked(None, (None, types.INVALID_REQUEST, why, {"reason": "MESSAGE_NOT_OBJECT"}))
     ident = _request_id(message)
-    problem = _find_problem(message, [])
+    # the walk only where a problem can be (most lines have no repeated key and no escape)
+    maybe = repeats or _MAYBE_SURROGATE.search(text) is not None
+    problem = _find_problem(message, []) if maybe else None
     if problem is not None and ident is not None and problem[2][:2] == ["params", "arguments"]:
         handed = _for_the_kernel(message, ident)
         if handed is not None:
@@ -187,7 +209,7 @@ def check_line(raw: bytes) -> Checked:
         data = {"reason": "PARAMS_INVALID", "pointer": "/" + field.replace(".", "/")}
         return Checked(None, (ident, types.INVALID_PARAMS, f"Invalid params: {why}", data))
     try:
-        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        valid = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError as exc:
         fields = sorted({".".join(str(p) for p in e["loc"]) for e in _errors(exc)})[:5]
         why = "Invalid Request: not a JSON-RPC 2.0 message (jsonrpc, id, method or params)"
@@ -195,7 +217,7 @@ def check_line(raw: bytes) -> Checked:
             None,
             (ident, types.INVALID_REQUEST, why, {"reason": "MESSAGE_INVALID", "fields": fields}),
         )
-    return Checked(text)
+    return Checked(text, message=valid)
 
 
 def _for_the_kernel(message: dict[str, Any], ident: str | int) -> Checked | None:
@@ -216,10 +238,11 @@ def _for_the_kernel(message: dict[str, Any], ident: str | int) -> Checked | None
         return None
     text = json.dumps(clean)
     try:
-        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        valid = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValueError:
         return None
-    return Checked(text, request_id=ident, raw_arguments=_as_written(arguments))
+    raw = _as_written(arguments)
+    return Checked(text, request_id=ident, raw_arguments=raw, message=valid)
 
 
 def _errors(exc: ValueError) -> list[dict[str, Any]]:
@@ -231,15 +254,21 @@ def _errors(exc: ValueError) -> list[dict[str, Any]]:
 
 
 class WireGuard:
-    """The client's lines, checked: an async iterable of the lines the SDK may read, that
-    answers the others itself once :meth:`attach` gave it the transport's write stream."""
+    """The client's lines, checked: the stream of messages the server reads (each validated
+    once, here), that answers the other lines itself once :meth:`attach` gave it the write
+    stream."""
 
-    def __init__(self, source: BinaryIO, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(self, source: BinaryIO | int, *, limit: int = MAX_MESSAGE_BYTES) -> None:
+        # a descriptor (a pipe or a socket) is read when the event loop says it is readable;
+        # a file object (an embedding host's) by a worker thread
         self._source = source
+        self._buffer = bytearray()
+        self._eof = False
         self._limit = limit
         self._write: Any = None
         self._attached = anyio.Event()
         self._raw: dict[str | int, str] = {}
+        self._closed = False
 
     def raw_arguments(self, request_id: str | int | None) -> str | None:
         """The arguments as written of a ``tools/call`` the kernel must refuse (taken once)."""
@@ -257,8 +286,29 @@ class WireGuard:
         await self._write.send(SessionMessage(reply))
 
     async def _readline(self, limit: int) -> bytes:
-        # abandoned on cancellation: a blocked read never holds up the server's shutdown
-        return await anyio.to_thread.run_sync(self._source.readline, limit, abandon_on_cancel=True)
+        """The next line of at most ``limit`` bytes (its newline included; the line's start
+        when longer; b"" at the end)."""
+        if not isinstance(self._source, int):
+            # abandoned on cancellation: a blocked read never holds up the server's shutdown
+            read = self._source.readline
+            return await anyio.to_thread.run_sync(read, limit, abandon_on_cancel=True)
+        scanned = 0  # the bytes already looked at for a newline (a long line comes in chunks)
+        while True:
+            end = self._buffer.find(b"\n", scanned, limit)
+            if end >= 0 or len(self._buffer) >= limit or self._eof:
+                size = end + 1 if end >= 0 else limit
+                line = bytes(self._buffer[:size])
+                del self._buffer[:size]
+                return line
+            scanned = len(self._buffer)
+            # no thread hand-off per line: readable, so this read returns what has come
+            await anyio.wait_readable(self._source)
+            try:
+                chunk = os.read(self._source, _DISCARD_CHUNK)
+            except BlockingIOError:  # non-blocking (a socket shared with stdout) and not ready
+                continue
+            self._eof = not chunk
+            self._buffer += chunk
 
     async def _overlong(self) -> None:
         while True:  # discard the rest of the line, in bounded chunks
@@ -268,18 +318,40 @@ class WireGuard:
         why = f"Parse error: the message is longer than {self._limit} bytes"
         await self._refuse((None, types.PARSE_ERROR, why, {"reason": "MESSAGE_TOO_LARGE"}))
 
-    async def __aiter__(self) -> AsyncIterator[str]:
-        while True:
+    async def receive(self) -> SessionMessage:
+        """The next message the server may read (``EndOfStream`` when the client is gone)."""
+        while not self._closed:
             raw = await self._readline(self._limit + 1)
             if not raw:
-                return
+                break
             if len(raw) > self._limit and not raw.endswith(b"\n"):
                 await self._overlong()
                 continue
             checked = check_line(raw)
             if checked.refusal is not None:
                 await self._refuse(checked.refusal)
-            elif checked.text is not None:
+            elif checked.message is not None:
                 if checked.raw_arguments is not None and checked.request_id is not None:
                     self._raw[checked.request_id] = checked.raw_arguments
-                yield checked.text
+                return SessionMessage(checked.message)
+        raise anyio.EndOfStream
+
+    # the rest of the SDK's read stream protocol (mcp.shared._stream_protocols.ReadStream)
+
+    async def aclose(self) -> None:
+        self._closed = True
+
+    def __aiter__(self) -> WireGuard:
+        return self
+
+    async def __anext__(self) -> SessionMessage:
+        try:
+            return await self.receive()
+        except anyio.EndOfStream:
+            raise StopAsyncIteration from None
+
+    async def __aenter__(self) -> WireGuard:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
