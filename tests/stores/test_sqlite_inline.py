@@ -104,8 +104,13 @@ async def test_concurrent_appends_still_group_commit_with_the_probe_on(tmp_path:
         store.inline = lambda: busy["calls"] <= 1
         before = store.commits
 
+        everyone_in = anyio.Event()
+
         async def one(i: int) -> None:
-            busy["calls"] += 1
+            busy["calls"] += 1  # 64 calls in flight at once, as the kernel counts them
+            if busy["calls"] == 64:
+                everyone_in.set()
+            await everyone_in.wait()
             try:
                 await store.append("run-g", [ev("task_progress", n=i)])
             finally:
