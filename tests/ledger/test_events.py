@@ -113,3 +113,17 @@ def test_mac_depends_on_every_part_and_the_key() -> None:
     assert not key.mac_matches("run-2", 3, "sha256:aa", mac)
     assert not LedgerKey("k1", b"t" * 32).mac_matches("run-1", 3, "sha256:aa", mac)
     assert mac.startswith("hmac-sha256:k1:")
+
+
+@pytest.mark.parametrize("length", [16, 32, 63, 64, 65, 200])
+def test_macs_are_hmac_sha256_for_every_key_length(length: int) -> None:
+    """The precomputed pads give exactly the standard library's HMAC-SHA256 (keys longer than
+    a block are hashed first)."""
+    import hmac
+
+    secret = bytes(range(length))
+    key = LedgerKey("k1", secret)
+    head = hmac.digest(secret, b"run-1|3|sha256:aa", "sha256").hex()
+    assert key.mac("run-1", 3, "sha256:aa") == f"hmac-sha256:k1:{head}"
+    row = hmac.digest(secret, b"row\x00calls\x00run-1\x00c-1\x007\x00{}", "sha256").hex()
+    assert key.row_mac("calls", ("run-1", "c-1"), b"{}", 7) == row

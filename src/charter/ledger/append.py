@@ -24,6 +24,7 @@ from charter.ledger.events import (
     StoredEvent,
     event_id,
     payload_bytes,
+    plain_stored_bytes,
     stored_bytes,
 )
 from charter.ledger.ids import check_identifier
@@ -38,6 +39,7 @@ from charter.ledger.projections import (
 )
 
 _AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
 _RUN_ENDED = frozenset(s.value for s in lifecycle.RUN_TERMINAL)
 
 
@@ -123,6 +125,7 @@ def plan_append(
             details={"expected_seq": expected_seq, "next_seq": seq + 1},
         )
     prev = head.hash if head else GENESIS_HASH
+    plain_prev = _DIGEST.fullmatch(prev) is not None
     view: dict[RowKey, Row | None] = dict(rows)
     writes: Writes = {}
     seqs: dict[RowKey, int] = {}
@@ -141,7 +144,11 @@ def plan_append(
         if not isinstance(entry.payload, Mapping):
             raise InvalidInput("event payload must be an object", reason="EVENT_PAYLOAD_INVALID")
         seq += 1
-        data = stored_bytes(
+        # run_id passed check_identifier and the type is a known one; prev is a digest (the
+        # head's was checked above, the others are this loop's); ``at`` is the store's clock
+        # or matched _AT, whose \d also takes non-ASCII digits: plain when ASCII. Such
+        # strings are written as they are (see plain_stored_bytes).
+        data = (plain_stored_bytes if plain_prev and at.isascii() else stored_bytes)(
             run_id=run_id,
             seq=seq,
             type=entry.type,

@@ -156,6 +156,18 @@ def _reads_call(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
     return tuple(keys)
 
 
+def _reads_progress(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
+    """A ``started`` stage may reserve the call (:func:`_reads_call`); every other stage reads
+    only its call row (see :func:`_tool_progress`), so the context and the run's call count
+    are not fetched for a call's outcome."""
+    if p.get("stage") == "started":
+        return _reads_call(run_id, p)
+    cid, call = p.get("context_id"), p.get("call_id")
+    if isinstance(cid, str) and isinstance(call, str):
+        return (call_key(run_id, cid, call),)
+    return ()
+
+
 def _reserve(event: EventFacts, get: Getter, *, state: str) -> Writes:
     """Create the call row and count it against the budgets; conflict if it exists."""
     p = event.payload
@@ -504,5 +516,5 @@ HANDLERS: Mapping[str, Handler] = {
     "approval_rejected": Handler(reads=_reads_approval, apply=_approval_decided),
     "approval_expired": Handler(reads=_reads_approval, apply=_approval_decided),
     "approval_consumed": Handler(reads=_reads_approval, apply=_approval_decided),
-    "tool_progress": Handler(reads=_reads_call, apply=_tool_progress),
+    "tool_progress": Handler(reads=_reads_progress, apply=_tool_progress),
 }

@@ -170,14 +170,13 @@ def stored_bytes(
     seq, type); a property test holds this equal to ``canonical_bytes`` of the whole dict.
     """
     if _PLAIN.fullmatch(f"{at}{prev_hash}{run_id}{type}"):
-        # What the append path always has: four plain strings, written as they are.
-        return b"".join(
-            (
-                f'{{"at":"{at}","event_id":"{seq:08d}","payload":'.encode("ascii"),
-                payload_bytes,
-                f',"prev_hash":"{prev_hash}","run_id":"{run_id}","schema_version":'
-                f'{SCHEMA_VERSION},"seq":{seq},"type":"{type}"}}'.encode("ascii"),
-            )
+        return plain_stored_bytes(
+            run_id=run_id,
+            seq=seq,
+            type=type,
+            at=at,
+            payload_bytes=payload_bytes,
+            prev_hash=prev_hash,
         )
     return b"".join(
         (
@@ -202,8 +201,25 @@ def stored_bytes(
     )
 
 
+def plain_stored_bytes(
+    *, run_id: str, seq: int, type: str, at: str, payload_bytes: bytes, prev_hash: str
+) -> bytes:
+    """:func:`stored_bytes` for four strings known to match ``[A-Za-z0-9_.:+-]*``, written as
+    they are. The append path has them: an identifier, a known event type, an RFC 3339 time
+    and a ``sha256:`` digest (``plan_append`` checks the first three)."""
+    return b"".join(
+        (
+            f'{{"at":"{at}","event_id":"{seq:08d}","payload":'.encode("ascii"),
+            payload_bytes,
+            f',"prev_hash":"{prev_hash}","run_id":"{run_id}","schema_version":'
+            f'{SCHEMA_VERSION},"seq":{seq},"type":"{type}"}}'.encode("ascii"),
+        )
+    )
+
+
 def payload_bytes(payload: Mapping[str, Any]) -> bytes:
-    return canonical_bytes(dict(payload))
+    # a dict is encoded as it is (canonical_bytes copies nothing); another mapping as a dict
+    return canonical_bytes(payload if type(payload) is dict else dict(payload))
 
 
 def expected_frame(row: StoredEvent) -> tuple[bytes, bytes]:

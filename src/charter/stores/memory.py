@@ -113,7 +113,10 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
 
     def _row(self, key: RowKey) -> Row | None:
         data = self.rows.get(key)
-        return None if data is None else dict(loads(data))
+        if data is None:
+            return None
+        row: Row = loads(data)  # a fresh dict: the stored bytes are a JSON object
+        return row
 
     async def get_row(self, key: RowKey) -> Row | None:
         self.trust.refuse_if_invalid(key.key[0])

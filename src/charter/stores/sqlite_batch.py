@@ -184,14 +184,16 @@ class _Pending:
     def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
         planned = self.rows.get(key)
         if planned is not None:
-            return dict(loads(str(planned[DATA_AT]).encode()))
+            written: Row = loads(str(planned[DATA_AT]).encode())  # a fresh dict (object text)
+            return written
         hot = self.hot
         if hot is None:
             return _row(conn, key, self.opener)
         text = hot.rows.get(key)
         if text is not None:
             self.opener.trust.refuse_if_invalid(key.key[0])
-            return dict(loads(text.encode()))
+            kept: Row = loads(text.encode())
+            return kept
         if key.key[0] in hot.owned:
             return None  # every row of an owned run is kept: this one does not exist
         got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
