@@ -12,8 +12,8 @@ While the process runs at most one call (the ``inline`` probe the runtime wires 
 and the writer is idle, an append commits on the event loop's own thread instead: the same
 code under the same lock, without the two thread hand-offs (queue, wake-up, the loop's
 self-pipe) that a lone caller otherwise pays twice per call. It blocks the loop for one
-commit; a commit slower than ``_INLINE_MAX_S`` (a slow disk) turns this off for a while, and
-as soon as calls overlap the writer thread group-commits again.
+commit; inline commits averaging over ``_INLINE_MAX_S`` (a slow disk) turn this off for a
+while, and as soon as calls overlap the writer thread group-commits again.
 
 Readers use their own connections on a small thread pool. Every ``sqlite3`` exception is
 translated into the :class:`~charter.errors.StoreError` family at this boundary. The event
@@ -90,7 +90,7 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_BATCH = 1024
 _STOP = object()
-_INLINE_MAX_S = 0.004  # an inline commit slower than this blocks the loop too long...
+_INLINE_MAX_S = 0.004  # inline commits slower than this on average hold the loop too long...
 _INLINE_PAUSE_S = 5.0  # ...so appends go through the writer thread for this long
 
 
@@ -141,6 +141,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         """Answers True while an idle writer's append may commit on the loop's thread (the
         runtime: at most one call runs in this process). None: always the writer thread."""
         self._inline_paused_until = 0.0
+        self._inline_took = 0.0  # moving average of inline commits' durations (seconds)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick = asyncio.Event()
         self._closed = False
@@ -260,8 +261,11 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             took = time.monotonic() - started
         finally:
             self._write_lock.release()
-        if took > _INLINE_MAX_S:
+        # a moving average: one slow commit (a WAL checkpoint) is not a slow disk
+        self._inline_took = 0.8 * self._inline_took + 0.2 * took
+        if self._inline_took > _INLINE_MAX_S:
             self._inline_paused_until = started + took + _INLINE_PAUSE_S
+            self._inline_took = 0.0
         self._settle(outcomes)
         return True
 
