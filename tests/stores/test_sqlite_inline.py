@@ -155,3 +155,41 @@ async def test_the_runtime_commits_a_lone_call_inline_and_concurrent_calls_in_ba
                 tg.start_soon(one, i)
         assert store.commits - before < 40  # 2 appends per call; batches formed
         assert "charter-sqlite-writer" in seen
+
+
+@pytest.mark.anyio
+async def test_one_slow_commit_does_not_pause_inline_commits_but_a_slow_disk_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A WAL checkpoint makes one commit slow now and then; only commits slow on average
+    (a slow disk) send appends to the writer thread."""
+    now = [1000.0]
+
+    class Clock:
+        @staticmethod
+        def monotonic() -> float:
+            return now[0]
+
+    monkeypatch.setattr(sqlite_module, "time", Clock)
+    async with SQLiteStore.open(tmp_path / "d.db", key=fixed_ledger_key()) as store:
+        store.inline = lambda: True
+        seen = _commit_threads(store)
+        original = store._commit
+        durations: list[float] = []
+
+        def timed(conn: Any, batch: Any) -> Any:
+            now[0] += durations.pop(0) if durations else 0.0
+            return original(conn, batch)
+
+        store._commit = timed  # type: ignore[method-assign]
+        loop_thread = threading.current_thread().name
+        durations += [0.010, 0.0005, 0.0005]  # one checkpoint among fast commits
+        await store.append("run-d", [run_created()])
+        for n in range(2):
+            await store.append("run-d", [ev("task_progress", n=n)])
+        assert seen == [loop_thread] * 3
+        durations += [0.010, 0.010, 0.010]  # the disk got slow: the average passes 4 ms
+        for n in range(2, 6):
+            await store.append("run-d", [ev("task_progress", n=n)])
+        # the average passes 4 ms at the second slow commit: from then on the writer thread
+        assert seen == [loop_thread] * 5 + ["charter-sqlite-writer"] * 2
