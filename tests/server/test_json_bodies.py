@@ -3,8 +3,9 @@
 is ``400 BODY_MALFORMED`` with the member's path, not "the last one wins". Both before anything
 is recorded, on every operation the OpenAPI document gives a JSON body, and documented there.
 
-Before: a call's body sent as ``text/plain`` (or with no Content-Type) was read as JSON and
-executed; a decision ``{"reason": "a", "reason": "b"}`` was recorded with ``"b"``.
+Before: a call's body sent as ``text/plain`` was read as JSON and executed (with no
+Content-Type at all it still is: nothing claims it is something else); a decision
+``{"reason": "a", "reason": "b"}`` was recorded with ``"b"``.
 """
 
 from __future__ import annotations
@@ -75,6 +76,8 @@ def test_a_body_not_sent_as_json_is_415_on_every_json_operation(
     headers = {"content-type": content_type} if content_type else {}
     with _http(server, project.keys["alice"]) as http:
         for path, _ in json_operations(server):
+            if content_type is None and path.endswith("/calls"):
+                continue  # a call with no type claimed is read as JSON (the test below)
             answer = http.post(path, content=body, headers=headers)
             assert answer.status_code == 415, (path, answer.text)
             assert answer.headers["content-type"] == "application/problem+json"
@@ -93,11 +96,29 @@ def test_a_call_sent_as_text_is_refused_and_not_recorded(
     url = f"/v1/contexts/{ctx['context_id']}/calls"
     body = b'{"tool": "kv.echo", "call_id": "plain-1", "arguments": {"payload": {}}}'
     with _http(server, project.keys["app"]) as http:
-        for headers in ({"content-type": "text/plain"}, {}):
-            assert http.post(url, content=body, headers=headers).status_code == 415
+        refused = http.post(url, content=body, headers={"content-type": "text/plain"})
+        assert refused.status_code == 415
         assert http.get(f"/v1/calls/{ctx['context_id']}/plain-1").status_code == 404
         sent = http.post(url, content=body, headers={"content-type": "application/json"})
         assert sent.json()["status"] == "succeeded"
+
+
+def test_a_call_with_no_content_type_is_read_as_json_and_checked_as_json(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """Raw ``httpx`` content and ``curl --data-binary`` claim no type: a call's body is
+    then read as JSON, as it always was, and refused as any JSON body would be."""
+    ctx = clients["app"].resolve_context("all")
+    url = f"/v1/contexts/{ctx['context_id']}/calls"
+    with _http(server, project.keys["app"]) as http:
+        body = b'{"tool": "kv.echo", "call_id": "bare-1", "arguments": {"payload": {}}}'
+        sent = http.post(url, content=body)
+        assert "content-type" not in sent.request.headers
+        assert sent.json()["status"] == "succeeded"
+        twice = http.post(url, content=b'{"tool": "kv.echo", "tool": "kv.get", "call_id": "b2"}')
+        assert twice.status_code == 400
+        assert twice.json()["reason"] == "BODY_MALFORMED"
+        assert http.post(url, content=b"not json").status_code == 400
 
 
 @pytest.mark.parametrize(

@@ -8,7 +8,9 @@ before anything else of the route runs:
 - its ``Content-Type`` must be JSON — ``application/json`` or ``application/<name>+json``,
   with no ``charset`` but ``utf-8`` (RFC 8259: JSON is UTF-8) — else ``415
   UNSUPPORTED_MEDIA_TYPE`` naming the type received (never the body), with ``Accept:
-  application/json``. Without a ``Content-Type`` too: a body is not guessed to be JSON.
+  application/json``. Without a ``Content-Type`` too (the framework would not decode it),
+  except on a route that reads its body itself (a call): that body, with no type claimed, is
+  read as JSON, as it always was, and refused by the JSON checks if it is not.
 - a body the framework decodes must not name a member twice in any object, else ``400
   BODY_MALFORMED`` with the member's JSON Pointer (:func:`charter.server.body.repeated_member`;
   the decoder would silently keep the last value). A route reading its body itself parses it
@@ -96,8 +98,9 @@ class JsonRoute(APIRoute):
 
         async def checked(request: Request) -> Response:
             raw = await request.body()
-            if raw:
-                refused = unsupported(request.headers.get("content-type"))
+            content_type = request.headers.get("content-type")
+            if raw and (decoded or content_type):
+                refused = unsupported(content_type)
                 if refused is not None:
                     return problem_response(
                         code=ErrorCode.INVALID_INPUT,
