@@ -205,6 +205,7 @@ class KernelState:
         self._redactors: dict[str, Redactor] = {}
         self._result_schemas: dict[str, CompiledSchema | None] = {}
         self._run_created: dict[str, datetime] = {}
+        self._agent_tools: dict[str, frozenset[str]] = {}
         self.catalog_runs: dict[str, bool] = {}  # run id -> a catalog run (kernel/task_auth)
         self.contexts: dict[str, ResolvedContext] = {}
         self.owner = {
@@ -246,6 +247,16 @@ class KernelState:
             intake = Intake(contract.args_schema, self.fingerprinter)
             self._intakes[contract.digest] = intake
         return intake
+
+    def agent_tools(self, agent: str | None) -> frozenset[str] | None:
+        """The tools the Build lets ``agent`` call (``None`` without an agent), made once per
+        agent: the Build never changes under a kernel. ``KeyError`` for an unknown agent."""
+        if not agent:
+            return None
+        tools = self._agent_tools.get(agent)
+        if tools is None:
+            tools = self._agent_tools[agent] = frozenset(self.build.agents[agent].tools)
+        return tools
 
     def result_schema(self, contract: ToolContract) -> CompiledSchema | None:
         if contract.digest not in self._result_schemas:

@@ -633,7 +633,7 @@ class Kernel:
             context=ctx,
             tool=at.tool,
             contract=contract,
-            agent_tools=frozenset(state.build.agents[ctx.agent].tools) if ctx.agent else None,
+            agent_tools=state.agent_tools(ctx.agent),
             enablement=settings.enablement,
             max_danger=settings.max_danger,
         )
