@@ -33,6 +33,7 @@ from charter.ledger.rows import (
     RowKey,
     TableSpec,
     Writes,
+    new_row_key,
 )
 
 TERMINAL_CALL_STATES = frozenset(
@@ -84,19 +85,19 @@ TABLES: Mapping[str, TableSpec] = {
 
 
 def context_key(run_id: str, context_id: str) -> RowKey:
-    return RowKey("contexts", (run_id, context_id))
+    return new_row_key(RowKey, ("contexts", (run_id, context_id)))
 
 
 def call_key(run_id: str, context_id: str, call_id: str) -> RowKey:
-    return RowKey("calls", (run_id, context_id, call_id))
+    return new_row_key(RowKey, ("calls", (run_id, context_id, call_id)))
 
 
 def approval_key(run_id: str, approval_id: str) -> RowKey:
-    return RowKey("approvals", (run_id, approval_id))
+    return new_row_key(RowKey, ("approvals", (run_id, approval_id)))
 
 
 def run_calls_key(run_id: str) -> RowKey:
-    return RowKey("run_calls", (run_id,))
+    return new_row_key(RowKey, ("run_calls", (run_id,)))
 
 
 def _bad(message: str, reason: str = "EVENT_PAYLOAD_INVALID") -> InvalidInput:

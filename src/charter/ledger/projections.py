@@ -30,6 +30,7 @@ from charter.ledger.rows import Row as Row
 from charter.ledger.rows import RowKey as RowKey
 from charter.ledger.rows import TableSpec as TableSpec
 from charter.ledger.rows import Writes as Writes
+from charter.ledger.rows import new_row_key
 
 TABLES: dict[str, TableSpec] = {
     "runs": TableSpec(
@@ -58,15 +59,15 @@ RUN_TABLES: tuple[str, ...] = (
 
 
 def run_key(run_id: str) -> RowKey:
-    return RowKey("runs", (run_id,))
+    return new_row_key(RowKey, ("runs", (run_id,)))
 
 
 def task_key(run_id: str, task_id: str) -> RowKey:
-    return RowKey("tasks", (run_id, task_id))
+    return new_row_key(RowKey, ("tasks", (run_id, task_id)))
 
 
 def artifact_key(run_id: str, artifact_id: str) -> RowKey:
-    return RowKey("artifacts", (run_id, artifact_id))
+    return new_row_key(RowKey, ("artifacts", (run_id, artifact_id)))
 
 
 def _bad(message: str, reason: str = "EVENT_PAYLOAD_INVALID") -> InvalidInput:

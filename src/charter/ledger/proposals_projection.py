@@ -25,6 +25,7 @@ from charter.ledger.rows import (
     RowKey,
     TableSpec,
     Writes,
+    new_row_key,
 )
 
 TABLES: Mapping[str, TableSpec] = {
@@ -47,7 +48,7 @@ TRANSITIONS: Mapping[str, Mapping[str, frozenset[str]]] = {
 
 
 def proposal_key(run_id: str, proposal_id: str) -> RowKey:
-    return RowKey("proposals", (run_id, proposal_id))
+    return new_row_key(RowKey, ("proposals", (run_id, proposal_id)))
 
 
 def _pid(payload: Mapping[str, Any]) -> str:

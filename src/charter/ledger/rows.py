@@ -25,6 +25,12 @@ class RowKey(NamedTuple):
     key: tuple[str, ...]
 
 
+new_row_key = tuple.__new__
+"""``new_row_key(RowKey, (table, key))`` is ``RowKey(table, key)`` without the named tuple's
+Python-level ``__new__``: a frame less per key, and the append path builds a dozen keys per
+governed call."""
+
+
 class EventFacts(Protocol):
     """What a projection handler reads of an event: :class:`~charter.ledger.events.Event`
     has it, and so does verification's lighter view of an event it has just parsed. A handler
