@@ -1,10 +1,18 @@
 from __future__ import annotations
 
 import secrets
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
 
 import psycopg
 import pytest
+
+from charter.ledger.chain import LedgerKey
+from charter.ledger.clock import Clock
+from charter.ledger.lifecycle import InFlightCalls
+from charter.stores.sqlite import SQLiteStore
+from charter.testing.store_conformance import StoreFactory
 
 ADMIN_URL = "postgresql://postgres@127.0.0.1:5432/postgres"
 
@@ -34,3 +42,19 @@ def pg_url() -> Iterator[str]:
         yield f"postgresql://postgres@127.0.0.1:5432/{name}"
     finally:
         drop_database(name)
+
+
+def sqlite_factory(tmp_path: Path, *, inline: Callable[[], bool] | None = None) -> StoreFactory:
+    """A SQLite store in a new file under ``tmp_path`` per call, with the ``inline`` probe."""
+    counter = iter(range(1000))
+
+    @asynccontextmanager
+    async def factory(
+        *, key: LedgerKey, clock: Clock, in_flight: InFlightCalls
+    ) -> AsyncIterator[SQLiteStore]:
+        path = tmp_path / f"store-{next(counter)}.db"
+        async with SQLiteStore.open(path, key=key, clock=clock, in_flight=in_flight) as s:
+            s.inline = inline
+            yield s
+
+    return factory

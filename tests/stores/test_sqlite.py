@@ -4,8 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import sqlite3
-from collections.abc import AsyncIterator, Awaitable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable
 from pathlib import Path
 from typing import Any
 
@@ -13,9 +12,6 @@ import anyio
 import pytest
 
 from charter.errors import MigrationError, StoreConflict, StoreError
-from charter.ledger.chain import LedgerKey
-from charter.ledger.clock import Clock
-from charter.ledger.lifecycle import InFlightCalls
 from charter.ledger.projections import RUN_TABLES, task_key
 from charter.ledger.verify import verify_run
 from charter.stores import migrations
@@ -24,22 +20,13 @@ from charter.testing.ids import fixed_ledger_key
 from charter.testing.scenarios import ev, run_created
 from charter.testing.store_conformance import StoreFactory
 from tests.conformance import StoreSuite
+from tests.stores.conftest import sqlite_factory
 
 
 class TestSQLiteStore(StoreSuite):
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> StoreFactory:
-        counter = iter(range(1000))
-
-        @asynccontextmanager
-        async def factory(
-            *, key: LedgerKey, clock: Clock, in_flight: InFlightCalls
-        ) -> AsyncIterator[SQLiteStore]:
-            path = tmp_path / f"store-{next(counter)}.db"
-            async with SQLiteStore.open(path, key=key, clock=clock, in_flight=in_flight) as s:
-                yield s
-
-        return factory
+        return sqlite_factory(tmp_path)
 
 
 @pytest.mark.anyio
