@@ -7,18 +7,16 @@ the writer thread (and its group commit) takes over again.
 
 from __future__ import annotations
 
+import asyncio
+import sqlite3
 import threading
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+import time
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
 
-from charter.ledger.chain import LedgerKey
-from charter.ledger.clock import Clock
-from charter.ledger.lifecycle import InFlightCalls
 from charter.ledger.verify import verify_run
 from charter.runtime import open_runtime
 from charter.stores import sqlite as sqlite_module
@@ -28,23 +26,13 @@ from charter.testing.scenarios import ev, run_created
 from charter.testing.store_conformance import StoreFactory
 from tests.conformance import StoreSuite
 from tests.kernel._project import write_runtime_project
+from tests.stores.conftest import sqlite_factory
 
 
 class TestSQLiteStoreInline(StoreSuite):
     @pytest.fixture
     def store_factory(self, tmp_path: Path) -> StoreFactory:
-        counter = iter(range(1000))
-
-        @asynccontextmanager
-        async def factory(
-            *, key: LedgerKey, clock: Clock, in_flight: InFlightCalls
-        ) -> AsyncIterator[SQLiteStore]:
-            path = tmp_path / f"store-{next(counter)}.db"
-            async with SQLiteStore.open(path, key=key, clock=clock, in_flight=in_flight) as s:
-                s.inline = lambda: True
-                yield s
-
-        return factory
+        return sqlite_factory(tmp_path, inline=lambda: True)
 
 
 def _commit_threads(store: SQLiteStore) -> list[str]:
@@ -52,9 +40,9 @@ def _commit_threads(store: SQLiteStore) -> list[str]:
     seen: list[str] = []
     original = store._commit
 
-    def spy(conn: Any, batch: Any) -> Any:
+    def spy(conn: Any, batch: Any, **how: Any) -> Any:
         seen.append(threading.current_thread().name)
-        return original(conn, batch)
+        return original(conn, batch, **how)
 
     store._commit = spy  # type: ignore[method-assign]
     return seen
@@ -177,9 +165,9 @@ async def test_one_slow_commit_does_not_pause_inline_commits_but_a_slow_disk_doe
         original = store._commit
         durations: list[float] = []
 
-        def timed(conn: Any, batch: Any) -> Any:
+        def timed(conn: Any, batch: Any, **how: Any) -> Any:
             now[0] += durations.pop(0) if durations else 0.0
-            return original(conn, batch)
+            return original(conn, batch, **how)
 
         store._commit = timed  # type: ignore[method-assign]
         loop_thread = threading.current_thread().name
@@ -193,3 +181,34 @@ async def test_one_slow_commit_does_not_pause_inline_commits_but_a_slow_disk_doe
             await store.append("run-d", [ev("task_progress", n=n)])
         # the average passes 4 ms at the second slow commit: from then on the writer thread
         assert seen == [loop_thread] * 5 + ["charter-sqlite-writer"] * 2
+
+
+@pytest.mark.anyio
+async def test_an_append_waits_for_another_process_lock_on_the_writer_not_the_loop(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Another process (here: another connection) holds the write lock: the lone append
+    does not busy-wait on the loop's thread (every request would stall for up to 10 s);
+    it queues for the writer thread, and commits once the lock is free."""
+    monkeypatch.setattr(sqlite_module, "_INLINE_MAX_S", 60.0)
+    path = tmp_path / "l.db"
+    async with SQLiteStore.open(path, key=fixed_ledger_key()) as store:
+        await store.append("run-l", [run_created()])
+        store.inline = lambda: True
+        seen = _commit_threads(store)
+        other = sqlite3.connect(path, isolation_level=None)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            append = asyncio.ensure_future(store.append("run-l", [ev("task_progress", n=1)]))
+            started = time.monotonic()
+            await asyncio.sleep(0.3)
+            assert time.monotonic() - started < 2.0  # the loop was not held
+            assert not append.done()
+            other.execute("COMMIT")
+        finally:
+            other.close()
+        await append
+        assert seen == ["charter-sqlite-writer"]
+        store.inline = lambda: True  # the lock is free again: inline once more
+        await store.append("run-l", [ev("task_progress", n=2)])
+        assert seen == ["charter-sqlite-writer", threading.current_thread().name]

@@ -74,6 +74,7 @@ from charter.stores.flags import (
 from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
 from charter.stores.sqlite_batch import (
+    BUSY_TIMEOUT_MS,
     HotRows,
     _connect,
     _head,
@@ -254,10 +255,12 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         if not self._write_lock.acquire(blocking=False):  # the writer thread is committing
             return False
         try:
-            if self._conn is not conn:  # closed meanwhile
+            if self._conn is not conn or self.failure is not None:  # closed, or fail-stop
                 return False
             started = time.monotonic()
-            outcomes = self._commit(conn, [job])
+            if not _begin_now(conn):  # another process writes: wait on the writer thread
+                return False
+            outcomes = self._commit(conn, [job], begun=True)
             took = time.monotonic() - started
         finally:
             self._write_lock.release()
@@ -270,13 +273,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         return True
 
     def _commit(
-        self, conn: sqlite3.Connection, batch: list[_Job]
+        self, conn: sqlite3.Connection, batch: list[_Job], *, begun: bool = False
     ) -> list[tuple[_Job, Sequence[Event] | None, BaseException | None]]:
+        """Write ``batch`` in one transaction (``begun``: the caller already opened it)."""
         if self.failure is not None:  # fail-stop: nothing more is written
             return [(job, None, self._refusal()) for job in batch]
         committing = False
         try:
-            conn.execute("BEGIN IMMEDIATE")
+            if not begun:
+                conn.execute("BEGIN IMMEDIATE")
             trust = self.trust
             hot = self._hot if trust.enabled else None
             if hot is not None:
@@ -719,6 +724,20 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 conn.execute("COMMIT")
 
         return await self._read(go)
+
+
+def _begin_now(conn: sqlite3.Connection) -> bool:
+    """Open the write transaction only if no other connection holds the write lock: on the
+    event loop's thread a busy wait (up to ``BUSY_TIMEOUT_MS``) would stall every request.
+    False on any error: the writer thread then tries, and meets it where it is handled."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return True
 
 
 def _text_bytes(value: object) -> bytes:

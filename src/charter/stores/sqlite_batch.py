@@ -28,9 +28,12 @@ logger = logging.getLogger("charter.stores.sqlite")
 CHECKPOINT_PAGES = 4000
 
 
+BUSY_TIMEOUT_MS = 10_000  # how long a statement waits for another connection's lock
+
+
 def _connect(path: str, *, readonly: bool) -> sqlite3.Connection:
     conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 10000")
+    conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     if readonly:
         conn.execute("PRAGMA query_only = 1")
     else:
