@@ -10,8 +10,9 @@ kernel, so the envelope, the ledger and the log line share it.
 from __future__ import annotations
 
 import logging
+import os
+import random
 import re
-import secrets
 import time
 from typing import Any
 
@@ -30,6 +31,16 @@ _TRACE_ID = re.compile(r"^[A-Za-z0-9_.:-]{1,128}$")
 _BODY_METHODS = frozenset({"POST", "PUT", "PATCH"})
 # mounted apps that answer HEAD themselves (static files) or are not this API's to change
 _OWN_HEAD = ("/static/", "/console", "/mcp")
+# Trace ids identify, they do not authorize: a generator seeded once from the system's entropy
+# (and again in a forked child, so two workers never share a sequence) instead of a system
+# call per request.
+_ids = random.Random()
+os.register_at_fork(after_in_child=_ids.seed)
+
+
+def new_trace_id() -> str:
+    """A W3C trace id: 32 lower-case hex digits, never all zero."""
+    return f"{_ids.getrandbits(128) or 1:032x}"
 
 
 def trace_id_of(headers: dict[bytes, bytes]) -> str:
@@ -42,7 +53,7 @@ def trace_id_of(headers: dict[bytes, bytes]) -> str:
     if _TRACE_ID.match(given):
         return given
     # A request span opened by a server instrumentation: the envelope shares its trace id.
-    return current_trace_id() or secrets.token_hex(16)
+    return current_trace_id() or new_trace_id()
 
 
 class ServerMiddleware:
