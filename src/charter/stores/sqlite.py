@@ -12,8 +12,8 @@ While the process runs at most one call (the ``inline`` probe the runtime wires 
 and the writer is idle, an append commits on the event loop's own thread instead: the same
 code under the same lock, without the two thread hand-offs (queue, wake-up, the loop's
 self-pipe) that a lone caller otherwise pays twice per call. It blocks the loop for one
-commit; inline commits averaging over ``_INLINE_MAX_S`` (a slow disk) turn this off for a
-while, and as soon as calls overlap the writer thread group-commits again.
+commit; when most of the recent inline commits took over ``_INLINE_MAX_S`` (a slow disk) this
+is off for a while, and as soon as calls overlap the writer thread group-commits again.
 
 Readers use their own connections on a small thread pool. Every ``sqlite3`` exception is
 translated into the :class:`~charter.errors.StoreError` family at this boundary. The event
@@ -23,6 +23,7 @@ loop that opened the store is the one its futures resolve on (asyncio).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -91,8 +92,10 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 _MAX_BATCH = 1024
 _STOP = object()
-_INLINE_MAX_S = 0.004  # inline commits slower than this on average hold the loop too long...
-_INLINE_PAUSE_S = 5.0  # ...so appends go through the writer thread for this long
+_INLINE_MAX_S = 0.004  # an inline commit slower than this held the loop too long;
+_INLINE_WINDOW = 8  # when, of the last this many inline commits,
+_INLINE_SLOW = 5  # at least this many were slow (a slow disk, not one WAL checkpoint or the
+_INLINE_PAUSE_S = 5.0  # first commits of a new file), appends use the writer thread this long
 
 
 def _as_store_error(exc: BaseException) -> BaseException:
@@ -142,7 +145,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         """Answers True while an idle writer's append may commit on the loop's thread (the
         runtime: at most one call runs in this process). None: always the writer thread."""
         self._inline_paused_until = 0.0
-        self._inline_took = 0.0  # moving average of inline commits' durations (seconds)
+        self._inline_slow: collections.deque[bool] = collections.deque(maxlen=_INLINE_WINDOW)
         self._loop: asyncio.AbstractEventLoop | None = None
         self._tick = asyncio.Event()
         self._closed = False
@@ -264,11 +267,14 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             took = time.monotonic() - started
         finally:
             self._write_lock.release()
-        # a moving average: one slow commit (a WAL checkpoint) is not a slow disk
-        self._inline_took = 0.8 * self._inline_took + 0.2 * took
-        if self._inline_took > _INLINE_MAX_S:
+        # A majority of slow commits among the recent ones: one slow commit (a WAL checkpoint,
+        # the first commits of a new file) is not a slow disk. A moving average was tipped by
+        # one 25 ms commit and kept a fresh `charter mcp` off inline commits for its first 5 s.
+        slow = self._inline_slow
+        slow.append(took > _INLINE_MAX_S)
+        if slow.count(True) >= _INLINE_SLOW:
             self._inline_paused_until = started + took + _INLINE_PAUSE_S
-            self._inline_took = 0.0
+            slow.clear()
         self._settle(outcomes)
         return True
 
