@@ -2,7 +2,7 @@
 # `charter serve` as the entrypoint and /readyz as the health check.
 #
 #   docker build -t charter .
-#   docker run -p 8750:8750 --env-file .env charter     # see container/README.md
+#   docker run -p 8750:8750 --env-file .env charter     # see docs/operations.md
 #
 # The image carries the example project (charter init's `basic`) under /srv/project with the
 # production deployment file of container/charter.deploy.yaml: secrets come from the
@@ -26,6 +26,7 @@ RUN python -m pip install --no-cache-dir "$(ls /dist/charter-*.whl)[server,mcp,p
     && useradd --system --uid 10001 --home-dir /srv --shell /usr/sbin/nologin charter \
     && charter init --example basic /srv/project \
     && rm -rf /srv/project/.charter /srv/project/charter.deploy.yaml \
+    && mkdir -p /srv/audit \
     && chown -R charter:charter /srv
 COPY --chown=charter:charter container/charter.deploy.yaml /srv/project/charter.deploy.yaml
 USER charter

@@ -123,7 +123,7 @@ def _image_project(tmp_path: Path, s3_endpoint: str) -> Path:
     image_root.mkdir()
     build = one(final_stage(DOCKERFILE), "RUN")
     for step in (s.strip() for s in build.split("&&")):
-        if step.startswith(("charter init", "rm -rf /srv/project")):
+        if step.startswith(("charter init", "rm -rf /srv/project", "mkdir")):
             argv = [a.replace("/srv", str(image_root)) for a in shlex.split(step)]
             if argv[0] == "charter":
                 argv[0] = CHARTER
@@ -132,6 +132,7 @@ def _image_project(tmp_path: Path, s3_endpoint: str) -> Path:
     copy = next(rest for k, rest in DOCKERFILE if k == "COPY" and "charter.deploy.yaml" in rest)
     source = next(a for a in copy.split() if not a.startswith("--"))
     deploy = (ROOT / source).read_text().replace("http://s3:9000", s3_endpoint)
+    deploy = deploy.replace("/srv/", f"{image_root}/")
     (project / "charter.deploy.yaml").write_text(deploy)
     assert not (project / ".charter").exists(), "no development secrets in the image"
     return project
@@ -251,6 +252,11 @@ def test_two_replicas_as_the_image_runs_them(tmp_path: Path, s3: tuple[str, Any]
             for o in s3_client.list_objects_v2(Bucket="charter-artifacts").get("Contents", [])
         ]
         assert any(k.endswith("/report.txt") for k in keys), keys
+        # the audit trail on the volume: both replicas' decisions, whole lines
+        audit = (project.parent / "audit" / "audit.jsonl").read_text()
+        trail = [json.loads(line) for line in audit.splitlines()]
+        assert any(r.get("call_id") == "img-1" and r.get("outcome") == "succeeded" for r in trail)
+        assert any(r.get("outcome") == "approved" for r in trail), trail
     finally:
         for proc in procs:
             proc.terminate()
