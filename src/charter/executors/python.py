@@ -261,8 +261,8 @@ class PythonExecutor:
 
         bound = functools.partial(tool.function, **kwargs)
         loop = asyncio.get_running_loop()
-        # A sync tool's worker thread: what completes when it returns (an async tool has none).
-        ended: asyncio.Future[None] | None = None if tool.is_async else loop.create_future()
+        # A sync tool's worker thread: tells when it returns (an async tool has none).
+        ended = None if tool.is_async else _ThreadEnd(loop)
 
         def call() -> Any:
             try:
@@ -270,8 +270,7 @@ class PythonExecutor:
                 return bound()
             finally:
                 if ended is not None:
-                    with contextlib.suppress(RuntimeError):  # the loop is gone
-                        loop.call_soon_threadsafe(_settle, ended)
+                    ended.finish()
 
         result: Any = None
         raised: Exception | None = None
@@ -315,11 +314,13 @@ class PythonExecutor:
             return failed(exc)
 
     @staticmethod
-    def _linger(ended: asyncio.Future[None] | None, request: ExecutionRequest) -> None:
+    def _linger(ended: _ThreadEnd | None, request: ExecutionRequest) -> None:
         """A sync tool's thread outlives its timeout or cancellation: hand the caller (the
         kernel, which then keeps the run's write lock) what completes when it really ends."""
-        if ended is not None and not ended.done() and request.linger is not None:
-            request.linger(ended)
+        if ended is not None and request.linger is not None:
+            running = ended.watch()
+            if running is not None:
+                request.linger(running)
 
     def _failure(self, exc: Exception, request: ExecutionRequest) -> Failure:
         """The tool raised: keep a Charter failure's code and reason, redact every message."""
@@ -345,6 +346,38 @@ class PythonExecutor:
             call_id=ctx.call_id,
             run_id=ctx.run_id,
         )
+
+
+class _ThreadEnd:
+    """When a sync tool's thread returns. Only a caller that stopped waiting for it (a timeout,
+    a cancellation) asks (:meth:`watch`); a call that waited for its result knows the thread
+    ended, and pays no second wake-up of the loop for it."""
+
+    __slots__ = ("_done", "_future", "_lock", "_loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._lock = threading.Lock()
+        self._done = False
+        self._future: asyncio.Future[None] | None = None
+
+    def finish(self) -> None:
+        """In the tool's thread, as it returns."""
+        with self._lock:
+            self._done = True
+            future = self._future
+        if future is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is gone
+                self._loop.call_soon_threadsafe(_settle, future)
+
+    def watch(self) -> asyncio.Future[None] | None:
+        """On the loop: what completes when the thread returns, or None when it already has."""
+        with self._lock:
+            if self._done:
+                return None
+            if self._future is None:
+                self._future = self._loop.create_future()
+            return self._future
 
 
 def _settle(ended: asyncio.Future[None]) -> None:
