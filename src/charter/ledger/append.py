@@ -22,7 +22,6 @@ from charter.ledger.events import (
     Event,
     NewEvent,
     StoredEvent,
-    event_id,
     payload_bytes,
     plain_stored_bytes,
     stored_bytes,
@@ -61,13 +60,33 @@ class AppendPlan:
     """What one append writes: event rows, projection rows and the new head."""
 
     run_id: str
-    rows: tuple[StoredEvent, ...]
     events: tuple[Event, ...]
+    data: tuple[bytes, ...]
+    """The stored bytes of each of ``events``."""
     writes: Writes
     seqs: dict[RowKey, int]
     """The sequence of the event that last wrote each row of ``writes``."""
     head: Head
+    """The new head; its ``mac`` is empty when the append was planned with ``seal_head``
+    false."""
     new_run: bool
+
+    @property
+    def rows(self) -> tuple[StoredEvent, ...]:
+        """The event rows to write (built on demand: a backend may take the columns from
+        ``events`` and ``data`` instead)."""
+        return tuple(
+            StoredEvent(
+                run_id=e.run_id,
+                seq=e.seq,
+                type=e.type,
+                at=e.at,
+                prev_hash=e.prev_hash,
+                hash=e.hash,
+                data=d,
+            )
+            for e, d in zip(self.events, self.data, strict=True)
+        )
 
 
 def rows_needed(run_id: str, entries: Sequence[NewEvent]) -> tuple[RowKey, ...]:
@@ -105,8 +124,13 @@ def plan_append(
     now: str,
     key: LedgerKey,
     expected_seq: int | None = None,
+    seal_head: bool = True,
 ) -> AppendPlan:
-    """Seal ``entries`` onto the run whose current head is ``head``; raise if they may not go."""
+    """Seal ``entries`` onto the run whose current head is ``head``; raise if they may not go.
+
+    ``seal_head`` false leaves the new head's ``mac`` empty, for a backend that writes only the
+    last of several heads of a run and MACs that one before writing or trusting it.
+    """
     check_identifier(run_id, what="run_id")
     if not entries:
         raise InvalidInput("nothing to append", reason="EMPTY_APPEND", run_id=run_id)
@@ -129,19 +153,20 @@ def plan_append(
     view: dict[RowKey, Row | None] = dict(rows)
     writes: Writes = {}
     seqs: dict[RowKey, int] = {}
-    stored: list[StoredEvent] = []
+    stored: list[bytes] = []
     events: list[Event] = []
     for entry in entries:
-        if entry.type not in EVENT_TYPES:
+        type_, payload = entry.type, entry.payload
+        if type_ not in EVENT_TYPES:
             raise InvalidInput("unknown event type", reason="UNKNOWN_EVENT_TYPE", run_id=run_id)
-        if entry.type == "run_created" and seq != 0:
+        if type_ == "run_created" and seq != 0:
             raise StoreConflict("the run already exists", reason="RUN_EXISTS", run_id=run_id)
         at = entry.at
         if not at:
             at = now  # the store's clock, already in the stored form
         elif not _AT.fullmatch(at):
             raise InvalidInput("event time must be RFC 3339 UTC", reason="INVALID_TIMESTAMP")
-        if not isinstance(entry.payload, Mapping):
+        if type(payload) is not dict and not isinstance(payload, Mapping):  # dict: no ABC check
             raise InvalidInput("event payload must be an object", reason="EVENT_PAYLOAD_INVALID")
         seq += 1
         # run_id passed check_identifier and the type is a known one; prev is a digest (the
@@ -151,9 +176,9 @@ def plan_append(
         data = (plain_stored_bytes if plain_prev and at.isascii() else stored_bytes)(
             run_id=run_id,
             seq=seq,
-            type=entry.type,
+            type=type_,
             at=at,
-            payload_bytes=payload_bytes(entry.payload),
+            payload_bytes=payload_bytes(payload),
             prev_hash=prev,
         )
         digest = chain_hash(prev, data)
@@ -161,10 +186,10 @@ def plan_append(
             schema_version=SCHEMA_VERSION,
             run_id=run_id,
             seq=seq,
-            event_id=event_id(seq),
-            type=entry.type,
+            event_id=f"{seq:08d}",  # event_id(seq), without the call
+            type=type_,
             at=at,
-            payload=entry.payload,
+            payload=payload,
             prev_hash=prev,
             hash=digest,
         )
@@ -178,7 +203,7 @@ def plan_append(
                 raise StoreConflict(
                     "the run has ended; nothing more runs in it", reason="RUN_ENDED", run_id=run_id
                 )
-        handler = HANDLERS.get(entry.type)
+        handler = HANDLERS.get(type_)
         if handler is not None:
             try:
                 out = handler.apply(event, view.get)
@@ -187,26 +212,16 @@ def plan_append(
                 raise
             view.update(out)
             writes.update(out)
-            for written in out:
-                seqs[written] = seq
-        stored.append(
-            StoredEvent(
-                run_id=run_id,
-                seq=seq,
-                type=entry.type,
-                at=at,
-                prev_hash=prev,
-                hash=digest,
-                data=data,
-            )
-        )
+            seqs.update(dict.fromkeys(out, seq))
+        stored.append(data)
         events.append(event)
         prev = digest
-    new_head = Head(run_id=run_id, seq=seq, hash=prev, mac=key.mac(run_id, seq, prev))
+    mac = key.mac(run_id, seq, prev) if seal_head else ""
+    new_head = Head(run_id=run_id, seq=seq, hash=prev, mac=mac)
     return AppendPlan(
         run_id=run_id,
-        rows=tuple(stored),
         events=tuple(events),
+        data=tuple(stored),
         writes=writes,
         seqs=seqs,
         head=new_head,
