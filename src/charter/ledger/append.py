@@ -14,14 +14,14 @@ from dataclasses import dataclass
 from charter.errors import InvalidInput, StoreConflict
 from charter.ledger import lifecycle
 from charter.ledger.calls_projection import call_key
-from charter.ledger.chain import Head, LedgerKey, chain_hash
+from charter.ledger.chain import Head, LedgerKey, chain_hash, new_head
 from charter.ledger.events import (
     EVENT_TYPES,
     GENESIS_HASH,
-    SCHEMA_VERSION,
     Event,
     NewEvent,
     StoredEvent,
+    new_event,
     payload_bytes,
     plain_stored_bytes,
     stored_bytes,
@@ -36,6 +36,7 @@ from charter.ledger.projections import (
     reads_for,
     run_key,
 )
+from charter.ledger.slots import slot_setters
 
 _AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -87,6 +88,10 @@ class AppendPlan:
             )
             for e, d in zip(self.events, self.data, strict=True)
         )
+
+
+_new = object.__new__
+_PLAN = slot_setters(AppendPlan, ("run_id", "events", "data", "writes", "seqs", "head", "new_run"))
 
 
 def rows_needed(run_id: str, entries: Sequence[NewEvent]) -> tuple[RowKey, ...]:
@@ -182,17 +187,7 @@ def plan_append(
             prev_hash=prev,
         )
         digest = chain_hash(prev, data)
-        event = Event(
-            schema_version=SCHEMA_VERSION,
-            run_id=run_id,
-            seq=seq,
-            event_id=f"{seq:08d}",  # event_id(seq), without the call
-            type=type_,
-            at=at,
-            payload=payload,
-            prev_hash=prev,
-            hash=digest,
-        )
+        event = new_event(run_id, seq, type_, at, payload, prev, digest)
         reserving = _reserved_call(run_id, entry)
         if reserving is not None and view.get(reserving) is None:
             run = view.get(run_key(run_id))
@@ -217,13 +212,13 @@ def plan_append(
         events.append(event)
         prev = digest
     mac = key.mac(run_id, seq, prev) if seal_head else ""
-    new_head = Head(run_id=run_id, seq=seq, hash=prev, mac=mac)
-    return AppendPlan(
-        run_id=run_id,
-        events=tuple(events),
-        data=tuple(stored),
-        writes=writes,
-        seqs=seqs,
-        head=new_head,
-        new_run=head is None,
-    )
+    s_run, s_events, s_data, s_writes, s_seqs, s_head, s_new = _PLAN
+    plan: AppendPlan = _new(AppendPlan)  # AppendPlan(...) without its __init__ (ledger.slots)
+    s_run(plan, run_id)
+    s_events(plan, tuple(events))
+    s_data(plan, tuple(stored))
+    s_writes(plan, writes)
+    s_seqs(plan, seqs)
+    s_head(plan, new_head(run_id, seq, prev, mac))
+    s_new(plan, head is None)
+    return plan

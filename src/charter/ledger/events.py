@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
+from charter.ledger.slots import slot_setters
 
 SCHEMA_VERSION = 1
 GENESIS_HASH = "sha256:" + "0" * 64
@@ -135,6 +136,32 @@ class Event:
             "prev_hash": self.prev_hash,
             "hash": self.hash,
         }
+
+
+_new = object.__new__
+_EVENT = slot_setters(
+    Event,
+    ("schema_version", "run_id", "seq", "event_id", "type", "at", "payload", "prev_hash", "hash"),
+)
+
+
+def new_event(
+    run_id: str, seq: int, type_: str, at: str, payload: Mapping[str, Any], prev: str, hash_: str
+) -> Event:
+    """The :class:`Event` of this schema version at ``seq``, built on the append path without
+    the dataclass ``__init__`` (see :mod:`charter.ledger.slots`): the same frozen object."""
+    s_version, s_run, s_seq, s_id, s_type, s_at, s_payload, s_prev, s_hash = _EVENT
+    event: Event = _new(Event)
+    s_version(event, SCHEMA_VERSION)
+    s_run(event, run_id)
+    s_seq(event, seq)
+    s_id(event, f"{seq:08d}")  # event_id(seq)
+    s_type(event, type_)
+    s_at(event, at)
+    s_payload(event, payload)
+    s_prev(event, prev)
+    s_hash(event, hash_)
+    return event
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 
 from charter.contracts.canonical import canonical_bytes
 from charter.ledger.append import AppendPlan
-from charter.ledger.chain import Head, LedgerKey
+from charter.ledger.chain import Head, LedgerKey, new_head
 from charter.ledger.events import format_at
 from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey
@@ -257,8 +257,8 @@ class _Pending:
         """Give each run's last head of the batch its MAC (the planner left them unsealed)."""
         mac = self.head_key.mac
         for run_id, h in self.moved.items():
-            self.heads[run_id] = self.moved[run_id] = Head(
-                run_id=run_id, seq=h.seq, hash=h.hash, mac=mac(run_id, h.seq, h.hash)
+            self.heads[run_id] = self.moved[run_id] = new_head(
+                run_id, h.seq, h.hash, mac(run_id, h.seq, h.hash)
             )
 
     def write(self, conn: sqlite3.Connection) -> None:
