@@ -130,7 +130,8 @@ class HotRows:
         self.rows: dict[RowKey, str] = {}
         self.parsed: dict[RowKey, Row] = {}
         """Rows of ``rows`` already parsed: every batch reads the run's context and run rows
-        again, and a parse is dearer than a copy. Never handed out: readers get copies."""
+        again, and a parse is dearer than a copy. Never handed out: readers get shallow
+        copies (projection handlers build new rows; they do not change the ones they read)."""
         self.heads: dict[str, Head] = {}
         self.owned: set[str] = set()
         self.version: int | None = None
