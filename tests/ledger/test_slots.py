@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from charter.ledger.chain import Head, new_head
-from charter.ledger.events import SCHEMA_VERSION, Event, new_event
+from charter.ledger.events import SCHEMA_VERSION, Event, StoredEvent, new_event, stored_event
 from charter.ledger.slots import slot_setters
 
 
@@ -30,6 +30,23 @@ def test_new_event_is_the_dataclass_event() -> None:
     assert fast.to_dict() == slow.to_dict()
     with pytest.raises(dataclasses.FrozenInstanceError):
         fast.seq = 8  # type: ignore[misc]
+
+
+def test_stored_event_is_the_dataclass_row() -> None:
+    event = new_event("run-1", 2, "run_created", "2025-01-02T03:04:05.000006Z", {}, "p", "h")
+    fast = stored_event(event, b"{}")
+    assert type(fast) is StoredEvent
+    assert fast == StoredEvent(
+        run_id="run-1",
+        seq=2,
+        type="run_created",
+        at="2025-01-02T03:04:05.000006Z",
+        prev_hash="p",
+        hash="h",
+        data=b"{}",
+    )
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.data = b""  # type: ignore[misc]
 
 
 def test_new_head_is_the_dataclass_head() -> None:

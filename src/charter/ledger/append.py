@@ -25,6 +25,7 @@ from charter.ledger.events import (
     payload_bytes,
     plain_stored_bytes,
     stored_bytes,
+    stored_event,
 )
 from charter.ledger.ids import check_identifier
 from charter.ledger.projections import (
@@ -76,18 +77,7 @@ class AppendPlan:
     def rows(self) -> tuple[StoredEvent, ...]:
         """The event rows to write (built on demand: a backend may take the columns from
         ``events`` and ``data`` instead)."""
-        return tuple(
-            StoredEvent(
-                run_id=e.run_id,
-                seq=e.seq,
-                type=e.type,
-                at=e.at,
-                prev_hash=e.prev_hash,
-                hash=e.hash,
-                data=d,
-            )
-            for e, d in zip(self.events, self.data, strict=True)
-        )
+        return tuple(map(stored_event, self.events, self.data))
 
 
 _new = object.__new__

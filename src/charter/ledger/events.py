@@ -177,6 +177,24 @@ class StoredEvent:
     data: bytes = field(repr=False)
 
 
+_STORED = slot_setters(StoredEvent, ("run_id", "seq", "type", "at", "prev_hash", "hash", "data"))
+
+
+def stored_event(event: Event, data: bytes) -> StoredEvent:
+    """The row of ``event`` whose stored bytes are ``data``, built without the dataclass
+    ``__init__`` (see :mod:`charter.ledger.slots`): the same frozen object."""
+    s_run, s_seq, s_type, s_at, s_prev, s_hash, s_data = _STORED
+    row: StoredEvent = _new(StoredEvent)
+    s_run(row, event.run_id)
+    s_seq(row, event.seq)
+    s_type(row, event.type)
+    s_at(row, event.at)
+    s_prev(row, event.prev_hash)
+    s_hash(row, event.hash)
+    s_data(row, data)
+    return row
+
+
 _PLAIN = re.compile(r"[A-Za-z0-9_.:+-]*")
 
 
