@@ -14,18 +14,18 @@ from dataclasses import dataclass
 from charter.errors import InvalidInput, StoreConflict
 from charter.ledger import lifecycle
 from charter.ledger.calls_projection import call_key
-from charter.ledger.chain import Head, LedgerKey, chain_hash
+from charter.ledger.chain import Head, LedgerKey, chain_hash, new_head
 from charter.ledger.events import (
     EVENT_TYPES,
     GENESIS_HASH,
-    SCHEMA_VERSION,
     Event,
     NewEvent,
     StoredEvent,
-    event_id,
+    new_event,
     payload_bytes,
     plain_stored_bytes,
     stored_bytes,
+    stored_event,
 )
 from charter.ledger.ids import check_identifier
 from charter.ledger.projections import (
@@ -37,6 +37,7 @@ from charter.ledger.projections import (
     reads_for,
     run_key,
 )
+from charter.ledger.slots import slot_setters
 
 _AT = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d{1,9})?Z$")
 _DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
@@ -61,13 +62,26 @@ class AppendPlan:
     """What one append writes: event rows, projection rows and the new head."""
 
     run_id: str
-    rows: tuple[StoredEvent, ...]
     events: tuple[Event, ...]
+    data: tuple[bytes, ...]
+    """The stored bytes of each of ``events``."""
     writes: Writes
     seqs: dict[RowKey, int]
     """The sequence of the event that last wrote each row of ``writes``."""
     head: Head
+    """The new head; its ``mac`` is empty when the append was planned with ``seal_head``
+    false."""
     new_run: bool
+
+    @property
+    def rows(self) -> tuple[StoredEvent, ...]:
+        """The event rows to write (built on demand: a backend may take the columns from
+        ``events`` and ``data`` instead)."""
+        return tuple(map(stored_event, self.events, self.data))
+
+
+_new = object.__new__
+_PLAN = slot_setters(AppendPlan, ("run_id", "events", "data", "writes", "seqs", "head", "new_run"))
 
 
 def rows_needed(run_id: str, entries: Sequence[NewEvent]) -> tuple[RowKey, ...]:
@@ -105,8 +119,13 @@ def plan_append(
     now: str,
     key: LedgerKey,
     expected_seq: int | None = None,
+    seal_head: bool = True,
 ) -> AppendPlan:
-    """Seal ``entries`` onto the run whose current head is ``head``; raise if they may not go."""
+    """Seal ``entries`` onto the run whose current head is ``head``; raise if they may not go.
+
+    ``seal_head`` false leaves the new head's ``mac`` empty, for a backend that writes only the
+    last of several heads of a run and MACs that one before writing or trusting it.
+    """
     check_identifier(run_id, what="run_id")
     if not entries:
         raise InvalidInput("nothing to append", reason="EMPTY_APPEND", run_id=run_id)
@@ -129,19 +148,20 @@ def plan_append(
     view: dict[RowKey, Row | None] = dict(rows)
     writes: Writes = {}
     seqs: dict[RowKey, int] = {}
-    stored: list[StoredEvent] = []
+    stored: list[bytes] = []
     events: list[Event] = []
     for entry in entries:
-        if entry.type not in EVENT_TYPES:
+        type_, payload = entry.type, entry.payload
+        if type_ not in EVENT_TYPES:
             raise InvalidInput("unknown event type", reason="UNKNOWN_EVENT_TYPE", run_id=run_id)
-        if entry.type == "run_created" and seq != 0:
+        if type_ == "run_created" and seq != 0:
             raise StoreConflict("the run already exists", reason="RUN_EXISTS", run_id=run_id)
         at = entry.at
         if not at:
             at = now  # the store's clock, already in the stored form
         elif not _AT.fullmatch(at):
             raise InvalidInput("event time must be RFC 3339 UTC", reason="INVALID_TIMESTAMP")
-        if not isinstance(entry.payload, Mapping):
+        if type(payload) is not dict and not isinstance(payload, Mapping):  # dict: no ABC check
             raise InvalidInput("event payload must be an object", reason="EVENT_PAYLOAD_INVALID")
         seq += 1
         # run_id passed check_identifier and the type is a known one; prev is a digest (the
@@ -151,23 +171,13 @@ def plan_append(
         data = (plain_stored_bytes if plain_prev and at.isascii() else stored_bytes)(
             run_id=run_id,
             seq=seq,
-            type=entry.type,
+            type=type_,
             at=at,
-            payload_bytes=payload_bytes(entry.payload),
+            payload_bytes=payload_bytes(payload),
             prev_hash=prev,
         )
         digest = chain_hash(prev, data)
-        event = Event(
-            schema_version=SCHEMA_VERSION,
-            run_id=run_id,
-            seq=seq,
-            event_id=event_id(seq),
-            type=entry.type,
-            at=at,
-            payload=entry.payload,
-            prev_hash=prev,
-            hash=digest,
-        )
+        event = new_event(run_id, seq, type_, at, payload, prev, digest)
         reserving = _reserved_call(run_id, entry)
         if reserving is not None and view.get(reserving) is None:
             run = view.get(run_key(run_id))
@@ -178,7 +188,7 @@ def plan_append(
                 raise StoreConflict(
                     "the run has ended; nothing more runs in it", reason="RUN_ENDED", run_id=run_id
                 )
-        handler = HANDLERS.get(entry.type)
+        handler = HANDLERS.get(type_)
         if handler is not None:
             try:
                 out = handler.apply(event, view.get)
@@ -187,28 +197,18 @@ def plan_append(
                 raise
             view.update(out)
             writes.update(out)
-            for written in out:
-                seqs[written] = seq
-        stored.append(
-            StoredEvent(
-                run_id=run_id,
-                seq=seq,
-                type=entry.type,
-                at=at,
-                prev_hash=prev,
-                hash=digest,
-                data=data,
-            )
-        )
+            seqs.update(dict.fromkeys(out, seq))
+        stored.append(data)
         events.append(event)
         prev = digest
-    new_head = Head(run_id=run_id, seq=seq, hash=prev, mac=key.mac(run_id, seq, prev))
-    return AppendPlan(
-        run_id=run_id,
-        rows=tuple(stored),
-        events=tuple(events),
-        writes=writes,
-        seqs=seqs,
-        head=new_head,
-        new_run=head is None,
-    )
+    mac = key.mac(run_id, seq, prev) if seal_head else ""
+    s_run, s_events, s_data, s_writes, s_seqs, s_head, s_new = _PLAN
+    plan: AppendPlan = _new(AppendPlan)  # AppendPlan(...) without its __init__ (ledger.slots)
+    s_run(plan, run_id)
+    s_events(plan, tuple(events))
+    s_data(plan, tuple(stored))
+    s_writes(plan, writes)
+    s_seqs(plan, seqs)
+    s_head(plan, new_head(run_id, seq, prev, mac))
+    s_new(plan, head is None)
+    return plan

@@ -169,13 +169,15 @@ def _reads_progress(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
     return ()
 
 
-def _reserve(event: EventFacts, get: Getter, *, state: str) -> Writes:
-    """Create the call row and count it against the budgets; conflict if it exists."""
+def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | None = None) -> Writes:
+    """Create the call row and count it against the budgets; conflict if it exists.
+
+    ``absent``: the call's key, when the caller has just found no row there."""
     p = event.payload
     run_id = event.run_id
     cid, call_id, tool_id = _s(p, "context_id"), _s(p, "call_id"), _s(p, "tool_id")
-    key = call_key(run_id, cid, call_id)
-    if get(key) is not None:
+    key = absent or call_key(run_id, cid, call_id)
+    if absent is None and get(key) is not None:
         raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
     ctx = get(context_key(run_id, cid))
     if ctx is None:
@@ -388,7 +390,7 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
     if stage == "started":
         call = get(ckey)
         if call is None:
-            writes = _reserve(event, get, state="dispatching")
+            writes = _reserve(event, get, state="dispatching", absent=ckey)
             writes[ckey].update(_dispatched(event))  # the row _reserve just made: no copy
             return writes
         if call["state"] == "pending_approval":

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from charter.errors import ConfigError
+from charter.ledger.slots import slot_setters
 
 _BLOCK = 64  # SHA-256's block size, in bytes
 _KEY_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
@@ -97,9 +98,8 @@ class LedgerKey:
     def row_mac(self, table: str, key: tuple[str, ...], data: bytes, seq: int) -> str:
         """The MAC of a projection row: its table, key, stored bytes and the sequence of the
         event that last wrote it (key values are identifiers: no NUL inside)."""
-        message = b"\x00".join(
-            (b"row", table.encode(), *(k.encode() for k in key), str(seq).encode(), data)
-        )
+        # the text parts joined and encoded at once: the same bytes as joining their encodings
+        message = "\x00".join(("row", table, *key, str(seq), "")).encode() + data
         return self._hmac(message)
 
 
@@ -111,3 +111,19 @@ class Head:
     seq: int
     hash: str
     mac: str
+
+
+_new = object.__new__
+_HEAD = slot_setters(Head, ("run_id", "seq", "hash", "mac"))
+
+
+def new_head(run_id: str, seq: int, head_hash: str, mac: str) -> Head:
+    """``Head(run_id=…, seq=…, hash=…, mac=…)`` without the dataclass ``__init__`` (see
+    :mod:`charter.ledger.slots`): the same frozen object."""
+    s_run, s_seq, s_hash, s_mac = _HEAD
+    head: Head = _new(Head)
+    s_run(head, run_id)
+    s_seq(head, seq)
+    s_hash(head, head_hash)
+    s_mac(head, mac)
+    return head

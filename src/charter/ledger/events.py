@@ -23,6 +23,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
+from charter.ledger.slots import slot_setters
 
 SCHEMA_VERSION = 1
 GENESIS_HASH = "sha256:" + "0" * 64
@@ -137,6 +138,32 @@ class Event:
         }
 
 
+_new = object.__new__
+_EVENT = slot_setters(
+    Event,
+    ("schema_version", "run_id", "seq", "event_id", "type", "at", "payload", "prev_hash", "hash"),
+)
+
+
+def new_event(
+    run_id: str, seq: int, type_: str, at: str, payload: Mapping[str, Any], prev: str, hash_: str
+) -> Event:
+    """The :class:`Event` of this schema version at ``seq``, built on the append path without
+    the dataclass ``__init__`` (see :mod:`charter.ledger.slots`): the same frozen object."""
+    s_version, s_run, s_seq, s_id, s_type, s_at, s_payload, s_prev, s_hash = _EVENT
+    event: Event = _new(Event)
+    s_version(event, SCHEMA_VERSION)
+    s_run(event, run_id)
+    s_seq(event, seq)
+    s_id(event, f"{seq:08d}")  # event_id(seq)
+    s_type(event, type_)
+    s_at(event, at)
+    s_payload(event, payload)
+    s_prev(event, prev)
+    s_hash(event, hash_)
+    return event
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StoredEvent:
     """One event row exactly as a store holds it: the indexed columns and the stored bytes."""
@@ -148,6 +175,24 @@ class StoredEvent:
     prev_hash: str
     hash: str
     data: bytes = field(repr=False)
+
+
+_STORED = slot_setters(StoredEvent, ("run_id", "seq", "type", "at", "prev_hash", "hash", "data"))
+
+
+def stored_event(event: Event, data: bytes) -> StoredEvent:
+    """The row of ``event`` whose stored bytes are ``data``, built without the dataclass
+    ``__init__`` (see :mod:`charter.ledger.slots`): the same frozen object."""
+    s_run, s_seq, s_type, s_at, s_prev, s_hash, s_data = _STORED
+    row: StoredEvent = _new(StoredEvent)
+    s_run(row, event.run_id)
+    s_seq(row, event.seq)
+    s_type(row, event.type)
+    s_at(row, event.at)
+    s_prev(row, event.prev_hash)
+    s_hash(row, event.hash)
+    s_data(row, data)
+    return row
 
 
 _PLAIN = re.compile(r"[A-Za-z0-9_.:+-]*")

@@ -13,7 +13,7 @@ import hmac
 from collections.abc import Sequence
 from typing import Any
 
-from charter.contracts.canonical import canonical_text
+from charter.contracts.canonical import canonical_bytes, canonical_text
 from charter.ledger.chain import LedgerKey
 from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey, TableSpec
@@ -43,14 +43,16 @@ DATA_AT = -3
 
 
 def upsert_params(
-    key: RowKey, row: Row, seq: int, ledger_key: LedgerKey | None
+    key: RowKey, row: Row, seq: int, ledger_key: LedgerKey | None, data: bytes | None = None
 ) -> tuple[object, ...]:
-    """Parameters of :func:`upsert_sql`; ``ledger_key`` None writes no MAC (checks off)."""
+    """Parameters of :func:`upsert_sql`; ``ledger_key`` None writes no MAC (checks off).
+    ``data``: ``canonical_bytes(row)``, when the caller has it already."""
     spec = TABLES[key.table]
-    text = canonical_text(row)
-    mac = None if ledger_key is None else ledger_key.row_mac(key.table, key.key, text.encode(), seq)
+    if data is None:
+        data = canonical_bytes(row)  # the MAC's bytes; the stored text is their decoding
+    mac = None if ledger_key is None else ledger_key.row_mac(key.table, key.key, data, seq)
     # a column a row may leave out (calls.parent_span_id) is stored NULL
-    return (*key.key, *(row.get(c) for c in spec.columns), text, seq, mac)
+    return (*key.key, *map(row.get, spec.columns), data.decode(), seq, mac)
 
 
 def _read_columns(spec: TableSpec) -> str:

@@ -71,12 +71,13 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
             key=self.key,
             expected_seq=expected_seq,
         )
-        for row in plan.rows:
+        rows = plan.rows  # built on each access
+        for row in rows:
             if (run_id, row.seq) in self.events:
                 raise StoreConflict(
                     "duplicate (run_id, seq)", reason="LEDGER_DUPLICATE_KEY", run_id=run_id
                 )
-        for row in plan.rows:
+        for row in rows:
             self.events[(run_id, row.seq)] = row
             self.seqs.setdefault(run_id, []).append(row.seq)
         for key, value in plan.writes.items():

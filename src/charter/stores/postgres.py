@@ -371,7 +371,10 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             await cur.executemany(
                 "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
                 "VALUES (%s, %s, %s, %s, %s, %s, %s)",
-                [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows],
+                [
+                    (e.run_id, e.seq, e.type, e.at, e.prev_hash, e.hash, d)
+                    for e, d in zip(plan.events, plan.data, strict=True)
+                ],
             )
         mac_key = self.key if self.trust.enabled else None
         for key, row in plan.writes.items():

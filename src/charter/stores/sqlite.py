@@ -298,6 +298,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 self._opener,
                 self.key if trust.enabled else None,
                 hot,
+                head_key=self.key,
             )
             # One timestamp for the transaction: its appends become durable together.
             now = format_at(self._clock())
@@ -343,6 +344,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             now=now,
             key=self.key,
             expected_seq=job.expected_seq,
+            seal_head=False,  # _Pending.write seals the batch's last head of each run
         )
 
     def _settle(

@@ -11,8 +11,9 @@ import sqlite3
 from collections.abc import Collection
 from datetime import UTC, datetime
 
+from charter.contracts.canonical import canonical_bytes
 from charter.ledger.append import AppendPlan
-from charter.ledger.chain import Head, LedgerKey
+from charter.ledger.chain import Head, LedgerKey, new_head
 from charter.ledger.events import format_at
 from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey
@@ -29,6 +30,10 @@ CHECKPOINT_PAGES = 4000
 
 
 BUSY_TIMEOUT_MS = 10_000  # how long a statement waits for another connection's lock
+
+# The append path's statements, built once (TABLES is complete once projections is imported).
+_SELECT = {name: select_sql(spec, "?") for name, spec in TABLES.items()}
+_UPSERT = {name: upsert_sql(spec, "?") for name, spec in TABLES.items()}
 
 
 def _connect(path: str, *, readonly: bool) -> sqlite3.Connection:
@@ -94,7 +99,7 @@ def _heads(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head
 
 
 def _row(conn: sqlite3.Connection, key: RowKey, opener: RowOpener) -> Row | None:
-    got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
+    got = conn.execute(_SELECT[key.table], key.key).fetchone()
     return opener.opt(key.table, got)
 
 
@@ -123,6 +128,10 @@ class HotRows:
 
     def __init__(self) -> None:
         self.rows: dict[RowKey, str] = {}
+        self.parsed: dict[RowKey, Row] = {}
+        """Rows of ``rows`` already parsed: every batch reads the run's context and run rows
+        again, and a parse is dearer than a copy. Never handed out: readers get shallow
+        copies (projection handlers build new rows; they do not change the ones they read)."""
         self.heads: dict[str, Head] = {}
         self.owned: set[str] = set()
         self.version: int | None = None
@@ -137,6 +146,7 @@ class HotRows:
 
     def clear(self) -> None:
         self.rows.clear()
+        self.parsed.clear()
         self.heads.clear()
         self.owned.clear()
 
@@ -153,8 +163,14 @@ class HotRows:
         if len(self.rows) + len(pending.rows) > self.LIMIT:
             self.clear()
             return
+        rows, parsed = self.rows, self.parsed
         for key, params in pending.rows.items():
-            self.rows[key] = str(params[DATA_AT])
+            rows[key] = str(params[DATA_AT])
+            row = pending.parsed.get(key)
+            if row is None:
+                parsed.pop(key, None)
+            else:
+                parsed[key] = row
         self.heads.update(pending.moved)
         self.owned.update(pending.new_runs)
 
@@ -163,8 +179,11 @@ class _Pending:
     """One batch's appends as planned, written at its end with one statement per kind.
 
     ``heads`` starts as the batch's heads read in one query; each planned append moves its
-    run's head there and leaves its projection rows in ``rows``, so a later append of the same
-    batch reads them as a read in the transaction would (the rows decoded from stored text).
+    run's head there and leaves its projection rows in ``planned``, so a later append of the
+    same batch reads them as a read in the transaction would (the rows decoded from their
+    canonical text). A row is sealed (MAC) and turned into statement parameters (``rows``) only
+    in :meth:`write`: most appends of a batch rewrite the run's call count, whose last version
+    alone is written.
     """
 
     def __init__(
@@ -173,33 +192,47 @@ class _Pending:
         opener: RowOpener,
         mac_key: LedgerKey | None,
         hot: HotRows | None = None,
+        *,
+        head_key: LedgerKey,
     ) -> None:
         self.heads = heads
         self.opener = opener
         self.hot = hot
         self.mac_key = mac_key
+        self.head_key = head_key
         self.events: list[tuple[str, int, str, str, str, str, bytes]] = []
         self.moved: dict[str, Head] = {}
         self.new_runs: set[str] = set()
+        self.planned: dict[RowKey, Row] = {}
+        self.seqs: dict[RowKey, int] = {}  # the row_seq of each row in ``planned``
+        self.texts: dict[RowKey, bytes] = {}  # canonical bytes of planned rows, once needed
+        self.parsed: dict[RowKey, Row] = {}  # planned rows parsed back (see HotRows.parsed)
         self.rows: dict[RowKey, tuple[object, ...]] = {}
-        self.seqs: dict[RowKey, int] = {}  # the row_seq of each row in ``rows``
+        """The upsert parameters of every planned row, once :meth:`write` has built them."""
 
     def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
-        planned = self.rows.get(key)
+        # A row is served as a copy of its parsed text (the handlers build new rows and do
+        # not change the ones they read, so a shallow copy keeps the kept one intact).
+        planned = self.planned.get(key)
         if planned is not None:
-            written: Row = loads(str(planned[DATA_AT]).encode())  # a fresh dict (object text)
-            return written
+            written = self.parsed.get(key)
+            if written is None:
+                data = self.texts[key] = canonical_bytes(planned)
+                written = self.parsed[key] = loads(data)
+            return dict(written)
         hot = self.hot
         if hot is None:
             return _row(conn, key, self.opener)
         text = hot.rows.get(key)
         if text is not None:
             self.opener.trust.refuse_if_invalid(key.key[0])
-            kept: Row = loads(text.encode())
-            return kept
+            kept = hot.parsed.get(key)
+            if kept is None:
+                kept = hot.parsed[key] = loads(text.encode())
+            return dict(kept)
         if key.key[0] in hot.owned:
             return None  # every row of an owned run is kept: this one does not exist
-        got = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
+        got = conn.execute(_SELECT[key.table], key.key).fetchone()
         row = self.opener.opt(key.table, got)
         self.opener.trust.check_fresh(key, None if got is None else got[1])
         if got is not None:
@@ -208,16 +241,29 @@ class _Pending:
 
     def add(self, plan: AppendPlan) -> None:
         self.events.extend(
-            (r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in plan.rows
+            (e.run_id, e.seq, e.type, e.at, e.prev_hash, e.hash, d)
+            for e, d in zip(plan.events, plan.data, strict=True)
         )
         self.heads[plan.run_id] = self.moved[plan.run_id] = plan.head
         if plan.new_run:
             self.new_runs.add(plan.run_id)
-        for key, row in plan.writes.items():
-            self.rows[key] = upsert_params(key, row, plan.seqs[key], self.mac_key)
-            self.seqs[key] = plan.seqs[key]
+        self.planned.update(plan.writes)
+        self.seqs.update(plan.seqs)
+        texts, parsed = self.texts, self.parsed
+        for key in plan.writes:
+            texts.pop(key, None)
+            parsed.pop(key, None)
+
+    def seal_heads(self) -> None:
+        """Give each run's last head of the batch its MAC (the planner left them unsealed)."""
+        mac = self.head_key.mac
+        for run_id, h in self.moved.items():
+            self.heads[run_id] = self.moved[run_id] = new_head(
+                run_id, h.seq, h.hash, mac(run_id, h.seq, h.hash)
+            )
 
     def write(self, conn: sqlite3.Connection) -> None:
+        self.seal_heads()
         if self.events:
             conn.executemany(
                 "INSERT INTO events (run_id, seq, type, at, prev_hash, hash, data) "
@@ -225,10 +271,12 @@ class _Pending:
                 self.events,
             )
         by_table: dict[str, list[tuple[object, ...]]] = {}
-        for key, params in self.rows.items():
-            by_table.setdefault(key.table, []).append(params)
+        params, seqs, texts, mac_key = self.rows, self.seqs, self.texts, self.mac_key
+        for key, row in self.planned.items():
+            one = params[key] = upsert_params(key, row, seqs[key], mac_key, texts.get(key))
+            by_table.setdefault(key.table, []).append(one)
         for table, rows in by_table.items():
-            conn.executemany(upsert_sql(TABLES[table], "?"), rows)
+            conn.executemany(_UPSERT[table], rows)
         heads = self.moved.values()
         created = [(h.run_id, h.seq, h.hash, h.mac) for h in heads if h.run_id in self.new_runs]
         moved = [(h.seq, h.hash, h.mac, h.run_id) for h in heads if h.run_id not in self.new_runs]
