@@ -14,15 +14,19 @@ cancelled or something raises, ``Kernel.call`` asks it what is already durable:
 * ``finish`` — the executor answered and the outcome's append is under way: it is awaited, so
   the real outcome is what gets recorded.
 
-The appends of the intent and of the outcome run as tasks shielded from the caller's
-cancellation (:func:`shielded`): the task finishes and the flight knows its result.
+The appends of the intent and of the outcome are shielded from the caller's cancellation
+(:func:`shielded`): one that never waits is done at once, one that waits goes on as a task;
+either way it finishes and the flight knows its result.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import types
+import typing
 from collections import Counter
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine, Generator
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -87,16 +91,34 @@ def _ok(future: asyncio.Future[Any] | None) -> bool:
 
 
 async def shielded(flight: Flight, slot: str, work: Awaitable[T]) -> T:
-    """Run ``work`` (the intent's or the outcome's append) as a task the caller's
-    cancellation cannot stop; ``flight`` keeps it in ``slot`` (``intent`` or ``outcome``).
+    """Run ``work`` (the intent's or the outcome's append) so that the caller's cancellation
+    cannot stop it; ``flight`` keeps it in ``slot`` (``intent`` or ``outcome``).
+
+    A coroutine's first step runs at once, in a copy of the caller's context (what a task
+    would run it in): an append that never waits (the memory store, an inline SQLite commit)
+    is done there, with no task and no event-loop round, and the slot holds its settled
+    result. Only work that waits goes on as a task (:func:`_resumed` continues it where it
+    stopped), and there nothing can cancel the caller before the task holds it.
 
     What ``await asyncio.shield(task)`` does, one event-loop round sooner: the caller awaits
     a future of its own, which the task settles as its last step (``asyncio.shield`` settles
     it from the task's done callback, a round later). A cancelled caller cancels only that
     future and leaves at once; the task runs on, and the flight has its result."""
     loop = asyncio.get_running_loop()
+    context: contextvars.Context | None = None
+    if isinstance(work, Coroutine):
+        context = contextvars.copy_context()
+        try:
+            pending = context.run(work.send, None)
+        except StopIteration as done:
+            setattr(flight, slot, _settled(loop, done.value, None))
+            return typing.cast(T, done.value)
+        except BaseException as exc:
+            setattr(flight, slot, _settled(loop, None, exc))
+            raise
+        work = _resumed(work, pending)
     answer: asyncio.Future[T] = loop.create_future()
-    task = loop.create_task(_relay(work, answer))
+    task = loop.create_task(_relay(work, answer), context=context)
     setattr(flight, slot, task)
     try:
         return await answer
@@ -107,6 +129,39 @@ async def shielded(flight: Flight, slot: str, work: Awaitable[T]) -> T:
         else:
             task.add_done_callback(_retrieve)
         raise
+
+
+def _settled(
+    loop: asyncio.AbstractEventLoop, result: Any, exc: BaseException | None
+) -> asyncio.Future[Any]:
+    """A future of work that ended in its first step, as :class:`Flight` reads its slots."""
+    future = loop.create_future()
+    if exc is None:
+        future.set_result(result)
+    elif isinstance(exc, asyncio.CancelledError):
+        future.cancel()
+    else:
+        future.set_exception(exc)
+        future.exception()  # the caller has it: not "never retrieved"
+    return future
+
+
+@types.coroutine
+def _resumed(work: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, None, T]:
+    """The rest of a coroutine that stopped at ``pending`` (what its first step yielded):
+    the task waits for ``pending`` as the coroutine would have, then drives it to its end.
+    Whatever the task throws in meanwhile (its cancellation at shutdown) goes to the
+    coroutine."""
+    while True:
+        try:
+            yield pending
+        except BaseException as exc:
+            try:
+                pending = work.throw(exc)
+            except StopIteration as done:
+                return typing.cast(T, done.value)
+            continue
+        return typing.cast(T, (yield from work))
 
 
 async def _relay(work: Awaitable[T], answer: asyncio.Future[T]) -> T:
