@@ -106,7 +106,7 @@ async def shielded(flight: Flight, slot: str, work: Awaitable[T]) -> T:
     future and leaves at once; the task runs on, and the flight has its result."""
     loop = asyncio.get_running_loop()
     context: contextvars.Context | None = None
-    if isinstance(work, Coroutine):
+    if isinstance(work, types.CoroutineType):  # (the ``Coroutine`` ABC's check costs more)
         context = contextvars.copy_context()
         try:
             pending = context.run(work.send, None)

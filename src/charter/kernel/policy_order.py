@@ -21,6 +21,8 @@ async def task_rules(
     """The task position of the order (after agent scope): inside a task of a catalog run,
     its role, profile, tool allowlist and budgets; a call into a catalog run names a running
     task (``TASK_REQUIRED``, :func:`~charter.kernel.task_auth.task_check`)."""
+    if task_id is None and state.catalog_runs.get(ctx.run_id) is False:
+        return None  # a run known not to be a catalog run: no task, no rules (as task_check)
     return await task_check(
         state.store,
         ctx,

@@ -315,14 +315,18 @@ class Redactor:
             return REDACTED
         if isinstance(value, str):
             return self.redact_text(value)
-        if isinstance(value, Mapping):
+        # ``type(...) is dict`` first: the ``Mapping`` ABC's check runs Python code
+        if type(value) is dict or isinstance(value, Mapping):
             out: dict[Any, Any] = {}
             for key, item in value.items():
                 if isinstance(key, str) and self.is_sensitive_key(key):
                     redacted: Any = REDACTED
                 else:
                     child = node.children.get(str(key)) if node is not None else None
-                    redacted = self._redact(item, child)
+                    if type(item) is str and child is None:  # a plain leaf: no call per value
+                        redacted = self.redact_text(item)
+                    else:
+                        redacted = self._redact(item, child)
                 out[self._redact_key(key, out)] = redacted
             return out
         if isinstance(value, list | tuple):
@@ -362,10 +366,12 @@ class Redactor:
             if hidden:
                 found.add(str(value))
             return
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
             for key, item in value.items():
                 child = node.children.get(str(key)) if node is not None else None
                 sensitive = isinstance(key, str) and self.is_sensitive_key(key)
+                if child is None and not (hidden or sensitive) and type(item) is str:
+                    continue  # a string nothing hides: nothing to collect
                 self._collect(item, child, hidden or sensitive, found)
         elif isinstance(value, list | tuple):
             for i, item in enumerate(value):
