@@ -109,7 +109,10 @@ class Dispatcher:
         flight.take_off(state.flying, at.flight, (ctx.context_id, at.call_id))
         at.flight.phase = flight.INTENT
         await flight.shielded(
-            at.flight, "intent", state.store.append(ctx.run_id, entries, expected_seq=expected)
+            at.flight,
+            "intent",
+            state.store.append(ctx.run_id, entries, expected_seq=expected),
+            eager=flight.in_place(state.store),
         )
         at.idempotency_key = idem_key
 
@@ -244,7 +247,11 @@ class Dispatcher:
                 await service.rollback(ctx.run_id, [w.stored for w in written])
         at.flight.phase = flight.FINISH
         envelope = await flight.shielded(
-            at.flight, "outcome", self.finish(at, settled, registered, artifact_ids)
+            at.flight,
+            "outcome",
+            self.finish(at, settled, registered, artifact_ids),
+            # an audit sink may hold an anyio scope or task group across its first wait
+            eager=state.audit is None and flight.in_place(state.store),
         )
         if envelope.status is not CallStatus.SUCCEEDED and artifact_ids and service is not None:
             # The outcome could not be recorded: nothing was registered; remove the files.

@@ -15,8 +15,9 @@ cancelled or something raises, ``Kernel.call`` asks it what is already durable:
   the real outcome is what gets recorded.
 
 The appends of the intent and of the outcome are shielded from the caller's cancellation
-(:func:`shielded`): one that never waits is done at once, one that waits goes on as a task;
-either way it finishes and the flight knows its result.
+(:func:`shielded`): run as tasks, or — when the store vouches for its appends
+(:func:`in_place`) — done at once when they never wait; either way they finish and the flight
+knows their result.
 """
 
 from __future__ import annotations
@@ -90,15 +91,27 @@ def _ok(future: asyncio.Future[Any] | None) -> bool:
     )
 
 
-async def shielded(flight: Flight, slot: str, work: Awaitable[T]) -> T:
+def in_place(store: object) -> bool:
+    """Whether ``store``'s class vouches that its ``append`` may start in the caller's task:
+    it binds nothing to the current task before its first wait (no anyio cancel scope or task
+    group, no ``asyncio.timeout``), which would break when a task of its own goes on with it.
+    The vouch (``append_in_place``) names the very function: a subclass that overrides
+    ``append`` does not inherit it."""
+    kind = type(store)
+    vouched = getattr(kind, "append_in_place", None)
+    return vouched is not None and vouched is getattr(kind, "append", None)
+
+
+async def shielded(flight: Flight, slot: str, work: Awaitable[T], *, eager: bool = False) -> T:
     """Run ``work`` (the intent's or the outcome's append) so that the caller's cancellation
     cannot stop it; ``flight`` keeps it in ``slot`` (``intent`` or ``outcome``).
 
-    A coroutine's first step runs at once, in a copy of the caller's context (what a task
-    would run it in): an append that never waits (the memory store, an inline SQLite commit)
-    is done there, with no task and no event-loop round, and the slot holds its settled
-    result. Only work that waits goes on as a task (:func:`_resumed` continues it where it
-    stopped), and there nothing can cancel the caller before the task holds it.
+    ``eager`` (work that binds nothing to the current task before it first waits, see
+    :func:`in_place`): the coroutine's first step runs at once, in a copy of the caller's
+    context (what a task would run it in). An append that never waits (the memory store, an
+    inline SQLite commit) is done there, with no task and no event-loop round, and the slot
+    holds its settled result. Only work that waits goes on as a task (:func:`_resumed`
+    continues it where it stopped), and nothing can cancel the caller before the task holds it.
 
     What ``await asyncio.shield(task)`` does, one event-loop round sooner: the caller awaits
     a future of its own, which the task settles as its last step (``asyncio.shield`` settles
@@ -106,7 +119,7 @@ async def shielded(flight: Flight, slot: str, work: Awaitable[T]) -> T:
     future and leaves at once; the task runs on, and the flight has its result."""
     loop = asyncio.get_running_loop()
     context: contextvars.Context | None = None
-    if isinstance(work, types.CoroutineType):  # (the ``Coroutine`` ABC's check costs more)
+    if eager and isinstance(work, types.CoroutineType):  # (not the slower Coroutine ABC)
         context = contextvars.copy_context()
         try:
             pending = context.run(work.send, None)
