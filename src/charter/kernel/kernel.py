@@ -617,7 +617,7 @@ class Kernel:
             )
             await self.approvals.retire_stale(at)  # its approval can never be used now
             return await closed_context(state, answers, at, arguments, moved)
-        if state.now() >= _parse_at(ctx.expires_at):
+        if state.now() >= state.expiry(ctx):
             expired = PermissionDenied(
                 "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"
             )
@@ -656,7 +656,7 @@ class Kernel:
             return await answers.refuse(at, exc, CallStatus.REJECTED)
         at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
         # tenant, RBAC, ownership, danger, enablement, agent scope, then the task rules
-        found = await authorization(state, at, inp)
+        found = await authorization(state, at, inp, disclosed=denial is None)
         if found is not None and not observe:
             return await answers.deny(at, found[1])
         if found is not None:

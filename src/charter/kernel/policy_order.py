@@ -36,13 +36,15 @@ async def task_rules(
 
 
 async def authorization(
-    state: KernelState, at: Attempt, inp: AuthorizationInput
+    state: KernelState, at: Attempt, inp: AuthorizationInput, *, disclosed: bool = False
 ) -> tuple[str, Denial] | None:
-    """The first denial of the ordered chain and then the task rules, with its phase."""
+    """The first denial of the ordered chain and then the task rules, with its phase.
+    ``disclosed``: the part before validation passed for ``inp`` (it is not run again)."""
     denial = await authorize_with_deadline(
         inp.with_arguments(at.arguments),
         ownership=state.ownership_hooks,
         deadline_s=state.settings.policy_hook_deadline_s,
+        disclosed=disclosed,
     )
     if denial is not None:
         return "authorization", denial
