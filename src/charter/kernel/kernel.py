@@ -566,7 +566,7 @@ class Kernel:
                     timeline.marks[-1][1],
                     **{"charter.approval_id": approval_id},
                 )
-            telemetry.phase_timings(timeline.marks, time.time_ns())
+            telemetry.phase_timings(timeline.marks, time.time_ns(), span)  # the current span
             telemetry.finish_tool_span(span, envelope, tenant=principal.tenant)
             return envelope
 
