@@ -380,7 +380,8 @@ class Dispatcher:
                 code=err["code"],
                 versioned=True,
             )
-        await answers.sink(ctx, audited)
+        if self.state.audit is not None:  # (no sink: no coroutine)
+            await answers.sink(ctx, audited)
         return Envelope(
             call_id=at.call_id,
             status=status,
