@@ -256,6 +256,11 @@ class Dispatcher:
         if envelope.status is not CallStatus.SUCCEEDED and artifact_ids and service is not None:
             # The outcome could not be recorded: nothing was registered; remove the files.
             await service.rollback(ctx.run_id, [r.stored() for r in registered])
+        if not at.flight.waited:
+            # Appends done in place never gave the loop a turn: yield once, as tasks did, so
+            # back-to-back calls of one caller neither hold the loop nor keep other callers
+            # from taking off (the store commits inline only while one call is in flight).
+            await asyncio.sleep(0)
         return envelope
 
     async def _release(self, lock: AbstractAsyncContextManager[None], lingering: list[Any]) -> None:
