@@ -39,6 +39,7 @@ from typing import Any
 
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
+from opentelemetry.environment_variables import OTEL_PYTHON_TRACER_PROVIDER
 from opentelemetry.trace import Span, SpanKind, Status, StatusCode
 
 from charter._version import __version__
@@ -64,11 +65,19 @@ def _tracing() -> bool:
     """Whether a tracer provider (an SDK) is installed. Without one every span is a
     non-recording stand-in for the current one, so the span helpers below skip making and
     attaching it: the current span (a caller's ``traceparent`` included) is what the API's
-    no-op tracer would have answered anyway."""
+    no-op tracer would have answered anyway.
+
+    Asked on every governed call: while no provider is set and the environment names none
+    (read once, at import), the answer is the API's global itself, without
+    ``get_tracer_provider``'s look-up of the environment (a KeyError raised and caught)."""
+    if getattr(trace, "_TRACER_PROVIDER", _UNSET) is None and not _ENV_PROVIDER:
+        return False
     return not isinstance(trace.get_tracer_provider(), _NO_SDK)
 
 
 _NO_SDK = (trace.ProxyTracerProvider, trace.NoOpTracerProvider)
+_UNSET = object()  # an API without that global: always ask get_tracer_provider
+_ENV_PROVIDER = OTEL_PYTHON_TRACER_PROVIDER in os.environ
 
 
 class _Current:
@@ -217,12 +226,13 @@ def on_phase(listener: PhaseListener) -> Callable[[], None]:
     return remove
 
 
-def phase_timings(marks: list[tuple[str, int]], end_ns: int) -> None:
+def phase_timings(marks: list[tuple[str, int]], end_ns: int, span: Span | None = None) -> None:
     """Turn the phase marks of one call (name, start in ``time.time_ns()``) into child
-    spans of the current span and observations for the listeners."""
+    spans of the current span and observations for the listeners (``span``: the current
+    span, when the caller has it)."""
     if not marks:
         return
-    recording = trace.get_current_span().is_recording()
+    recording = (span if span is not None else trace.get_current_span()).is_recording()
     if not recording and not _listeners:
         return  # nobody looks: no spans to record, no histogram to feed
     bounds = [*(start for _, start in marks[1:]), end_ns]

@@ -51,6 +51,14 @@ class GatedStore(MemoryStore):
         return await super().append(run_id, entries, expected_seq=expected_seq)
 
 
+@pytest.fixture(autouse=True, params=["task", "in_place"])
+def _appends(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each test twice: the shielded appends as tasks, and started in the caller's task
+    (the store vouches for its append: charter.kernel.flight.in_place)."""
+    if request.param == "in_place":
+        monkeypatch.setattr(GatedStore, "append_in_place", GatedStore.append, raising=False)
+
+
 def gated(project: Path, stage: str, **kw: Any) -> tuple[Any, GatedStore]:
     clock = FakeClock(step=timedelta(0))
     store = GatedStore(stage, key=KEY, clock=clock)

@@ -314,14 +314,16 @@ def _normalise(value: Any, depth: int, path: list[str | int], max_depth: int) ->
                 pointer=json_pointer(path),
             )
         return int(value) if value.is_integer() and abs(value) <= _SAFE_INT else value
-    if isinstance(value, Mapping | list | tuple):
+    # ``kind is dict`` first: the ``Mapping`` ABC's check runs Python code
+    is_map = kind is dict or (kind is not list and isinstance(value, Mapping))
+    if is_map or kind is list or isinstance(value, list | tuple):
         if depth > max_depth:
             _reject(
                 "ARGS_TOO_DEEP",
                 f"arguments nest deeper than {max_depth} levels at {json_pointer(path)}",
                 pointer=json_pointer(path),
             )
-        if isinstance(value, Mapping):
+        if is_map:
             out: dict[str, Any] = {}
             for key, item in value.items():
                 if type(key) is not str or not key.isascii():
@@ -361,9 +363,10 @@ def _normalise(value: Any, depth: int, path: list[str | int], max_depth: int) ->
 
 
 def _check_value(value: object, limits: IntakeLimits) -> tuple[dict[str, Any], bytes]:
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):
         _reject("ARGS_NOT_OBJECT", f"arguments must be an object, not a {type(value).__name__}")
-    arguments = _normalise(dict(value), 1, [], limits.max_depth)
+    # a dict is copied by _normalise itself; another mapping is read into one first
+    arguments = _normalise(value if type(value) is dict else dict(value), 1, [], limits.max_depth)
     data = canonical_bytes(arguments)
     if len(data) > limits.max_bytes:
         _reject("ARGS_TOO_LARGE", f"arguments exceed {limits.max_bytes} bytes of canonical JSON")

@@ -75,12 +75,40 @@ def _describe(value: Any) -> str:
     return kind if size is None else f"{kind}:{size}"
 
 
+def _flat_fields(value: Any) -> dict[str, str] | None:
+    """:func:`shape`'s fields of a non-empty ``dict`` of at most :data:`MAX_FIELDS` string,
+    number, boolean and ``None`` values, as :func:`walk` and :func:`_describe` list them
+    (in order); ``None`` for anything else (which takes the general path)."""
+    if type(value) is not dict or not value or len(value) > MAX_FIELDS:
+        return None
+    fields: dict[str, str] = {}
+    for key, leaf in value.items():
+        kind = type(leaf)
+        if kind is str:
+            described = f"string:{len(leaf.encode('utf-8', 'surrogatepass'))}"
+        elif kind is int:
+            described = "integer"
+        elif kind is bool:
+            described = "boolean"
+        elif kind is float:
+            described = "number"
+        elif leaf is None:
+            described = "null"
+        else:
+            return None
+        fields[f"/{_escape(str(key))}"] = described
+    return fields
+
+
 def shape(value: Any, *, size: int | None = None) -> dict[str, Any]:
     """``{"fields": {pointer: "type[:size]"}, "bytes": N}``; no value is kept.
 
     ``bytes`` is the size of the canonical JSON of the whole document. Past
     :data:`MAX_FIELDS` leaves the listing stops and ``omittedFields`` counts the rest.
     """
+    flat = _flat_fields(value)
+    if flat is not None:  # a flat object of scalars (most arguments): no walk
+        return {"fields": flat, "bytes": len(canonical_bytes(value)) if size is None else size}
     fields: dict[str, str] = {}
     omitted = 0
     for pointer, leaf in walk(value):

@@ -47,6 +47,33 @@ class ArtifactFiles(Protocol):
     def read(self, artifact_id: str) -> bytes: ...
 
 
+_MAKING = threading.Lock()  # makes each CancelFlag's condition exactly once
+
+
+class CancelFlag(threading.Event):
+    """A :class:`threading.Event` whose condition is made on first use.
+
+    ``threading.Event()`` costs about 1.5 us (its ``Condition`` probes the lock by raising
+    and catching three ``AttributeError``), once per governed call for a flag that is almost
+    never set nor waited on. :meth:`is_set` reads the flag alone; ``set``, ``clear`` and
+    ``wait`` take the condition, made here under a lock the first time any thread needs it.
+    """
+
+    def __init__(self) -> None:  # not Event.__init__: no condition yet
+        self._flag = False
+        self._made: threading.Condition | None = None
+
+    @property
+    def _cond(self) -> threading.Condition:  # what Event's methods use
+        cond = self._made
+        if cond is None:
+            with _MAKING:
+                cond = self._made
+                if cond is None:
+                    cond = self._made = threading.Condition(threading.Lock())
+        return cond
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Context:
     """What a tool may know about the call it is serving."""
@@ -63,7 +90,7 @@ class Context:
     trace_id: str | None = None
     span_id: str | None = None
     artifacts: ArtifactFiles | None = field(default=None, compare=False, repr=False)
-    cancelled: threading.Event = field(default_factory=threading.Event, compare=False)
+    cancelled: threading.Event = field(default_factory=CancelFlag, compare=False)
     progress_sink: Callable[[str], None] | None = field(default=None, compare=False, repr=False)
 
     def progress(self, message: str) -> None:

@@ -132,6 +132,8 @@ class Readiness:
         self._ttl_s = ttl_s
         self._monotonic = monotonic
         self._cached: tuple[float, ReadinessReport] | None = None
+        # the last report checked by check_call, its tools by id (a report is immutable)
+        self._index: tuple[ReadinessReport, dict[str, ToolReadiness]] | None = None
         self._lock = asyncio.Lock()
 
     @property
@@ -161,7 +163,15 @@ class Readiness:
         binding = self._bindings.get(contract.id)
         if binding is None or (binding.executor not in _REMOTE and binding.executor not in _LOCAL):
             return None
-        state = (await self.report()).get(contract.id)
+        report = await self.report()
+        index = self._index
+        if index is None or index[0] is not report:
+            # first hit wins on a duplicate id, as ReadinessReport.get
+            tools: dict[str, ToolReadiness] = {}
+            for tool in report.tools:
+                tools.setdefault(tool.tool_id, tool)
+            index = self._index = (report, tools)
+        state = index[1].get(contract.id)
         if state is None or state.ready:
             return None
         changed = state.reason in _CHANGED

@@ -193,6 +193,9 @@ class PythonExecutor:
     ) -> None:
         self._redact = redact_message
         self._tools = ToolResolver(root=root, entrypoints=entrypoints, functions=functions)
+        # The running backend's CancelScope class, from the first call's scope: later scopes
+        # are made from it directly (``anyio.CancelScope(...)`` looks the backend up anew).
+        self._scope_class: Callable[..., anyio.CancelScope] | None = None
 
     async def aclose(self) -> None:
         """Nothing to release: threads still running a timed-out tool finish on their own."""
@@ -277,8 +280,13 @@ class PythonExecutor:
         # ``anyio.move_on_after`` with the loop's clock read here: Charter runs on asyncio,
         # whose anyio clock is ``loop.time()`` (one backend look-up per call instead of two).
         deadline = loop.time() + max(request.deadline_s, 0.0)
+        if self._scope_class is None:
+            scope = anyio.CancelScope(deadline=deadline)
+            self._scope_class = type(scope)
+        else:
+            scope = self._scope_class(deadline=deadline)
         try:
-            with anyio.CancelScope(deadline=deadline) as scope:
+            with scope:
                 try:
                     if ended is None:
                         result = await call()

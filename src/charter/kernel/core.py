@@ -205,6 +205,7 @@ class KernelState:
         self._redactors: dict[str, Redactor] = {}
         self._result_schemas: dict[str, CompiledSchema | None] = {}
         self._run_created: dict[str, datetime] = {}
+        self._expiries: dict[str, datetime] = {}  # a context's expires_at, parsed
         self._agent_tools: dict[str, frozenset[str]] = {}
         self.catalog_runs: dict[str, bool] = {}  # run id -> a catalog run (kernel/task_auth)
         self.contexts: dict[str, ResolvedContext] = {}
@@ -318,6 +319,15 @@ class KernelState:
         context = ResolvedContext.from_row(rows[0].row)
         self.contexts[context_id] = context
         return context
+
+    def expiry(self, ctx: ResolvedContext) -> datetime:
+        """When ``ctx`` expires (its ``expires_at``, parsed once per text)."""
+        at = self._expiries.get(ctx.expires_at)
+        if at is None:
+            if len(self._expiries) > 10_000:
+                self._expiries.clear()
+            at = self._expiries[ctx.expires_at] = _parse_at(ctx.expires_at)
+        return at
 
     async def call_row(self, ctx: ResolvedContext, call_id: str) -> CallRow | None:
         return await self.store.read_view(CallRow, ctx.run_id, ctx.context_id, call_id)

@@ -109,7 +109,10 @@ class Dispatcher:
         flight.take_off(state.flying, at.flight, (ctx.context_id, at.call_id))
         at.flight.phase = flight.INTENT
         await flight.shielded(
-            at.flight, "intent", state.store.append(ctx.run_id, entries, expected_seq=expected)
+            at.flight,
+            "intent",
+            state.store.append(ctx.run_id, entries, expected_seq=expected),
+            eager=flight.in_place(state.store),
         )
         at.idempotency_key = idem_key
 
@@ -244,11 +247,20 @@ class Dispatcher:
                 await service.rollback(ctx.run_id, [w.stored for w in written])
         at.flight.phase = flight.FINISH
         envelope = await flight.shielded(
-            at.flight, "outcome", self.finish(at, settled, registered, artifact_ids)
+            at.flight,
+            "outcome",
+            self.finish(at, settled, registered, artifact_ids),
+            # an audit sink may hold an anyio scope or task group across its first wait
+            eager=state.audit is None and flight.in_place(state.store),
         )
         if envelope.status is not CallStatus.SUCCEEDED and artifact_ids and service is not None:
             # The outcome could not be recorded: nothing was registered; remove the files.
             await service.rollback(ctx.run_id, [r.stored() for r in registered])
+        if not at.flight.waited:
+            # Appends done in place never gave the loop a turn: yield once, as tasks did, so
+            # back-to-back calls of one caller neither hold the loop nor keep other callers
+            # from taking off (the store commits inline only while one call is in flight).
+            await asyncio.sleep(0)
         return envelope
 
     async def _release(self, lock: AbstractAsyncContextManager[None], lingering: list[Any]) -> None:
@@ -373,7 +385,8 @@ class Dispatcher:
                 code=err["code"],
                 versioned=True,
             )
-        await answers.sink(ctx, audited)
+        if self.state.audit is not None:  # (no sink: no coroutine)
+            await answers.sink(ctx, audited)
         return Envelope(
             call_id=at.call_id,
             status=status,

@@ -202,13 +202,15 @@ def _plain(value: Any, depth: int) -> Any:
         for key, item in value.items():
             if type(key) is not str:
                 raise _NOT_PLAIN
+            if not key.isascii():  # (an ASCII string needs no check: no call for it)
+                key = _plain_str(key)
             kind = type(item)
             if kind is str:
-                out[_plain_str(key)] = _plain_str(item)
+                out[key] = item if item.isascii() else _plain_str(item)
             elif kind is int or kind is bool or item is None:
-                out[_plain_str(key)] = item
+                out[key] = item
             else:
-                out[_plain_str(key)] = _plain(item, depth + 1)
+                out[key] = _plain(item, depth + 1)
         return out
     if kind is list:
         if value and depth >= MAX_RESULT_DEPTH:

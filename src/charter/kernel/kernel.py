@@ -528,7 +528,12 @@ class Kernel:
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
             admission = ADMITTED
             try:
-                admitted = await admit(self.state, self.answers, self.limiter, arrival, context_id)
+                # (no limiter admits every call: no coroutine to say so)
+                admitted = (
+                    ADMITTED
+                    if self.limiter is None
+                    else await admit(self.state, self.answers, self.limiter, arrival, context_id)
+                )
                 if isinstance(admitted, Envelope):
                     envelope = admitted
                 else:
@@ -566,7 +571,7 @@ class Kernel:
                     timeline.marks[-1][1],
                     **{"charter.approval_id": approval_id},
                 )
-            telemetry.phase_timings(timeline.marks, time.time_ns())
+            telemetry.phase_timings(timeline.marks, time.time_ns(), span)  # the current span
             telemetry.finish_tool_span(span, envelope, tenant=principal.tenant)
             return envelope
 
@@ -580,7 +585,7 @@ class Kernel:
         settings = state.settings
         # 1. attribution
         principal = arrival.principal
-        ctx = await state.context(context_id)
+        ctx = state.contexts.get(context_id) or await state.context(context_id)
         if ctx is None or ctx.tenant != principal.tenant:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
             return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)
@@ -617,7 +622,7 @@ class Kernel:
             )
             await self.approvals.retire_stale(at)  # its approval can never be used now
             return await closed_context(state, answers, at, arguments, moved)
-        if state.now() >= _parse_at(ctx.expires_at):
+        if state.now() >= state.expiry(ctx):
             expired = PermissionDenied(
                 "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"
             )
@@ -656,13 +661,17 @@ class Kernel:
             return await answers.refuse(at, exc, CallStatus.REJECTED)
         at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
         # tenant, RBAC, ownership, danger, enablement, agent scope, then the task rules
-        found = await authorization(state, at, inp)
+        found = await authorization(state, at, inp, disclosed=denial is None)
         if found is not None and not observe:
             return await answers.deny(at, found[1])
         if found is not None:
             at.would.append({"phase": found[0], "reason": found[1].reason})
         # made inside a delegating call: that call must be running in this run
-        parent = await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
+        parent = (
+            None
+            if at.parent_span_id is None  # no parent named: nothing to look up
+            else await delegation.parent_denial(state.store, ctx, at.parent_span_id, at.call_id)
+        )
         if parent is not None and not observe:
             return await answers.refuse(at, parent, CallStatus.DENIED)
         if parent is not None:
@@ -677,7 +686,9 @@ class Kernel:
                     return await answers.refuse(at, exc, CallStatus.REJECTED)
                 at.would.append({"phase": "artifact_inputs", "reason": exc.reason})
         # 3. budgets that are not counted at reservation: the run's elapsed time
-        budget_error = await state.elapsed_budget(ctx)
+        budget_error = (
+            None if settings.run_elapsed_budget_s is None else await state.elapsed_budget(ctx)
+        )
         if budget_error is not None and not observe:
             return await answers.refuse(at, budget_error, CallStatus.DENIED)
         at.summary = state.summary(contract, at.arguments, state.redactor_of(at))

@@ -33,6 +33,7 @@ from charter.kernel.authorize import (
 )
 
 DEFAULT_DEADLINE_S = 0.25
+_UP_TO_OWNERSHIP = (*BEFORE_VALIDATION, *AFTER_VALIDATION)
 
 
 async def run_hook(hook: Hook, inp: AuthorizationInput, deadline_s: float) -> Denial | None:
@@ -64,12 +65,18 @@ async def run_hook(hook: Hook, inp: AuthorizationInput, deadline_s: float) -> De
 
 
 async def authorize_with_deadline(
-    inp: AuthorizationInput, *, ownership: Sequence[Hook], deadline_s: float
+    inp: AuthorizationInput,
+    *,
+    ownership: Sequence[Hook],
+    deadline_s: float,
+    disclosed: bool = False,
 ) -> Denial | None:
     """:func:`~charter.kernel.authorize.authorize` (the whole chain), each ownership hook
     under ``deadline_s``. An ownership hook sees the arguments as a read-only copy (made
-    only when there is one); the built-in hooks only read them."""
-    denial = run_chain(inp, (*BEFORE_VALIDATION, *AFTER_VALIDATION))
+    only when there is one); the built-in hooks only read them. ``disclosed``: the hooks that
+    need no arguments (``BEFORE_VALIDATION``) already passed for this input, and would again:
+    the chain starts after them."""
+    denial = run_chain(inp, AFTER_VALIDATION if disclosed else _UP_TO_OWNERSHIP)
     if denial is not None:
         return denial
     if ownership:

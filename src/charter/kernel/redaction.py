@@ -190,6 +190,18 @@ class RedactionSettings:
         return Redactor(keys=self.keys, patterns=self.patterns, values=known)
 
 
+_MEMO_KEYS = 1024  # key names a redactor remembers (see Redactor._key)
+
+
+def _unique(clean: Any, taken: Mapping[Any, Any]) -> Any:
+    """A scrubbed key that collides with one already in ``taken`` gets ``#N``."""
+    candidate, n = clean, 1
+    while candidate in taken:
+        n += 1
+        candidate = f"{clean}#{n}"
+    return candidate
+
+
 class _Trie:
     """The contract's pointers as a tree of tokens; ``end`` marks a redacted location."""
 
@@ -224,7 +236,16 @@ class _Request(Protocol):
 class Redactor:
     """Redacts JSON values and free text. Immutable."""
 
-    __slots__ = ("_forms", "_keys", "_patterns", "_pointers", "_sources", "_trie", "_values")
+    __slots__ = (
+        "_forms",
+        "_keys",
+        "_memo",
+        "_patterns",
+        "_pointers",
+        "_sources",
+        "_trie",
+        "_values",
+    )
 
     def __init__(
         self,
@@ -253,6 +274,7 @@ class Redactor:
         self._set_values(values)
 
     def _set_values(self, values: Iterable[str]) -> None:
+        self._memo: dict[str, tuple[bool, str]] = {}  # see _key (the rules are set here)
         # longest first, so a value that contains another is replaced whole
         self._values = tuple(
             sorted({v for v in values if len(v) >= MIN_SCRUB_LENGTH}, key=lambda v: (-len(v), v))
@@ -315,15 +337,22 @@ class Redactor:
             return REDACTED
         if isinstance(value, str):
             return self.redact_text(value)
-        if isinstance(value, Mapping):
+        # ``type(...) is dict`` first: the ``Mapping`` ABC's check runs Python code
+        if type(value) is dict or isinstance(value, Mapping):
             out: dict[Any, Any] = {}
+            memo = self._memo
             for key, item in value.items():
-                if isinstance(key, str) and self.is_sensitive_key(key):
+                known = memo.get(key) if type(key) is str else None
+                sensitive, clean = self._key(key) if known is None else known
+                if sensitive:
                     redacted: Any = REDACTED
                 else:
                     child = node.children.get(str(key)) if node is not None else None
-                    redacted = self._redact(item, child)
-                out[self._redact_key(key, out)] = redacted
+                    if type(item) is str and child is None:  # a plain leaf: no call per value
+                        redacted = self.redact_text(item)
+                    else:
+                        redacted = self._redact(item, child)
+                out[_unique(clean, out) if clean in out else clean] = redacted
             return out
         if isinstance(value, list | tuple):
             items = [
@@ -333,18 +362,19 @@ class Redactor:
             return items if isinstance(value, list) else tuple(items)
         return value
 
-    def _redact_key(self, key: Any, taken: Mapping[Any, Any]) -> Any:
-        """An object key with known secrets and patterns scrubbed; a collision gets ``#N``."""
+    def _key(self, key: Any) -> tuple[bool, Any]:
+        """Whether a value under ``key`` is hidden whole, and the key with known secrets and
+        patterns scrubbed. Both follow from the key name and this redactor's rules alone, so
+        they are remembered per name (a schema's keys recur in every call)."""
         if not isinstance(key, str):
-            return key
-        clean = self._scrub_known(key) if self._forms or self._patterns else key
-        if clean not in taken:
-            return clean
-        candidate, n = clean, 1
-        while candidate in taken:
-            n += 1
-            candidate = f"{clean}#{n}"
-        return candidate
+            return False, key
+        known = (
+            self.is_sensitive_key(key),
+            self._scrub_known(key) if self._forms or self._patterns else key,
+        )
+        if type(key) is str and len(self._memo) < _MEMO_KEYS:
+            self._memo[key] = known
+        return known
 
     def secret_values(self, value: Any) -> frozenset[str]:
         """Every string (and number, as text) that :meth:`redact` would hide whole."""
@@ -362,10 +392,14 @@ class Redactor:
             if hidden:
                 found.add(str(value))
             return
-        if isinstance(value, Mapping):
+        if type(value) is dict or isinstance(value, Mapping):
+            memo = self._memo
             for key, item in value.items():
                 child = node.children.get(str(key)) if node is not None else None
-                sensitive = isinstance(key, str) and self.is_sensitive_key(key)
+                known = memo.get(key) if type(key) is str else None
+                sensitive = (self._key(key) if known is None else known)[0]
+                if child is None and not (hidden or sensitive) and type(item) is str:
+                    continue  # a string nothing hides: nothing to collect
                 self._collect(item, child, hidden or sensitive, found)
         elif isinstance(value, list | tuple):
             for i, item in enumerate(value):

@@ -54,8 +54,10 @@ async def store_proposal(runtime: Runtime, envelope: Envelope, principal: Princi
     if envelope.status is not CallStatus.SUCCEEDED or envelope.tool is None:
         return envelope
     bound = runtime.build.tools.get(envelope.tool)
+    if bound is None or bound.contract.effect is not Effect.PROPOSAL:
+        return envelope
     draft = draft_from_result(envelope.data)
-    if bound is None or bound.contract.effect is not Effect.PROPOSAL or draft is None:
+    if draft is None:
         return envelope
     if envelope.run_id is None or envelope.context_id is None:
         return envelope

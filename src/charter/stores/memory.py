@@ -88,6 +88,10 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
         self._tick = asyncio.Event()
         return plan.events
 
+    # The kernel may start this append in the caller's task (charter.kernel.flight.in_place):
+    # nothing in it is bound to the current task.
+    append_in_place = append
+
     async def schema_versions(self) -> tuple[int, int]:
         return 1, 1  # no schema: always current
 

@@ -544,6 +544,10 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             run_id=run_id,
         )
 
+    # The kernel may start this append in the caller's task (charter.kernel.flight.in_place):
+    # nothing in it is bound to the current task (asyncio locks and futures only).
+    append_in_place = append
+
     async def _read_checked(self, fn: Callable[[sqlite3.Connection], T]) -> T:
         """:meth:`_read` of projection rows: a row of a run this process has not verified
         (up to the row) sends that run through verification first, then the read again."""
