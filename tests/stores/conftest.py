@@ -10,6 +10,7 @@ import pytest
 
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock
+from charter.ledger.jsonload import loads
 from charter.ledger.lifecycle import InFlightCalls
 from charter.stores.sqlite import SQLiteStore
 from charter.testing.store_conformance import StoreFactory
@@ -44,6 +45,16 @@ def pg_url() -> Iterator[str]:
         drop_database(name)
 
 
+def _check_kept_rows(store: SQLiteStore) -> None:
+    """The writer keeps parsed rows between batches and hands out shallow copies: safe only
+    while no projection handler changes a row it reads (nested values included). Every row
+    kept parsed must still equal a fresh parse of its stored text after the whole suite's
+    appends ran through it."""
+    hot = store._hot
+    for key, row in hot.parsed.items():
+        assert row == loads(hot.rows[key].encode()), f"the kept row {key} changed after parsing"
+
+
 def sqlite_factory(tmp_path: Path, *, inline: Callable[[], bool] | None = None) -> StoreFactory:
     """A SQLite store in a new file under ``tmp_path`` per call, with the ``inline`` probe."""
     counter = iter(range(1000))
@@ -56,5 +67,6 @@ def sqlite_factory(tmp_path: Path, *, inline: Callable[[], bool] | None = None) 
         async with SQLiteStore.open(path, key=key, clock=clock, in_flight=in_flight) as s:
             s.inline = inline
             yield s
+            _check_kept_rows(s)
 
     return factory

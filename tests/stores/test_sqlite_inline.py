@@ -26,7 +26,7 @@ from charter.testing.scenarios import ev, run_created
 from charter.testing.store_conformance import StoreFactory
 from tests.conformance import StoreSuite
 from tests.kernel._project import write_runtime_project
-from tests.stores.conftest import sqlite_factory
+from tests.stores.conftest import _check_kept_rows, sqlite_factory
 
 
 class TestSQLiteStoreInline(StoreSuite):
@@ -145,6 +145,8 @@ async def test_the_runtime_commits_a_lone_call_inline_and_concurrent_calls_in_ba
                 tg.start_soon(one, i)
         assert store.commits - before < 40  # 2 appends per call; batches formed
         assert "charter-sqlite-writer" in seen
+        assert store._hot.parsed  # the call, context and run rows the writer keeps parsed
+        _check_kept_rows(store)  # and no handler changed one it read
 
 
 @pytest.mark.anyio
