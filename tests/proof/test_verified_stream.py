@@ -63,14 +63,14 @@ async def test_a_replay_error_surfaces_once_the_ledger_verifies(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, run_id, build = await _recorded(tmp_path)
-    original = Replay.add
+    original = Replay.take
 
-    def failing(self: Replay, ev: dict[str, Any]) -> None:
-        if ev["seq"] == 5:
+    def failing(self: Replay, typ: Any, payload: Any, seq: Any) -> None:
+        if seq == 5:
             raise RuntimeError("replay broke")
-        original(self, ev)
+        original(self, typ, payload, seq)
 
-    monkeypatch.setattr(Replay, "add", failing)
+    monkeypatch.setattr(Replay, "take", failing)
     with pytest.raises(RuntimeError, match="replay broke"):
         await replay_verified(store, run_id, build, KEY)
     # The same ledger failing verification further on gives its report, not the error.
@@ -84,22 +84,22 @@ async def test_replay_errors_win_over_evaluation_errors(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store, run_id, build = await _recorded(tmp_path)
-    replay_add, evaluate_add = Replay.add, Evaluator.add
+    replay_take, evaluate_take = Replay.take, Evaluator.take
 
-    def late_replay(self: Replay, ev: dict[str, Any]) -> None:
-        if ev["seq"] == 6:
+    def late_replay(self: Replay, typ: Any, payload: Any, seq: Any) -> None:
+        if seq == 6:
             raise RuntimeError("replay")
-        replay_add(self, ev)
+        replay_take(self, typ, payload, seq)
 
-    def early_evaluation(self: Evaluator, ev: dict[str, Any]) -> None:
-        if ev["seq"] == 2:
+    def early_evaluation(self: Evaluator, typ: Any, payload: Any, seq: Any) -> None:
+        if seq == 2:
             raise RuntimeError("evaluation")
-        evaluate_add(self, ev)
+        evaluate_take(self, typ, payload, seq)
 
-    monkeypatch.setattr(Evaluator, "add", early_evaluation)
+    monkeypatch.setattr(Evaluator, "take", early_evaluation)
     with pytest.raises(RuntimeError, match="evaluation"):
         await replay_verified(store, run_id, build, KEY)
-    monkeypatch.setattr(Replay, "add", late_replay)
+    monkeypatch.setattr(Replay, "take", late_replay)
     with pytest.raises(RuntimeError, match="replay"):
         await replay_verified(store, run_id, build, KEY)
 
@@ -107,15 +107,15 @@ async def test_replay_errors_win_over_evaluation_errors(
 def test_feed_stops_feeding_a_consumer_that_raised() -> None:
     got: list[int] = []
 
-    def flaky(ev: dict[str, Any]) -> None:
-        if ev["n"] == 2:
+    def flaky(typ: Any, payload: Any, seq: Any) -> None:
+        if seq == 2:
             raise ValueError("two")
-        got.append(ev["n"])
+        got.append(seq)
 
     others: list[int] = []
-    feed = _Feed(flaky, lambda ev: others.append(ev["n"]))
+    feed = _Feed(flaky, lambda typ, payload, seq: others.append(seq))
     for n in range(1, 5):
-        feed({"n": n})
+        feed("tool_progress", {}, n)
     assert got == [1]
     assert others == [1, 2, 3, 4]
     assert isinstance(feed.replay_error, ValueError)

@@ -172,30 +172,47 @@ def _reads_progress(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
 def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | None = None) -> Writes:
     """Create the call row and count it against the budgets; conflict if it exists.
 
-    ``absent``: the call's key, when the caller has just found no row there."""
+    ``absent``: the call's key, when the caller has just found no row there.
+
+    Every governed call and every verified replay runs this once per call: the checks of
+    :func:`_s` are inlined for the common case (a plain non-empty ``str``; anything else goes
+    through :func:`_s`, which accepts or refuses it as before), row keys are built without a
+    helper's frame, and the context's per-tool counts are copied only for a tool with a limit
+    (the only case that writes them)."""
     p = event.payload
     run_id = event.run_id
-    cid, call_id, tool_id = _s(p, "context_id"), _s(p, "call_id"), _s(p, "tool_id")
-    key = absent or call_key(run_id, cid, call_id)
+    cid = p.get("context_id")
+    if type(cid) is not str or not cid:
+        cid = _s(p, "context_id")
+    call_id = p.get("call_id")
+    if type(call_id) is not str or not call_id:
+        call_id = _s(p, "call_id")
+    tool_id = p.get("tool_id")
+    if type(tool_id) is not str or not tool_id:
+        tool_id = _s(p, "tool_id")
+    key = absent or new_row_key(RowKey, ("calls", (run_id, cid, call_id)))
     if absent is None and get(key) is not None:
         raise StoreConflict("the call id is already reserved", reason="CALL_EXISTS")
-    ctx = get(context_key(run_id, cid))
+    ctx_key = new_row_key(RowKey, ("contexts", (run_id, cid)))
+    ctx = get(ctx_key)
     if ctx is None:
         raise _bad("the call names a context this run does not have", "CONTEXT_NOT_FOUND")
-    used = dict(ctx.get("calls_by_tool") or {})
+    counted = ctx.get("calls_by_tool") or {}
+    if type(counted) is not dict:
+        counted = dict(counted)
     limit = None
     for tool in ctx.get("tools", []):  # the first entry for the tool holds its limit
         if tool.get("id") == tool_id:
             limit = tool.get("call_limit")
             break
-    count = int(used.get(tool_id, 0)) + 1
+    count = int(counted.get(tool_id, 0)) + 1
     if isinstance(limit, int) and count > limit:
         raise ResourceLimit(
             f"tool {tool_id} may be called at most {limit} times in one context",
             reason="CALL_LIMIT_EXCEEDED",
             details={"limit": limit},
         )
-    totals_key = run_calls_key(run_id)
+    totals_key = new_row_key(RowKey, ("run_calls", (run_id,)))
     totals = get(totals_key) or {"run_id": run_id, "total": 0}
     budget = p.get("run_call_budget")
     total = int(totals["total"]) + 1
@@ -205,8 +222,13 @@ def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | Non
             reason="RUN_CALL_BUDGET_EXCEEDED",
             details={"limit": budget},
         )
-    used[tool_id] = count
     at, seq = event.at, event.seq
+    fingerprint = p.get("fingerprint")
+    if type(fingerprint) is not str or not fingerprint:
+        fingerprint = _s(p, "fingerprint")
+    tenant = p.get("tenant")
+    if type(tenant) is not str or not tenant:
+        tenant = _s(p, "tenant")
     row: Row = {
         "run_id": run_id,
         "context_id": cid,
@@ -214,8 +236,8 @@ def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | Non
         "tool_id": tool_id,
         "tool_version": p.get("tool_version"),
         "contract_digest": p.get("contract_digest"),
-        "fingerprint": _s(p, "fingerprint"),
-        "tenant": _s(p, "tenant"),
+        "fingerprint": fingerprint,
+        "tenant": tenant,
         "actor": p.get("actor"),
         "state": state,
         "approval_id": p.get("approval_id"),
@@ -232,13 +254,16 @@ def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | Non
         "created_at": at,
         "updated_at": at,
     }
-    if isinstance(p.get("parent_span_id"), str):  # a delegated call (docs/kernel.md)
-        row["parent_span_id"] = p["parent_span_id"]
+    parent_span_id = p.get("parent_span_id")
+    if isinstance(parent_span_id, str):  # a delegated call (docs/kernel.md)
+        row["parent_span_id"] = parent_span_id
     writes: Writes = {key: row, totals_key: {"run_id": run_id, "total": total}}
     if isinstance(limit, int):
         # Only tools with a call limit are counted per context: the context row is rewritten
         # for them alone, not for every call.
-        writes[context_key(run_id, cid)] = {**ctx, "calls_by_tool": used}
+        used = dict(counted)
+        used[tool_id] = count
+        writes[ctx_key] = {**ctx, "calls_by_tool": used}
     return writes
 
 
@@ -386,7 +411,7 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
     cid, call_id = p.get("context_id"), p.get("call_id")
     if not isinstance(cid, str) or not isinstance(call_id, str):
         return {}  # a progress note that is not about a reserved call
-    ckey = call_key(event.run_id, cid, call_id)
+    ckey = new_row_key(RowKey, ("calls", (event.run_id, cid, call_id)))  # call_key, inlined
     if stage == "started":
         call = get(ckey)
         if call is None:
@@ -440,7 +465,10 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
         ckey: {
             **call,
             "state": STAGE_STATE[stage],
-            "receipt": receipt if isinstance(receipt, Mapping) else call.get("receipt"),
+            # type() first: isinstance against the Mapping ABC is a slow check on every call
+            "receipt": receipt
+            if type(receipt) is dict or isinstance(receipt, Mapping)
+            else call.get("receipt"),
             "resolution": {"by": p.get("resolved_by"), "reason": p.get("reason")}
             if resolving
             else call.get("resolution"),

@@ -89,21 +89,30 @@ class Evaluator:
         self.findings: list[Finding] = []
         self.entry: CatalogEntry | None = None
         self.contexts: dict[str, Mapping[str, Any]] = {}
-        # (context, call) -> the started intent's tool, fingerprint and task
-        self.intents: dict[tuple[str, str], tuple[Any, Any, Any]] = {}
-        self.succeeded: dict[tuple[str, str], tuple[str, int]] = {}  # (tool, fp) -> call, seq
+        # Keyed by one level per part rather than by tuples: a run's calls would otherwise
+        # leave tens of thousands of tuples for the cyclic collector to traverse afterwards.
+        # context -> call -> the started intent's tool, fingerprint and task
+        self.intents: dict[Any, dict[Any, tuple[Any, Any, Any]]] = {}
+        self.succeeded: dict[str, dict[str, tuple[Any, int]]] = {}  # tool -> fp -> call, seq
         self.completed: set[str] = set()
         self.preflight_done: set[str] = set()
         self.status: str | None = None
 
     def add(self, ev: Mapping[str, Any]) -> None:
-        typ, p, seq = ev["type"], ev["payload"], int(ev["seq"])
+        self.take(ev["type"], ev["payload"], ev["seq"])
+
+    def take(self, typ: Any, p: Any, seq: Any) -> None:
+        """:meth:`add` given the event's ``type``, ``payload`` and ``seq`` (a verified replay
+        hands them over without building the event's document)."""
+        seq = int(seq)
         if typ == "tool_progress":  # most events: test it first
             stage = p.get("stage")
             if stage == "started":
                 self._started(p, seq)
             elif stage == "completed":
                 self._completed(p, seq)
+        elif typ == "tool_call_recorded":  # the next most common: nothing to evaluate
+            pass
         elif typ == "run_created":
             wf = p.get("workflow")
             if isinstance(wf, Mapping) and "entries" in wf:
@@ -118,37 +127,45 @@ class Evaluator:
             self.findings += _artifact_findings(self.entry, p, seq)
 
     def _started(self, p: Mapping[str, Any], seq: int) -> None:
-        key = (p.get("context_id", ""), p.get("call_id", ""))
-        self.intents[key] = (p.get("tool_id"), p.get("fingerprint"), p.get("task_id"))
+        context, call = p.get("context_id", ""), p.get("call_id", "")
+        hash((context, call))  # an unhashable id raises here, as a (context, call) key would
+        by_call = self.intents.get(context)
+        if by_call is None:
+            by_call = self.intents[context] = {}
+        by_call[call] = (p.get("tool_id"), p.get("fingerprint"), p.get("task_id"))
         if self.entry is not None:
             self.findings += _call_findings(
-                self.entry, p, self.contexts.get(key[0]), self.preflight_done, seq, self.agents
+                self.entry, p, self.contexts.get(context), self.preflight_done, seq, self.agents
             )
 
     def _completed(self, p: Mapping[str, Any], seq: int) -> None:
-        key = (p.get("context_id", ""), p.get("call_id", ""))
-        intent = self.intents.get(key)
+        context, call = p.get("context_id", ""), p.get("call_id", "")
+        hash((context, call))  # as in _started
+        by_call = self.intents.get(context)
+        intent = None if by_call is None else by_call.get(call)
         if intent is None:
             return
         tool_id, fingerprint, task_id = intent
         tool = str(tool_id)
         self.preflight_done.add(tool)
-        dup = (tool, str(fingerprint))
-        succeeded = self.succeeded
-        if dup in succeeded:
-            first, first_seq = succeeded[dup]
+        fp = str(fingerprint)
+        by_fp = self.succeeded.get(tool)
+        if by_fp is None:
+            by_fp = self.succeeded[tool] = {}
+        if fp in by_fp:
+            first, first_seq = by_fp[fp]
             self.findings.append(
                 Finding(
                     kind="duplicate_success",
                     message=f"{tool} succeeded again with the same arguments "
                     f"(first as {first} at seq {first_seq})",
                     seq=seq,
-                    call_id=key[1],
+                    call_id=call,
                     task_id=task_id,
                 )
             )
         else:
-            succeeded[dup] = (key[1], seq)
+            by_fp[fp] = (call, seq)
 
     def result(self) -> Evaluation:
         findings, entry, status = list(self.findings), self.entry, self.status

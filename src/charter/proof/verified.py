@@ -2,7 +2,7 @@
 
 :func:`replay_verified` is what ``charter runs replay`` runs (and ``bench/replay.py``
 measures): the stored rows are read once, and each event is checked (chain, frame, lifecycles,
-projections rebuilt and compared, head MAC — :func:`charter.ledger.verify.visit_verified`) and
+projections rebuilt and compared, head MAC — :func:`charter.ledger.verify.take_verified`) and
 parsed by the same pass, which hands each parsed event straight on to replay
 (:class:`~charter.proof.replay.Replay`) and evaluation
 (:class:`~charter.proof.evaluate.Evaluator`): the run's events are never all held at once.
@@ -15,7 +15,7 @@ after the other).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,7 +24,7 @@ from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
 from charter.ledger.gcpause import collector_paused
 from charter.ledger.ports import Store
-from charter.ledger.verify import VerifyReport, visit_verified
+from charter.ledger.verify import Take, VerifyReport, take_verified
 from charter.project.build import Build
 from charter.proof.evaluate import Evaluation, Evaluator
 from charter.proof.replay import Replay, ReplayReport
@@ -62,9 +62,9 @@ async def replay_verified(
     (as the deployment's ``principals`` and ``enablement``; ``None``: assumed, and said)."""
     replay = Replay(run_id, build, principals=principals, enablement=enablement)
     evaluator = Evaluator(run_id, agents=agents)
-    feed = _Feed(replay.add, evaluator.add)
+    feed = _Feed(replay.take, evaluator.take)
     with collector_paused():  # replay and evaluation build up state through the whole read
-        report = await visit_verified(store, run_id, key, feed)
+        report = await take_verified(store, run_id, key, feed)
         if not report.ok:
             return VerifiedReplay(verify=report, replay=None, evaluation=None)
         if feed.replay_error is not None:
@@ -84,24 +84,20 @@ class _Feed:
 
     __slots__ = ("evaluate", "evaluation_error", "replay", "replay_error")
 
-    def __init__(
-        self,
-        replay: Callable[[dict[str, Any]], None],
-        evaluate: Callable[[dict[str, Any]], None],
-    ) -> None:
+    def __init__(self, replay: Take, evaluate: Take) -> None:
         self.replay = replay
         self.evaluate = evaluate
         self.replay_error: Exception | None = None
         self.evaluation_error: Exception | None = None
 
-    def __call__(self, event: dict[str, Any]) -> None:
+    def __call__(self, typ: Any, payload: Any, seq: Any) -> None:
         if self.replay_error is None:
             try:
-                self.replay(event)
+                self.replay(typ, payload, seq)
             except Exception as exc:  # raised once verification has passed
                 self.replay_error = exc
         if self.evaluation_error is None:
             try:
-                self.evaluate(event)
+                self.evaluate(typ, payload, seq)
             except Exception as exc:
                 self.evaluation_error = exc
