@@ -14,6 +14,7 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from operator import itemgetter
 from typing import Any
 
@@ -209,6 +210,9 @@ _AS_STORED = (
 )
 
 
+_encode_as_stored = partial(_dumps, option=_AS_STORED)
+
+
 class RebuiltRows:
     """Projection rows rebuilt by applying events in order (what ``projections.Rebuild`` does).
 
@@ -353,6 +357,7 @@ class ChainChecker:
         self._fast = _PLAIN_TYPES and _plain(run_id)
         self._plain_at = ""  # the last ``at`` found plain
         self._view = _View(run_id)
+        self._listed: dict[str, list[Row]] | None = None  # compare_stored's grouping
 
     @property
     def count(self) -> int:
@@ -596,7 +601,7 @@ class ChainChecker:
         rebuilt = self.rebuild.run(self.run_id)
         if not self._encodes_to([] if rebuilt is None else [rebuilt], [] if run is None else [run]):
             self.compare("run row", None if run is None else self._parsed("run row", run), rebuilt)
-        listed = self.rebuild.tables_of(self.run_id)
+        listed = self._listed = self.rebuild.tables_of(self.run_id)
         for table in RUN_TABLES:
             stored = tables.get(table, ())
             rows = listed.get(table, [])
@@ -604,18 +609,22 @@ class ChainChecker:
                 name = f"{table} rows"
                 self.compare(name, [self._parsed(name, r) for r in stored], rows)
 
+    def listed(self, table: str) -> list[Row]:
+        """The run's rebuilt rows of ``table`` in list order (``rebuild.listed``), as
+        :meth:`compare_stored` grouped them when it has run (one pass over the rows)."""
+        listed = self._listed
+        if listed is None:
+            return self.rebuild.listed(table, self.run_id)
+        return list(listed.get(table, ()))
+
     def _encodes_to(self, rows: Sequence[Row], stored: Sequence[bytes]) -> bool:
         """Whether ``stored`` is, row for row, the bytes of ``rows`` (False decides nothing)."""
         if not self._finite or len(rows) != len(stored):
             return False
-        dumps, option = _dumps, _AS_STORED
-        try:
-            for row, data in zip(rows, stored, strict=True):
-                if dumps(row, option=option) != data:
-                    return False
+        try:  # each row encoded by a C-level map, the lists compared item by item
+            return list(map(_encode_as_stored, rows)) == list(stored)
         except TypeError:  # orjson.JSONEncodeError
             return False
-        return True
 
 
 def same_json(a: Any, b: Any) -> bool:

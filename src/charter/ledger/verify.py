@@ -266,14 +266,14 @@ async def _verify(
         checker.check_head(head, key)
         checker.compare_stored(snap.run, snap.tables)
         if artifacts is not None:
-            registered = checker.rebuild.listed("artifacts", run_id)
+            registered = checker.listed("artifacts")
             if registered:
                 await asyncio.to_thread(check_artifacts, registered, artifacts)
     except LedgerProblem as problem:
         return problem.report(run_id, events=count, head_seq=snap.head.seq), checker
     expired = {
         str(row["metadata_expired_at"])
-        for row in checker.rebuild.listed("contexts", run_id)
+        for row in checker.listed("contexts")
         if row.get("metadata_expired_at")
     }
     notes = [
