@@ -621,10 +621,14 @@ class ChainChecker:
         """Whether ``stored`` is, row for row, the bytes of ``rows`` (False decides nothing)."""
         if not self._finite or len(rows) != len(stored):
             return False
-        try:  # each row encoded by a C-level map, the lists compared item by item
-            return list(map(_encode_as_stored, rows)) == list(stored)
+        encode = _encode_as_stored
+        try:  # one row at a time: the encodings of a whole table would all be held at once
+            for row, data in zip(rows, stored, strict=True):
+                if encode(row) != data:
+                    return False
         except TypeError:  # orjson.JSONEncodeError
             return False
+        return True
 
 
 def same_json(a: Any, b: Any) -> bool:
