@@ -169,10 +169,19 @@ def _reads_progress(run_id: str, p: Mapping[str, Any]) -> tuple[RowKey, ...]:
     return ()
 
 
-def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | None = None) -> Writes:
+def _reserve(
+    event: EventFacts,
+    get: Getter,
+    *,
+    state: str,
+    absent: RowKey | None = None,
+    dispatch: bool = False,
+) -> Writes:
     """Create the call row and count it against the budgets; conflict if it exists.
 
-    ``absent``: the call's key, when the caller has just found no row there.
+    ``absent``: the call's key, when the caller has just found no row there. ``dispatch``:
+    the row is made already dispatched (a ``started`` stage): it is the row reserved and then
+    updated with :func:`_dispatched`, key for key and in the same key order, built at once.
 
     Every governed call and every verified replay runs this once per call: the checks of
     :func:`_s` are inlined for the common case (a plain non-empty ``str``; anything else goes
@@ -246,9 +255,9 @@ def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | Non
         # summary instead, of which the row keeps the shape (store migration 9/8 rewrote the
         # rows written before; docs/privacy.md, "older databases")
         "summary": p["arguments"] if "arguments" in p else legacy_record(p.get("summary")),
-        "attempts": 0,
+        "attempts": 1 if dispatch else 0,
         "receipt": None,
-        "owner": None,
+        "owner": p.get("owner") if dispatch else None,
         "reserved_seq": seq,
         "updated_seq": seq,
         "created_at": at,
@@ -257,6 +266,13 @@ def _reserve(event: EventFacts, get: Getter, *, state: str, absent: RowKey | Non
     parent_span_id = p.get("parent_span_id")
     if isinstance(parent_span_id, str):  # a delegated call (docs/kernel.md)
         row["parent_span_id"] = parent_span_id
+    if dispatch:  # the keys _dispatched adds, in its order (parent_span_id is set above)
+        row["idempotency_key"] = p.get("idempotency_key")
+        span_id = p.get("span_id")
+        if isinstance(span_id, str):
+            row["span_id"] = span_id
+        if p.get("delegates_execution") is True:
+            row["delegates_execution"] = True
     writes: Writes = {key: row, totals_key: {"run_id": run_id, "total": total}}
     if isinstance(limit, int):
         # Only tools with a call limit are counted per context: the context row is rewritten
@@ -415,9 +431,7 @@ def _tool_progress(event: EventFacts, get: Getter) -> Writes:
     if stage == "started":
         call = get(ckey)
         if call is None:
-            writes = _reserve(event, get, state="dispatching", absent=ckey)
-            writes[ckey].update(_dispatched(event))  # the row _reserve just made: no copy
-            return writes
+            return _reserve(event, get, state="dispatching", absent=ckey, dispatch=True)
         if call["state"] == "pending_approval":
             aid = call.get("approval_id")
             approval = get(approval_key(event.run_id, aid)) if isinstance(aid, str) else None
