@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from charter.contracts.fastinit import maker
 from charter.contracts.model import Danger, Effect, Tenancy, ToolContract
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.principals import Principal
@@ -72,7 +73,7 @@ class AuthorizationInput:
     def with_arguments(self, arguments: Mapping[str, Any] | None) -> AuthorizationInput:
         """This input with the parsed arguments (what ``dataclasses.replace`` makes, without
         its per-call walk over the fields: once per governed call)."""
-        return AuthorizationInput(
+        return make_input(
             principal=self.principal,
             context=self.context,
             tool=self.tool,
@@ -85,6 +86,7 @@ class AuthorizationInput:
 
 
 Hook = Callable[[AuthorizationInput], Denial | None]
+make_input = maker(AuthorizationInput)  # twice per governed call (kernel/fastinit.py)
 
 
 def actor_and_tenant(inp: AuthorizationInput) -> Denial | None:

@@ -5,14 +5,16 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Awaitable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any, NamedTuple
 
 from charter.artifacts.ledger_registry import registration_event
 from charter.artifacts.records import ArtifactRecord, Producer
-from charter.contracts.delegation import current_span, delegating
+from charter.contracts.delegation import CURRENT_SPAN
+from charter.contracts.fastinit import maker
 from charter.contracts.model import ToolContract
+from charter.contracts.tool_context import CancelFlag
 from charter.contracts.tool_context import Context as ToolContext
 from charter.errors import (
     Failure,
@@ -37,6 +39,13 @@ from charter.ledger.views import ApprovalRow, CallRow
 
 # The ``tool_progress`` stage that records an outcome, by its status (else ``unknown``).
 _STAGES = {CallStatus.SUCCEEDED.value: "completed", CallStatus.FAILED.value: "failed"}
+_STATUS_VALUES = {status: status.value for status in CallStatus}
+# What every dispatched call makes once (kernel/fastinit.py: the same frozen objects, faster).
+_make_tool_context = maker(ToolContext)
+_make_request = maker(ExecutionRequest)
+_make_envelope = maker(Envelope)
+_make_metrics = maker(Metrics)
+_make_event = maker(NewEvent)
 
 
 class Settled(NamedTuple):
@@ -105,7 +114,7 @@ class Dispatcher:
             head = await state.store.head(ctx.run_id)
             expected = head.seq + 1 if head is not None else None
             entries += await state.resume_run(ctx.run_id, exclude=approval.approval_id)
-        entries.append(NewEvent(type="tool_progress", payload=payload))
+        entries.append(_make_event(type="tool_progress", payload=payload, at=None))
         flight.take_off(state.flying, at.flight, (ctx.context_id, at.call_id))
         at.flight.phase = flight.INTENT
         await flight.shielded(
@@ -116,8 +125,12 @@ class Dispatcher:
         )
         at.idempotency_key = idem_key
 
-    async def execute(self, at: Attempt, request: ExecutionRequest) -> ExecutionOutcome:
-        """Run the request on the tool's executor; read-only idempotent tools are retried."""
+    async def execute(
+        self, at: Attempt, request: ExecutionRequest, first: ExecutionOutcome | None = None
+    ) -> ExecutionOutcome:
+        """Run the request on the tool's executor; read-only idempotent tools are retried.
+        ``first``: the executor's answer to the first attempt, already awaited (by
+        :meth:`dispatch`, which comes here only when that answer is not a plain success)."""
         state, contract = self.state, at.bound()
         kind = state.bindings.get(contract.id, "python")
         executor = state.executors.get(kind)
@@ -134,7 +147,10 @@ class Dispatcher:
         backoff = state.settings.read_retry_backoff_s
         outcome: ExecutionOutcome | None = None
         for attempt in range(1, attempts + 1):
-            outcome = await executor.execute(request)
+            if first is not None:
+                outcome, first = first, None
+            else:
+                outcome = await executor.execute(request)
             transient = outcome.status == "unknown" or (
                 outcome.error is not None and outcome.error.code.value == "transient_external"
             )
@@ -186,7 +202,7 @@ class Dispatcher:
         channel = ProgressChannel(
             state.store, ctx.run_id, ctx.context_id, at.call_id, state.redactor_of(at)
         )
-        tool_ctx = ToolContext(
+        tool_ctx = _make_tool_context(
             call_id=at.call_id,
             idempotency_key=at.idempotency_key,
             context_id=ctx.context_id,
@@ -199,10 +215,11 @@ class Dispatcher:
             trace_id=at.trace["trace_id"],
             span_id=at.trace["span_id"],
             artifacts=files,
+            cancelled=CancelFlag(),
             progress_sink=channel.send,
         )
         lingering: list[Awaitable[None]] = []
-        request = ExecutionRequest(
+        request = _make_request(
             contract=contract,
             arguments=arguments,
             context=tool_ctx,
@@ -215,20 +232,36 @@ class Dispatcher:
         # (usually already so: then there is nothing to set).
         delegates = contract.delegates_execution
         span = at.trace["span_id"] if delegates else None
+        # (CURRENT_SPAN set and reset directly: no context manager when it is already right)
+        token = CURRENT_SPAN.set(span) if CURRENT_SPAN.get() != span else None
+        executor = state.executors.get(state.bindings.get(contract.id, "python"))
         try:
-            with delegating(span) if current_span() != span else nullcontext():
-                if contract.read_only or delegates:
-                    outcome = await self.execute(at, request)
-                else:
-                    lock = state.store.run_lock(ctx.run_id)
-                    await lock.__aenter__()
-                    try:
-                        outcome = await self.execute(at, request)
-                    finally:
-                        await self._release(lock, lingering)
+            lock = None if contract.read_only or delegates else state.store.run_lock(ctx.run_id)
+            if lock is not None:
+                await lock.__aenter__()
+            try:
+                # the first attempt awaited here (no coroutine of ours around the executor's);
+                # execute() takes over for anything but a success of one attempt: retries,
+                # the attempts it says, a missing executor
+                outcome = (
+                    await executor.execute(request)
+                    if executor is not None
+                    else await self.execute(at, request)
+                )
+                if executor is not None and (
+                    outcome.status != "succeeded" or outcome.attempts != 1
+                ):
+                    outcome = await self.execute(at, request, first=outcome)
+            finally:
+                if lock is not None:
+                    await self._release(lock, lingering)
         finally:
+            if token is not None:
+                CURRENT_SPAN.reset(token)
             # the messages (and the held-back rest) are recorded before the outcome
-            await channel.close()
+            drain = channel.close()
+            if drain is not None:
+                await asyncio.shield(drain)
         faults.point("after_result", contract.id)
         settled = self.accept(contract, arguments, outcome, at.warnings, state.redactor_of(at))
         registered: list[ArtifactRecord] = []
@@ -324,7 +357,7 @@ class Dispatcher:
         status, data, attempts = settled.status, settled.data, settled.attempts
         duration_ms = (time.perf_counter() - at.started) * 1000
         err = answers.safe_error(settled.error)
-        value = status.value
+        value = _STATUS_VALUES[status]  # (an enum's .value runs Python code)
         receipt = {
             "status": value,
             "data": data if contract.store_result else None,
@@ -349,8 +382,8 @@ class Dispatcher:
             versioned=True,
         )
         entries = [
-            *(registration_event(r) for r in registered),
-            NewEvent(
+            *map(registration_event, registered),
+            _make_event(
                 type="tool_progress",
                 payload={
                     "stage": stage,
@@ -358,6 +391,7 @@ class Dispatcher:
                     "call_id": at.call_id,
                     "receipt": receipt,
                 },
+                at=None,
             ),
             audited,
         ]
@@ -387,14 +421,15 @@ class Dispatcher:
             )
         if self.state.audit is not None:  # (no sink: no coroutine)
             await answers.sink(ctx, audited)
-        return Envelope(
+        return _make_envelope(
             call_id=at.call_id,
             status=status,
             data=data,
             artifact_ids=tuple(artifact_ids),
             warnings=tuple(at.warnings),
             error=err,
-            metrics=Metrics(
+            approval=None,
+            metrics=_make_metrics(
                 duration_ms=duration_ms,
                 cached=False,
                 attempts=attempts,

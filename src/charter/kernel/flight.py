@@ -128,7 +128,9 @@ async def shielded(flight: Flight, slot: str, work: Awaitable[T], *, eager: bool
         try:
             pending = context.run(work.send, None)
         except StopIteration as done:
-            setattr(flight, slot, _settled(loop, done.value, None))
+            settled = loop.create_future()  # (what _settled makes, without the call)
+            settled.set_result(done.value)
+            setattr(flight, slot, settled)
             return typing.cast(T, done.value)
         except BaseException as exc:
             setattr(flight, slot, _settled(loop, None, exc))
