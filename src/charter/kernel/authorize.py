@@ -146,7 +146,12 @@ def tenancy(inp: AuthorizationInput) -> Denial | None:
     p = inp.principal
     if c.tenancy is Tenancy.HOST_SCOPED and not p.has(HOST_PERMISSION):
         return Denial(reason="HOST_SCOPE", message="this tool acts on the host, not a tenant")
-    if c.tenancy is not Tenancy.HOST_SCOPED and inp.arguments is not None:
+    if (
+        c.tenancy is not Tenancy.HOST_SCOPED
+        and inp.arguments is not None
+        # (no tenant argument, the usual case: nothing to look up)
+        and not inp.arguments.keys().isdisjoint(TENANT_ARGUMENTS)
+    ):
         for key in TENANT_ARGUMENTS:
             value = inp.arguments.get(key)
             if isinstance(value, str) and value != p.tenant:
@@ -162,7 +167,10 @@ def tenancy(inp: AuthorizationInput) -> Denial | None:
 def permissions(inp: AuthorizationInput) -> Denial | None:
     c = inp.contract
     assert c is not None
-    missing = [perm for perm in c.permissions if not inp.principal.has(perm)]
+    principal = inp.principal
+    if type(principal) is Principal and principal.permissions.issuperset(c.permissions):
+        return None  # each granted exactly (what Principal.has looks at first)
+    missing = [perm for perm in c.permissions if not principal.has(perm)]
     if missing:
         return Denial(
             reason="PERMISSION_MISSING",

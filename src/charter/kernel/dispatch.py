@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping, Sequence
+import types
+from collections.abc import Awaitable, Generator, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any, NamedTuple
@@ -40,6 +41,15 @@ from charter.ledger.views import ApprovalRow, CallRow
 # The ``tool_progress`` stage that records an outcome, by its status (else ``unknown``).
 _STAGES = {CallStatus.SUCCEEDED.value: "completed", CallStatus.FAILED.value: "failed"}
 _STATUS_VALUES = {status: status.value for status in CallStatus}
+_new_tuple = tuple.__new__
+
+
+@types.coroutine
+def _yield_once() -> Generator[None, None, None]:
+    """One bare yield: the task runs again at the event loop's next round."""
+    yield
+
+
 # What every dispatched call makes once (kernel/fastinit.py: the same frozen objects, faster).
 _make_tool_context = maker(ToolContext)
 _make_request = maker(ExecutionRequest)
@@ -65,6 +75,15 @@ class Dispatcher:
         self.state = state
         self.answers = answers
         self._lingering: set[asyncio.Task[None]] = set()  # write locks held for a thread
+        self._vouched: tuple[object, bool] = (None, False)  # (store, flight.in_place(store))
+
+    def _in_place(self) -> bool:
+        """``flight.in_place`` of the kernel's store, asked again only when it is another."""
+        store, vouched = self._vouched
+        if store is not self.state.store:
+            store = self.state.store
+            self._vouched = store, (vouched := flight.in_place(store))
+        return vouched
 
     async def intent(self, at: Attempt, approval: ApprovalRow | None) -> None:
         """Commit the ``dispatching`` intent durably; set the executor's idempotency key."""
@@ -117,12 +136,13 @@ class Dispatcher:
         entries.append(_make_event(type="tool_progress", payload=payload, at=None))
         flight.take_off(state.flying, at.flight, (ctx.context_id, at.call_id))
         at.flight.phase = flight.INTENT
-        await flight.shielded(
-            at.flight,
-            "intent",
-            state.store.append(ctx.run_id, entries, expected_seq=expected),
-            eager=flight.in_place(state.store),
-        )
+        work = state.store.append(ctx.run_id, entries, expected_seq=expected)
+        if self._in_place():  # shielded(eager=True), without its coroutine when done at once
+            done, rest = flight.begin(at.flight, "intent", work)
+            if not done:
+                await rest
+        else:
+            await flight.shielded(at.flight, "intent", work)
         at.idempotency_key = idem_key
 
     async def execute(
@@ -279,13 +299,14 @@ class Dispatcher:
             if settled.status is not CallStatus.SUCCEEDED and written:
                 await service.rollback(ctx.run_id, [w.stored for w in written])
         at.flight.phase = flight.FINISH
-        envelope = await flight.shielded(
-            at.flight,
-            "outcome",
-            self.finish(at, settled, registered, artifact_ids),
-            # an audit sink may hold an anyio scope or task group across its first wait
-            eager=state.audit is None and flight.in_place(state.store),
-        )
+        recording = self.finish(at, settled, registered, artifact_ids)
+        # (in place unless an audit sink may hold an anyio scope or task group across its
+        # first wait: shielded(eager=True), without its coroutine when done at once)
+        if state.audit is None and self._in_place():
+            done, result = flight.begin(at.flight, "outcome", recording)
+            envelope: Envelope = result if done else await result
+        else:
+            envelope = await flight.shielded(at.flight, "outcome", recording)
         if envelope.status is not CallStatus.SUCCEEDED and artifact_ids and service is not None:
             # The outcome could not be recorded: nothing was registered; remove the files.
             await service.rollback(ctx.run_id, [r.stored() for r in registered])
@@ -293,7 +314,7 @@ class Dispatcher:
             # Appends done in place never gave the loop a turn: yield once, as tasks did, so
             # back-to-back calls of one caller neither hold the loop nor keep other callers
             # from taking off (the store commits inline only while one call is in flight).
-            await asyncio.sleep(0)
+            await _yield_once()  # what asyncio.sleep(0) does, without its two calls
         return envelope
 
     async def _release(self, lock: AbstractAsyncContextManager[None], lingering: list[Any]) -> None:
@@ -340,9 +361,12 @@ class Dispatcher:
             # or in doubt, so only a read tool may say failed (docs/executors.md).
             status = CallStatus.FAILED if contract.read_only else CallStatus.UNKNOWN
             return Settled(status, None, exc, 0, outcome.attempts)
-        warnings.extend(accepted.warnings)
-        return Settled(
-            CallStatus.SUCCEEDED, accepted.data, None, accepted.output_bytes, outcome.attempts
+        if accepted.warnings:
+            warnings.extend(accepted.warnings)
+        # (the tuple itself: what the named tuple's generated __new__ makes, without its call)
+        return _new_tuple(
+            Settled,
+            (CallStatus.SUCCEEDED, accepted.data, None, accepted.output_bytes, outcome.attempts),
         )
 
     async def finish(
