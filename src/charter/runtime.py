@@ -56,7 +56,7 @@ from charter.kernel.audit import (
 )
 from charter.kernel.contexts import ContextProvider, FileContextProvider, ResolvedContext
 from charter.kernel.endings import RunOperations
-from charter.kernel.envelope import Envelope
+from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.executor_port import Executor
 from charter.kernel.inflight import CallsInFlight
 from charter.kernel.kernel import ADHOC_SLUG, Kernel
@@ -216,6 +216,8 @@ class Runtime:
             trace_id=trace_id,
             parent_span_id=parent_span_id,
         )
+        if envelope.status is not CallStatus.SUCCEEDED or envelope.tool is None:
+            return envelope  # no draft to store (store_proposal's own first test, no coroutine)
         return await store_proposal(self, envelope, principal)
 
     async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:

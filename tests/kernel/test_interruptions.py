@@ -138,7 +138,7 @@ async def test_cancelled_before_the_intent_is_audited_and_reserves_nothing(
     kernel, store = gated(project, "never")
 
     # the summary, before the intent
-    def cancelled(contract: Any, arguments: Any, redactor: Any = None) -> Any:
+    def cancelled(contract: Any, arguments: Any, redactor: Any = None, **_: Any) -> Any:
         raise asyncio.CancelledError
 
     kernel.state.summary = cancelled

@@ -46,9 +46,11 @@ from typing import Any, NoReturn
 
 from charter.contracts.canonical import (
     Fingerprinter,
+    KeyedSha256,
     canonical_bytes,
     canonical_bytes_of_plain,
 )
+from charter.contracts.fastinit import maker
 from charter.contracts.schema import compile_schema, json_pointer
 from charter.errors import InvalidInput
 
@@ -85,6 +87,11 @@ class Accepted:
     arguments: dict[str, Any]
     fingerprint: str
     """``hmac-sha256:<key-id>:<hex>`` over the canonical JSON of ``arguments``."""
+    size: int | None = None
+    """The length of that canonical JSON, in bytes."""
+
+
+_make_accepted = maker(Accepted)  # once per governed call (contracts/fastinit.py)
 
 
 def _reject(reason: str, message: str, **details: Any) -> NoReturn:
@@ -362,7 +369,36 @@ def _normalise(value: Any, depth: int, path: list[str | int], max_depth: int) ->
     )
 
 
+def _flat_plain(value: dict[Any, Any]) -> dict[str, Any] | None:
+    """What :func:`_normalise` makes of a flat object of the common leaves — ASCII keys;
+    ASCII strings, booleans, null, integers within range (its inline case) — which is
+    plain (see ``canonical_bytes_of_plain``); ``None`` for anything else."""
+    out: dict[str, Any] = {}
+    for key, item in value.items():
+        if type(key) is not str or not key.isascii():
+            return None
+        kind = type(item)
+        if (
+            (kind is str and item.isascii())
+            or kind is bool
+            or item is None
+            or (kind is int and -_SAFE_INT <= item <= _SAFE_INT)
+        ):
+            out[key] = item
+        else:
+            return None
+    return out
+
+
 def _check_value(value: object, limits: IntakeLimits) -> tuple[dict[str, Any], bytes]:
+    flat = _flat_plain(value) if type(value) is dict else None
+    if flat is not None:  # the usual arguments: one pass, and no second look to encode them
+        data = canonical_bytes_of_plain(flat)
+        if len(data) > limits.max_bytes:
+            _reject(
+                "ARGS_TOO_LARGE", f"arguments exceed {limits.max_bytes} bytes of canonical JSON"
+            )
+        return flat, data
     if type(value) is not dict and not isinstance(value, Mapping):
         _reject("ARGS_NOT_OBJECT", f"arguments must be an object, not a {type(value).__name__}")
     # a dict is copied by _normalise itself; another mapping is read into one first
@@ -423,8 +459,8 @@ class Intake:
     ) -> None:
         self._schema = compile_schema(args_schema, where="args_schema", require_object=True)
         self._is_valid = self._schema.is_valid
-        # The HMAC state after absorbing the key; copying it per call skips the key schedule.
-        self._keyed = hmac.new(fingerprinter.key, digestmod=hashlib.sha256)
+        # The key's two hash states; copying them per call skips the key schedule.
+        self._keyed = KeyedSha256(fingerprinter.key)
         self._prefix = f"hmac-sha256:{fingerprinter.key_id}:"
         self._limits = limits
 
@@ -434,20 +470,22 @@ class Intake:
         if not self._is_valid(arguments):
             self._mismatch(arguments)
         data = canonical_bytes_of_plain(arguments) if plain else canonical_bytes(arguments)
-        return Accepted(arguments=arguments, fingerprint=self._fingerprint(data))
+        return _make_accepted(
+            arguments=arguments, fingerprint=self._fingerprint(data), size=len(data)
+        )
 
     def accept_value(self, value: object) -> Accepted:
         """The same for a Python value: :func:`check_value`, validate, fingerprint."""
         arguments, data = _check_value(value, self._limits)
         if not self._is_valid(arguments):
             self._mismatch(arguments)
-        return Accepted(arguments=arguments, fingerprint=self._fingerprint(data))
+        return _make_accepted(
+            arguments=arguments, fingerprint=self._fingerprint(data), size=len(data)
+        )
 
     def _fingerprint(self, data: bytes) -> str:
         # Fingerprinter.fingerprint(arguments) without re-encoding: same key, same format.
-        mac = self._keyed.copy()
-        mac.update(data)
-        return self._prefix + mac.hexdigest()
+        return self._prefix + self._keyed.hexdigest(data)
 
     def _mismatch(self, arguments: dict[str, Any]) -> NoReturn:
         violation = self._schema.first_error(arguments)

@@ -82,10 +82,13 @@ def _flat_fields(value: Any) -> dict[str, str] | None:
     if type(value) is not dict or not value or len(value) > MAX_FIELDS:
         return None
     fields: dict[str, str] = {}
+    pointers = _POINTERS
     for key, leaf in value.items():
         kind = type(leaf)
         if kind is str:
-            described = f"string:{len(leaf.encode('utf-8', 'surrogatepass'))}"
+            # (an ASCII string's UTF-8 size is its length)
+            size = len(leaf) if leaf.isascii() else len(leaf.encode("utf-8", "surrogatepass"))
+            described = f"string:{size}"
         elif kind is int:
             described = "integer"
         elif kind is bool:
@@ -96,8 +99,18 @@ def _flat_fields(value: Any) -> dict[str, str] | None:
             described = "null"
         else:
             return None
-        fields[f"/{_escape(str(key))}"] = described
+        pointer = pointers.get(key) if type(key) is str else None
+        if pointer is None:
+            pointer = f"/{_escape(str(key))}"
+            if type(key) is str and len(pointers) < _MAX_POINTERS:
+                pointers[key] = pointer
+        fields[pointer] = described
     return fields
+
+
+# A key's pointer in a flat object, by key (argument names recur in every call).
+_POINTERS: dict[str, str] = {}
+_MAX_POINTERS = 4096
 
 
 def shape(value: Any, *, size: int | None = None) -> dict[str, Any]:

@@ -24,8 +24,9 @@ import contextlib
 import functools
 import inspect
 import threading
+import types
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Mapping
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -279,17 +280,17 @@ class PythonExecutor:
         raised: Exception | None = None
         # ``anyio.move_on_after`` with the loop's clock read here: Charter runs on asyncio,
         # whose anyio clock is ``loop.time()`` (one backend look-up per call instead of two).
+        # An async tool's scope gets its deadline (and its timer) only once the tool first
+        # waits (:func:`_timed`): one that answers without waiting needs neither.
         deadline = loop.time() + max(request.deadline_s, 0.0)
         if self._scope_class is None:
-            scope = anyio.CancelScope(deadline=deadline)
-            self._scope_class = type(scope)
-        else:
-            scope = self._scope_class(deadline=deadline)
+            self._scope_class = type(anyio.CancelScope())
+        scope = self._scope_class() if ended is None else self._scope_class(deadline=deadline)
         try:
             with scope:
                 try:
                     if ended is None:
-                        result = await call()
+                        result = await _timed(call(), scope, deadline)
                     else:
                         result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
                 except anyio.get_cancelled_exc_class():
@@ -354,6 +355,37 @@ class PythonExecutor:
             call_id=ctx.call_id,
             run_id=ctx.run_id,
         )
+
+
+@types.coroutine
+def _timed(
+    work: Awaitable[Any], scope: anyio.CancelScope, deadline: float
+) -> Generator[Any, Any, Any]:
+    """Await ``work`` (an async tool) in ``scope``, whose deadline is set when the tool first
+    waits: an answer in its first step (no wait) sets no timer. The deadline was read before
+    that step, so it counts the step's time as before; a deadline already past when the tool
+    first waits cancels it at that wait, as the timer would have at the loop's next turn.
+
+    From its first wait on, the tool is awaited as ``await work`` would: the task waits on
+    what the tool yielded, and what the task throws in (its cancellation) goes to the tool."""
+    if not isinstance(work, types.CoroutineType):  # another awaitable: timed throughout
+        scope.deadline = deadline
+        return (yield from work.__await__())
+    try:
+        pending = work.send(None)
+    except StopIteration as done:
+        return done.value
+    scope.deadline = deadline
+    while True:
+        try:
+            yield pending
+        except BaseException as exc:
+            try:
+                pending = work.throw(exc)
+            except StopIteration as done:
+                return done.value
+            continue
+        return (yield from work.__await__())
 
 
 class _ThreadEnd:

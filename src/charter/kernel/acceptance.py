@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
+from charter.contracts.fastinit import maker
 from charter.contracts.model import Oversize, ToolContract
 from charter.contracts.schema import CompiledSchema
 from charter.errors import ContractViolation, ResourceLimit
@@ -22,6 +23,9 @@ class Accepted:
     data: Any = field(repr=False)
     output_bytes: int
     warnings: tuple[str, ...] = ()
+
+
+_make_accepted = maker(Accepted)  # once per governed call (contracts/fastinit.py)
 
 
 def check_result(result: Any, schema: CompiledSchema | None) -> None:
@@ -43,7 +47,7 @@ def clamp(data: Any, contract: ToolContract) -> Accepted:
     size = len(canonical_bytes(data))
     limit = contract.max_result_bytes
     if size <= limit:
-        return Accepted(data=data, output_bytes=size)
+        return _make_accepted(data=data, output_bytes=size)
     if contract.on_oversize is Oversize.FAIL:
         raise ResourceLimit(
             f"the result is {size} bytes; the contract allows {limit}",
@@ -51,7 +55,7 @@ def clamp(data: Any, contract: ToolContract) -> Accepted:
             details={"bytes": size, "max_bytes": limit},
         )
     marker = {"truncated": True, "maxBytes": limit}
-    return Accepted(
+    return _make_accepted(
         data=marker,
         output_bytes=size,
         warnings=(f"RESULT_TRUNCATED: the result was {size} bytes (limit {limit})",),

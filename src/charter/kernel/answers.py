@@ -12,6 +12,7 @@ import time
 from collections.abc import Mapping
 from typing import Any, NamedTuple, Protocol
 
+from charter.contracts.fastinit import maker
 from charter.errors import Failure, InternalFailure, InvalidInput, PermissionDenied, StoreError
 from charter.kernel.audit import AuditOutcome, AuditRecord
 from charter.kernel.authorize import Denial
@@ -20,6 +21,8 @@ from charter.kernel.core import Arrival, Attempt, KernelState
 from charter.kernel.envelope import CallStatus, Envelope, Metrics, error_dict
 from charter.ledger.events import NewEvent
 from charter.ledger.views import CallRow
+
+_make_event = maker(NewEvent)  # an audit entry per governed call (contracts/fastinit.py)
 
 
 def _ms_since(started: float) -> float:
@@ -144,24 +147,23 @@ class Answers:
         """The ledger's audit record of a decision; ``versioned`` names the tool's version
         (outcomes of dispatched calls do, refusals do not)."""
         contract = at.contract
-        return NewEvent(
-            type="tool_call_recorded",
-            payload={
-                "context_id": at.ctx.context_id,
-                "call_id": at.call_id,
-                "tool_id": contract.id if contract is not None else "(undisclosed)",
-                "tool_version": contract.version if versioned and contract else None,
-                "actor": at.principal.name,
-                "tenant": at.principal.tenant,
-                "outcome": outcome,
-                "code": code,
-                "reason": reason,
-                "fingerprint": at.fingerprint,
-                "duration_ms": round(duration_ms, 3),
-                "mode": at.mode or self.state.settings.mode.value,
-                **({"parent_span_id": at.parent_span_id} if at.parent_span_id else {}),
-            },
-        )
+        payload = {
+            "context_id": at.ctx.context_id,
+            "call_id": at.call_id,
+            "tool_id": contract.id if contract is not None else "(undisclosed)",
+            "tool_version": contract.version if versioned and contract else None,
+            "actor": at.principal.name,
+            "tenant": at.principal.tenant,
+            "outcome": outcome,
+            "code": code,
+            "reason": reason,
+            "fingerprint": at.fingerprint,
+            "duration_ms": round(duration_ms, 3),
+            "mode": at.mode or self.state.settings.mode.value,
+        }
+        if at.parent_span_id:
+            payload["parent_span_id"] = at.parent_span_id
+        return _make_event(type="tool_call_recorded", payload=payload, at=None)
 
     async def audit(
         self,

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from charter.contracts.fastinit import maker
 from charter.contracts.model import Danger, Effect, Tenancy, ToolContract
 from charter.kernel.contexts import ResolvedContext
 from charter.kernel.principals import Principal
@@ -72,7 +73,7 @@ class AuthorizationInput:
     def with_arguments(self, arguments: Mapping[str, Any] | None) -> AuthorizationInput:
         """This input with the parsed arguments (what ``dataclasses.replace`` makes, without
         its per-call walk over the fields: once per governed call)."""
-        return AuthorizationInput(
+        return make_input(
             principal=self.principal,
             context=self.context,
             tool=self.tool,
@@ -85,6 +86,7 @@ class AuthorizationInput:
 
 
 Hook = Callable[[AuthorizationInput], Denial | None]
+make_input = maker(AuthorizationInput)  # twice per governed call (kernel/fastinit.py)
 
 
 def actor_and_tenant(inp: AuthorizationInput) -> Denial | None:
@@ -144,7 +146,12 @@ def tenancy(inp: AuthorizationInput) -> Denial | None:
     p = inp.principal
     if c.tenancy is Tenancy.HOST_SCOPED and not p.has(HOST_PERMISSION):
         return Denial(reason="HOST_SCOPE", message="this tool acts on the host, not a tenant")
-    if c.tenancy is not Tenancy.HOST_SCOPED and inp.arguments is not None:
+    if (
+        c.tenancy is not Tenancy.HOST_SCOPED
+        and inp.arguments is not None
+        # (no tenant argument, the usual case: nothing to look up)
+        and not inp.arguments.keys().isdisjoint(TENANT_ARGUMENTS)
+    ):
         for key in TENANT_ARGUMENTS:
             value = inp.arguments.get(key)
             if isinstance(value, str) and value != p.tenant:
@@ -160,7 +167,10 @@ def tenancy(inp: AuthorizationInput) -> Denial | None:
 def permissions(inp: AuthorizationInput) -> Denial | None:
     c = inp.contract
     assert c is not None
-    missing = [perm for perm in c.permissions if not inp.principal.has(perm)]
+    principal = inp.principal
+    if type(principal) is Principal and principal.permissions.issuperset(c.permissions):
+        return None  # each granted exactly (what Principal.has looks at first)
+    missing = [perm for perm in c.permissions if not principal.has(perm)]
     if missing:
         return Denial(
             reason="PERMISSION_MISSING",

@@ -10,19 +10,21 @@ and is handed to the kernel's parts (:class:`~charter.kernel.answers.Answers`,
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import os
 import random
 import socket
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter, canonical_bytes
+from charter.contracts.fastinit import maker
 from charter.contracts.intake import Intake
 from charter.contracts.model import ToolContract
 from charter.contracts.preview import arguments_record, preview
@@ -94,20 +96,9 @@ class Arrival:
     flight: Flight = field(default_factory=Flight)  # how far it got (charter.kernel.flight)
 
     def attempt(self, ctx: ResolvedContext) -> Attempt:
-        """The attempt to decide this call in its (attributed) context."""
-        self.flight.attempt = attempt = Attempt(
-            call_id=self.call_id,
-            tool=self.tool,
-            principal=self.principal,
-            task_id=self.task_id,
-            presented=self.presented,
-            started=self.started,
-            trace=self.trace,
-            parent_span_id=self.parent_span_id,
-            timeline=self.timeline,
-            flight=self.flight,
-            ctx=ctx,
-        )
+        """The attempt to decide this call in its (attributed) context: this arrival's
+        fields, ``ctx``, and the defaults of the rest (:func:`_promoter`)."""
+        self.flight.attempt = attempt = _promote(self, ctx)
         return attempt
 
 
@@ -148,6 +139,35 @@ class Attempt(Arrival):
         return self.contract
 
 
+def _promoter() -> Callable[[Arrival, ResolvedContext], Attempt]:
+    """What ``Attempt(**arrival's fields, ctx=ctx)`` makes, generated from the two classes'
+    fields: plain attribute stores on a new ``Attempt`` (a quarter of the work of the
+    dataclass ``__init__`` with its eleven keywords, once per governed call)."""
+    inherited = {f.name for f in dataclasses.fields(Arrival)}
+    scope: dict[str, Any] = {"_new": object.__new__, "_Attempt": Attempt}
+    lines = ["def promote(arrival, ctx):", "    at = _new(_Attempt)"]
+    for index, f in enumerate(dataclasses.fields(Attempt)):
+        if f.name in inherited:
+            value = f"arrival.{f.name}"
+        elif f.name == "ctx":
+            value = "ctx"
+        elif f.default is not dataclasses.MISSING:
+            scope[f"_default{index}"] = f.default
+            value = f"_default{index}"
+        elif f.default_factory is not dataclasses.MISSING:
+            scope[f"_factory{index}"] = f.default_factory
+            value = f"_factory{index}()"
+        else:
+            raise TypeError(f"Attempt.{f.name} needs a value")
+        lines.append(f"    at.{f.name} = {value}")
+    exec("\n".join([*lines, "    return at", ""]), scope)  # from the classes' own fields
+    promote: Callable[[Arrival, ResolvedContext], Attempt] = scope["promote"]
+    return promote
+
+
+_promote = _promoter()
+
+
 @dataclass(frozen=True, slots=True)
 class ArgumentViews:
     """The three views of a call's redacted arguments the kernel may keep.
@@ -160,6 +180,11 @@ class ArgumentViews:
     record: dict[str, Any] = field(repr=False)
     preview: Any = field(repr=False)
     full: Any = field(repr=False)
+
+
+# Once per governed call each (contracts/fastinit.py).
+make_arrival = maker(Arrival)
+_make_views = maker(ArgumentViews)
 
 
 class KernelState:
@@ -232,6 +257,15 @@ class KernelState:
             return new_id(slug, hex_source=self._hex)
         return f"{slug}-{self._random.getrandbits(48):012x}"
 
+    def trace(self, trace_id: str | None) -> dict[str, str]:
+        """A call's ``trace_id`` (``trace_id``, or a new one) and new ``span_id``: what two
+        :meth:`trace_id` calls give, both new ones from one draw of 96 random bits."""
+        if self._hex or trace_id:
+            trace_id = trace_id or self.trace_id("trace")
+            return {"trace_id": trace_id, "span_id": self.trace_id("span")}
+        drawn = self._random.getrandbits(96).to_bytes(12, "big").hex()
+        return {"trace_id": "trace-" + drawn[:12], "span_id": "span-" + drawn[12:]}
+
     def now(self) -> datetime:
         return self.clock()
 
@@ -293,14 +327,20 @@ class KernelState:
         contract: ToolContract,
         arguments: Mapping[str, Any],
         redactor: Redactor | None = None,
+        *,
+        size: int | None = None,
     ) -> ArgumentViews:
         """What may be kept of a call's arguments (docs/privacy.md): see :class:`ArgumentViews`.
-        ``redactor``: the call's (:meth:`redactor_of`), when the caller has it."""
+        ``redactor``: the call's (:meth:`redactor_of`), when the caller has it; ``size``: the
+        length of the canonical JSON of ``arguments``, when the caller has it."""
         if redactor is None:
             redactor = self.call_redactor(contract, arguments)
         redacted = redactor.redact(arguments)  # a copy: never the caller's arguments
-        size = len(canonical_bytes(redacted))
-        return ArgumentViews(
+        # Redaction only replaces strings (and renames keys): a copy equal to the arguments
+        # holds the same strings and the very same other leaves, so the same canonical JSON.
+        if size is None or redacted != arguments:
+            size = len(canonical_bytes(redacted))
+        return _make_views(
             record=arguments_record(redacted, contract.audit, size=size),
             preview=preview(redacted, self.settings.summary_max_bytes, size=size),
             full=redacted,
@@ -342,6 +382,15 @@ class KernelState:
             if run is None:
                 return None
             created = self._run_created[ctx.run_id] = _parse_at(run.created_at)
+        return self._past_elapsed(created, limit)
+
+    def elapsed_known(self, ctx: ResolvedContext, limit: float) -> tuple[bool, Failure | None]:
+        """:meth:`elapsed_budget` without a coroutine once the run's creation is known:
+        ``(True, its answer)``; ``(False, None)`` when it is not (await the coroutine)."""
+        created = self._run_created.get(ctx.run_id)
+        return (False, None) if created is None else (True, self._past_elapsed(created, limit))
+
+    def _past_elapsed(self, created: datetime, limit: float) -> Failure | None:
         elapsed = (self.now() - created).total_seconds()
         if elapsed > limit:
             return ResourceLimit(

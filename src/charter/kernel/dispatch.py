@@ -4,15 +4,18 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, nullcontext
+import types
+from collections.abc import Awaitable, Generator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import replace
 from typing import Any, NamedTuple
 
 from charter.artifacts.ledger_registry import registration_event
 from charter.artifacts.records import ArtifactRecord, Producer
-from charter.contracts.delegation import current_span, delegating
+from charter.contracts.delegation import CURRENT_SPAN
+from charter.contracts.fastinit import maker
 from charter.contracts.model import ToolContract
+from charter.contracts.tool_context import CancelFlag
 from charter.contracts.tool_context import Context as ToolContext
 from charter.errors import (
     Failure,
@@ -37,6 +40,22 @@ from charter.ledger.views import ApprovalRow, CallRow
 
 # The ``tool_progress`` stage that records an outcome, by its status (else ``unknown``).
 _STAGES = {CallStatus.SUCCEEDED.value: "completed", CallStatus.FAILED.value: "failed"}
+_STATUS_VALUES = {status: status.value for status in CallStatus}
+_new_tuple = tuple.__new__
+
+
+@types.coroutine
+def _yield_once() -> Generator[None, None, None]:
+    """One bare yield: the task runs again at the event loop's next round."""
+    yield
+
+
+# What every dispatched call makes once (kernel/fastinit.py: the same frozen objects, faster).
+_make_tool_context = maker(ToolContext)
+_make_request = maker(ExecutionRequest)
+_make_envelope = maker(Envelope)
+_make_metrics = maker(Metrics)
+_make_event = maker(NewEvent)
 
 
 class Settled(NamedTuple):
@@ -56,6 +75,15 @@ class Dispatcher:
         self.state = state
         self.answers = answers
         self._lingering: set[asyncio.Task[None]] = set()  # write locks held for a thread
+        self._vouched: tuple[object, bool] = (None, False)  # (store, flight.in_place(store))
+
+    def _in_place(self) -> bool:
+        """``flight.in_place`` of the kernel's store, asked again only when it is another."""
+        store, vouched = self._vouched
+        if store is not self.state.store:
+            store = self.state.store
+            self._vouched = store, (vouched := flight.in_place(store))
+        return vouched
 
     async def intent(self, at: Attempt, approval: ApprovalRow | None) -> None:
         """Commit the ``dispatching`` intent durably; set the executor's idempotency key."""
@@ -105,19 +133,24 @@ class Dispatcher:
             head = await state.store.head(ctx.run_id)
             expected = head.seq + 1 if head is not None else None
             entries += await state.resume_run(ctx.run_id, exclude=approval.approval_id)
-        entries.append(NewEvent(type="tool_progress", payload=payload))
+        entries.append(_make_event(type="tool_progress", payload=payload, at=None))
         flight.take_off(state.flying, at.flight, (ctx.context_id, at.call_id))
         at.flight.phase = flight.INTENT
-        await flight.shielded(
-            at.flight,
-            "intent",
-            state.store.append(ctx.run_id, entries, expected_seq=expected),
-            eager=flight.in_place(state.store),
-        )
+        work = state.store.append(ctx.run_id, entries, expected_seq=expected)
+        if self._in_place():  # shielded(eager=True), without its coroutine when done at once
+            done, rest = flight.begin(at.flight, "intent", work)
+            if not done:
+                await rest
+        else:
+            await flight.shielded(at.flight, "intent", work)
         at.idempotency_key = idem_key
 
-    async def execute(self, at: Attempt, request: ExecutionRequest) -> ExecutionOutcome:
-        """Run the request on the tool's executor; read-only idempotent tools are retried."""
+    async def execute(
+        self, at: Attempt, request: ExecutionRequest, first: ExecutionOutcome | None = None
+    ) -> ExecutionOutcome:
+        """Run the request on the tool's executor; read-only idempotent tools are retried.
+        ``first``: the executor's answer to the first attempt, already awaited (by
+        :meth:`dispatch`, which comes here only when that answer is not a plain success)."""
         state, contract = self.state, at.bound()
         kind = state.bindings.get(contract.id, "python")
         executor = state.executors.get(kind)
@@ -134,7 +167,10 @@ class Dispatcher:
         backoff = state.settings.read_retry_backoff_s
         outcome: ExecutionOutcome | None = None
         for attempt in range(1, attempts + 1):
-            outcome = await executor.execute(request)
+            if first is not None:
+                outcome, first = first, None
+            else:
+                outcome = await executor.execute(request)
             transient = outcome.status == "unknown" or (
                 outcome.error is not None and outcome.error.code.value == "transient_external"
             )
@@ -186,7 +222,7 @@ class Dispatcher:
         channel = ProgressChannel(
             state.store, ctx.run_id, ctx.context_id, at.call_id, state.redactor_of(at)
         )
-        tool_ctx = ToolContext(
+        tool_ctx = _make_tool_context(
             call_id=at.call_id,
             idempotency_key=at.idempotency_key,
             context_id=ctx.context_id,
@@ -199,10 +235,11 @@ class Dispatcher:
             trace_id=at.trace["trace_id"],
             span_id=at.trace["span_id"],
             artifacts=files,
+            cancelled=CancelFlag(),
             progress_sink=channel.send,
         )
         lingering: list[Awaitable[None]] = []
-        request = ExecutionRequest(
+        request = _make_request(
             contract=contract,
             arguments=arguments,
             context=tool_ctx,
@@ -215,20 +252,36 @@ class Dispatcher:
         # (usually already so: then there is nothing to set).
         delegates = contract.delegates_execution
         span = at.trace["span_id"] if delegates else None
+        # (CURRENT_SPAN set and reset directly: no context manager when it is already right)
+        token = CURRENT_SPAN.set(span) if CURRENT_SPAN.get() != span else None
+        executor = state.executors.get(state.bindings.get(contract.id, "python"))
         try:
-            with delegating(span) if current_span() != span else nullcontext():
-                if contract.read_only or delegates:
-                    outcome = await self.execute(at, request)
-                else:
-                    lock = state.store.run_lock(ctx.run_id)
-                    await lock.__aenter__()
-                    try:
-                        outcome = await self.execute(at, request)
-                    finally:
-                        await self._release(lock, lingering)
+            lock = None if contract.read_only or delegates else state.store.run_lock(ctx.run_id)
+            if lock is not None:
+                await lock.__aenter__()
+            try:
+                # the first attempt awaited here (no coroutine of ours around the executor's);
+                # execute() takes over for anything but a success of one attempt: retries,
+                # the attempts it says, a missing executor
+                outcome = (
+                    await executor.execute(request)
+                    if executor is not None
+                    else await self.execute(at, request)
+                )
+                if executor is not None and (
+                    outcome.status != "succeeded" or outcome.attempts != 1
+                ):
+                    outcome = await self.execute(at, request, first=outcome)
+            finally:
+                if lock is not None:
+                    await self._release(lock, lingering)
         finally:
+            if token is not None:
+                CURRENT_SPAN.reset(token)
             # the messages (and the held-back rest) are recorded before the outcome
-            await channel.close()
+            drain = channel.close()
+            if drain is not None:
+                await asyncio.shield(drain)
         faults.point("after_result", contract.id)
         settled = self.accept(contract, arguments, outcome, at.warnings, state.redactor_of(at))
         registered: list[ArtifactRecord] = []
@@ -246,13 +299,14 @@ class Dispatcher:
             if settled.status is not CallStatus.SUCCEEDED and written:
                 await service.rollback(ctx.run_id, [w.stored for w in written])
         at.flight.phase = flight.FINISH
-        envelope = await flight.shielded(
-            at.flight,
-            "outcome",
-            self.finish(at, settled, registered, artifact_ids),
-            # an audit sink may hold an anyio scope or task group across its first wait
-            eager=state.audit is None and flight.in_place(state.store),
-        )
+        recording = self.finish(at, settled, registered, artifact_ids)
+        # (in place unless an audit sink may hold an anyio scope or task group across its
+        # first wait: shielded(eager=True), without its coroutine when done at once)
+        if state.audit is None and self._in_place():
+            done, result = flight.begin(at.flight, "outcome", recording)
+            envelope: Envelope = result if done else await result
+        else:
+            envelope = await flight.shielded(at.flight, "outcome", recording)
         if envelope.status is not CallStatus.SUCCEEDED and artifact_ids and service is not None:
             # The outcome could not be recorded: nothing was registered; remove the files.
             await service.rollback(ctx.run_id, [r.stored() for r in registered])
@@ -260,7 +314,7 @@ class Dispatcher:
             # Appends done in place never gave the loop a turn: yield once, as tasks did, so
             # back-to-back calls of one caller neither hold the loop nor keep other callers
             # from taking off (the store commits inline only while one call is in flight).
-            await asyncio.sleep(0)
+            await _yield_once()  # what asyncio.sleep(0) does, without its two calls
         return envelope
 
     async def _release(self, lock: AbstractAsyncContextManager[None], lingering: list[Any]) -> None:
@@ -307,9 +361,12 @@ class Dispatcher:
             # or in doubt, so only a read tool may say failed (docs/executors.md).
             status = CallStatus.FAILED if contract.read_only else CallStatus.UNKNOWN
             return Settled(status, None, exc, 0, outcome.attempts)
-        warnings.extend(accepted.warnings)
-        return Settled(
-            CallStatus.SUCCEEDED, accepted.data, None, accepted.output_bytes, outcome.attempts
+        if accepted.warnings:
+            warnings.extend(accepted.warnings)
+        # (the tuple itself: what the named tuple's generated __new__ makes, without its call)
+        return _new_tuple(
+            Settled,
+            (CallStatus.SUCCEEDED, accepted.data, None, accepted.output_bytes, outcome.attempts),
         )
 
     async def finish(
@@ -324,7 +381,7 @@ class Dispatcher:
         status, data, attempts = settled.status, settled.data, settled.attempts
         duration_ms = (time.perf_counter() - at.started) * 1000
         err = answers.safe_error(settled.error)
-        value = status.value
+        value = _STATUS_VALUES[status]  # (an enum's .value runs Python code)
         receipt = {
             "status": value,
             "data": data if contract.store_result else None,
@@ -349,8 +406,8 @@ class Dispatcher:
             versioned=True,
         )
         entries = [
-            *(registration_event(r) for r in registered),
-            NewEvent(
+            *map(registration_event, registered),
+            _make_event(
                 type="tool_progress",
                 payload={
                     "stage": stage,
@@ -358,6 +415,7 @@ class Dispatcher:
                     "call_id": at.call_id,
                     "receipt": receipt,
                 },
+                at=None,
             ),
             audited,
         ]
@@ -387,14 +445,15 @@ class Dispatcher:
             )
         if self.state.audit is not None:  # (no sink: no coroutine)
             await answers.sink(ctx, audited)
-        return Envelope(
+        return _make_envelope(
             call_id=at.call_id,
             status=status,
             data=data,
             artifact_ids=tuple(artifact_ids),
             warnings=tuple(at.warnings),
             error=err,
-            metrics=Metrics(
+            approval=None,
+            metrics=_make_metrics(
                 duration_ms=duration_ms,
                 cached=False,
                 attempts=attempts,

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from charter.contracts.fastinit import maker
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context
 from charter.errors import FAILURE_BY_CODE, ContractViolation, ErrorCode, Failure
@@ -93,8 +94,13 @@ class Executor(Protocol):
     async def aclose(self) -> None: ...
 
 
+_make_outcome = maker(ExecutionOutcome)  # once per governed call (contracts/fastinit.py)
+
+
 def succeeded(result: Any) -> ExecutionOutcome:
-    return ExecutionOutcome(status="succeeded", result=result)
+    return _make_outcome(
+        status="succeeded", result=result, error=None, dispatched=True, attempts=1, log=""
+    )
 
 
 def failed(error: Failure, *, dispatched: bool = True, log: str = "") -> ExecutionOutcome:

@@ -31,7 +31,7 @@ import anyio
 from charter import telemetry
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
-from charter.contracts.delegation import current_span
+from charter.contracts.delegation import CURRENT_SPAN
 from charter.contracts.model import ToolContract
 from charter.errors import (
     Failure,
@@ -49,7 +49,7 @@ from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
 from charter.kernel.audit import AuditRecord, AuditSink
-from charter.kernel.authorize import AuthorizationInput, Hook, authorize
+from charter.kernel.authorize import Hook, authorize, make_input
 from charter.kernel.contexts import (
     Attachment,
     ContextProvider,
@@ -58,7 +58,7 @@ from charter.kernel.contexts import (
     estimate_tokens,
     schema_digest,
 )
-from charter.kernel.core import _RUN_ENDED, Arrival, KernelState, _parse_at
+from charter.kernel.core import _RUN_ENDED, Arrival, KernelState, _parse_at, make_arrival
 from charter.kernel.dispatch import Dispatcher
 from charter.kernel.endcall import closed_context, interrupted
 from charter.kernel.endings import RunEndings
@@ -97,6 +97,8 @@ _log = logging.getLogger("charter.kernel")
 # Reservation, approval bookkeeping and intent are retried when a concurrent caller's append
 # got in first (a duplicate's reservation, another approval changing the run's status).
 _RESERVE_ATTEMPTS = 40
+time_ns = time.time_ns
+_MODE_VALUES = {mode: mode.value for mode in Mode}
 T = TypeVar("T")
 
 
@@ -512,18 +514,15 @@ class Kernel:
         cancelled caller gets its ``CancelledError`` back once the call is recorded
         ``cancelled`` or ``unknown`` (:mod:`charter.kernel.flight`).
         """
-        arrival = Arrival(
+        arrival = make_arrival(
             call_id=call_id if isinstance(call_id, str) else "",
             tool=tool,
             principal=principal,
             task_id=task_id,
             presented=approval_id,
             started=time.perf_counter(),
-            trace={
-                "trace_id": trace_id or self.state.trace_id("trace"),
-                "span_id": self.state.trace_id("span"),
-            },
-            parent_span_id=parent_span_id if parent_span_id is not None else current_span(),
+            trace=self.state.trace(trace_id),
+            parent_span_id=parent_span_id if parent_span_id is not None else CURRENT_SPAN.get(),
         )
         with telemetry.tool_span(tool, arrival.call_id, context_id=context_id) as span:
             admission = ADMITTED
@@ -538,8 +537,16 @@ class Kernel:
                     envelope = admitted
                 else:
                     admission = admitted
-                    async with self.state.lease.held():
+                    # ``async with lease.held()``, without its two coroutines: take() holds
+                    # the lease (raising, it holds nothing), drop() ends the hold
+                    lease = self.state.lease
+                    renewal = lease.take()
+                    try:
+                        if renewal is not None:  # due: renewed before the intent
+                            await renewal
                         envelope = await self._call(arrival, context_id, arguments)
+                    finally:
+                        lease.drop()
             except Failure as exc:
                 envelope = await interrupted(self.state, self.answers, arrival, exc)
             except asyncio.CancelledError:
@@ -590,6 +597,7 @@ class Kernel:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
             return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)
         at = arrival.attempt(ctx)
+        mark = at.timeline.marks.append  # Timeline.mark, without a call of ours per phase
         if ctx.metadata_expired_at is not None:  # retention: no receipt, no dedup, no replay
             gone = PermissionDenied("the run's metadata has expired", reason="RUN_METADATA_EXPIRED")
             return await answers.refuse(at, gone, CallStatus.DENIED)
@@ -609,7 +617,7 @@ class Kernel:
             agent=ctx.agent,
             profile=ctx.profile,
         )
-        at.mode = mode.value
+        at.mode = _MODE_VALUES[mode]  # (an enum's .value runs Python code)
         if mode is Mode.OFF:
             return await self.dispatcher.ungoverned(at, contract, arguments)
         # A context answers only under the Build it was resolved for; an old one (or an
@@ -632,8 +640,8 @@ class Kernel:
             return await answers.refuse(at, missing, CallStatus.DENIED)
         observe = mode is Mode.OBSERVE
         # 2. disclosure (the part of authorization that needs no arguments)
-        at.timeline.mark("authorization")
-        inp = AuthorizationInput(
+        mark(("authorization", time_ns()))
+        inp = make_input(
             principal=principal,
             context=ctx,
             tool=at.tool,
@@ -649,7 +657,7 @@ class Kernel:
             at.would.append({"phase": "authorization", "reason": denial.reason})
         assert contract is not None
         # 4. validation (strict parse, then the contract's schema), then the rest of phase 2
-        at.timeline.mark("validation")
+        mark(("validation", time_ns()))
         try:
             intake = state.intake(contract)
             accepted = (
@@ -686,13 +694,17 @@ class Kernel:
                     return await answers.refuse(at, exc, CallStatus.REJECTED)
                 at.would.append({"phase": "artifact_inputs", "reason": exc.reason})
         # 3. budgets that are not counted at reservation: the run's elapsed time
-        budget_error = (
-            None if settings.run_elapsed_budget_s is None else await state.elapsed_budget(ctx)
-        )
+        budget_error: Failure | None = None
+        if settings.run_elapsed_budget_s is not None:
+            known, budget_error = state.elapsed_known(ctx, settings.run_elapsed_budget_s)
+            if not known:
+                budget_error = await state.elapsed_budget(ctx)
         if budget_error is not None and not observe:
             return await answers.refuse(at, budget_error, CallStatus.DENIED)
-        at.summary = state.summary(contract, at.arguments, state.redactor_of(at))
-        at.timeline.mark("reservation")
+        at.summary = state.summary(
+            contract, at.arguments, state.redactor_of(at), size=accepted.size
+        )
+        mark(("reservation", time_ns()))
         # 5-7. idempotency reservation, approval gate, intent — retried when a concurrent
         # caller wins the reservation, so we then read its row.
         gated = contract.requires_approval and (
@@ -722,7 +734,7 @@ class Kernel:
                 )
                 return await answers.refuse(at, refusal, CallStatus.DENIED)
             # 6. approval gate
-            at.timeline.mark("approval")
+            mark(("approval", time_ns()))
             if gated:
                 gate = await self.approvals.check(at, row)
                 if gate is None:
@@ -741,7 +753,7 @@ class Kernel:
                     return await answers.refuse(at, changed, CallStatus.FAILED)
             faults.point("before_intent", contract.id)
             # 7. intent
-            at.timeline.mark("intent")
+            mark(("intent", time_ns()))
             try:
                 await self.dispatcher.intent(at, approval_to_consume)
             except StoreConflict:
@@ -770,5 +782,5 @@ class Kernel:
             return await answers.refuse(at, lost, CallStatus.FAILED)
         faults.point("after_intent", contract.id)
         # 8-10. dispatch, acceptance, outcome
-        at.timeline.mark("dispatch")
+        mark(("dispatch", time_ns()))
         return await self.dispatcher.dispatch(at)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Coroutine, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -53,22 +53,47 @@ class OwnerLease:
         return self
 
     async def __aenter__(self) -> None:
+        renewal = self.take()
+        if renewal is not None:
+            try:
+                await renewal
+            except BaseException:
+                self.drop()
+                raise
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.drop()
+
+    def take(self) -> Coroutine[Any, Any, None] | None:
+        """What ``async with held()`` enters, without a coroutine when nothing is due: hold
+        the lease for one call, and return the renewal to await first when one is due (else
+        None). Raises with nothing held; once it returns, :meth:`drop` must follow (also
+        when the renewal fails)."""
         if self._store is None:
-            return
+            return None
         self._holders += 1
         try:
             now = self._clock()
             if self._renewed is None or now - self._renewed >= self.ttl / 3:
-                await self._renew(now)
-            if self._beat is None or self._beat.done():
-                self._beat = asyncio.get_running_loop().create_task(self._heartbeat())
+                return self._renew_and_beat(now)
+            self._keep_beating()
         except BaseException:
             self._holders -= 1
             raise
+        return None
 
-    async def __aexit__(self, *exc: object) -> None:
+    def drop(self) -> None:
+        """The call that :meth:`take` held the lease for has ended."""
         if self._store is not None:
             self._holders -= 1
+
+    async def _renew_and_beat(self, now: datetime) -> None:
+        await self._renew(now)
+        self._keep_beating()
+
+    def _keep_beating(self) -> None:
+        if self._beat is None or self._beat.done():
+            self._beat = asyncio.get_running_loop().create_task(self._heartbeat())
 
     async def _renew(self, now: datetime) -> None:
         assert self._store is not None

@@ -34,20 +34,38 @@ MAX_MESSAGES = 100
 
 _log = logging.getLogger("charter.kernel.progress")
 _END = object()
+# Guards every channel's ``_closed`` against a message sent from a worker thread as the call
+# ends; held only to check it and queue (never across a wait), so one lock serves them all
+# and a channel makes none of its own (reentrant: a task factory may send on another).
+_LOCK = threading.RLock()
 
 
 class ProgressChannel:
     """One call's progress messages: :meth:`send` from anywhere, :meth:`close` at the end."""
+
+    __slots__ = (
+        "_call_id",
+        "_closed",
+        "_context_id",
+        "_dropped",
+        "_loop",
+        "_queue",
+        "_recorded",
+        "_redactor",
+        "_run_id",
+        "_store",
+        "_task",
+    )
 
     def __init__(
         self, store: Store, run_id: str, context_id: str, call_id: str, redactor: Redactor
     ) -> None:
         self._store = store
         self._run_id = run_id
-        self._where = {"context_id": context_id, "call_id": call_id}
+        self._context_id = context_id
+        self._call_id = call_id
         self._redactor = redactor
         self._loop = asyncio.get_running_loop()
-        self._lock = threading.Lock()
         self._closed = False
         self._recorded = 0
         self._dropped = 0
@@ -58,7 +76,7 @@ class ProgressChannel:
     def send(self, message: str) -> None:
         """Queue a message (thread-safe; ignored once the call has ended)."""
         text = str(message)[:MAX_MESSAGE_CHARS]
-        with self._lock:
+        with _LOCK:
             if self._closed:
                 return
             try:
@@ -81,15 +99,15 @@ class ProgressChannel:
             self._task = self._loop.create_task(self._drain(self._queue, stream))
         self._queue.put_nowait(item)
 
-    async def close(self) -> None:
-        """Stop taking messages, record what is queued and the held-back rest."""
-        with self._lock:
+    def close(self) -> asyncio.Task[None] | None:
+        """Stop taking messages; the task recording what is queued and the held-back rest,
+        to await (shielded) before the outcome, or None when nothing was sent (no wait)."""
+        with _LOCK:
             if self._closed:
-                return
+                return None
             self._closed = True
         self._put(_END)
-        if self._task is not None:
-            await asyncio.shield(self._task)
+        return self._task
 
     async def _drain(self, queue: asyncio.Queue[object], stream: StreamRedactor) -> None:
         while True:
@@ -108,7 +126,12 @@ class ProgressChannel:
             await self._record(rest, final=True)
 
     async def _record(self, text: str, *, final: bool = False) -> None:
-        payload: dict[str, object] = {"stage": "message", **self._where, "text": text}
+        payload: dict[str, object] = {
+            "stage": "message",
+            "context_id": self._context_id,
+            "call_id": self._call_id,
+            "text": text,
+        }
         if final and self._dropped:
             payload["dropped"] = self._dropped
         try:

@@ -238,6 +238,7 @@ class Redactor:
 
     __slots__ = (
         "_forms",
+        "_forms_re",
         "_keys",
         "_memo",
         "_patterns",
@@ -281,6 +282,9 @@ class Redactor:
         )
         forms = {f for v in self._values for f in secret_forms(v)}
         self._forms = tuple(sorted(forms, key=lambda f: (-len(f), f)))
+        # more than four forms are searched as one alternation (see _scrub_known), found
+        # here once instead of in the pattern cache per text
+        self._forms_re = _forms_pattern(self._forms) if len(self._forms) > 4 else None
 
     def __repr__(self) -> str:
         return (
@@ -341,13 +345,14 @@ class Redactor:
         if type(value) is dict or isinstance(value, Mapping):
             out: dict[Any, Any] = {}
             memo = self._memo
+            children = node.children if node is not None else None  # (None: no pointers)
             for key, item in value.items():
                 known = memo.get(key) if type(key) is str else None
                 sensitive, clean = self._key(key) if known is None else known
                 if sensitive:
                     redacted: Any = REDACTED
                 else:
-                    child = node.children.get(str(key)) if node is not None else None
+                    child = children.get(str(key)) if children else None
                     if type(item) is str and child is None:  # a plain leaf: no call per value
                         redacted = self.redact_text(item)
                     else:
@@ -422,12 +427,12 @@ class Redactor:
     def _scrub_known(self, text: str) -> str:
         """Remembered values in every form, and the configured patterns (no text rules)."""
         if self._forms:
-            if len(self._forms) <= 4:
+            pattern = self._forms_re
+            if pattern is None:
                 for form in self._forms:
                     if form in text:
                         text = text.replace(form, REDACTED)
             else:
-                pattern = _forms_pattern(self._forms)
                 if pattern.search(text) is not None:
                     text = pattern.sub(REDACTED, text)
             if "%" in text or "\\u" in text:
