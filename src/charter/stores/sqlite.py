@@ -40,7 +40,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from charter.errors import CharterError, MigrationError, StoreError
-from charter.ledger.append import AppendPlan, check_in_flight, plan_append, rows_needed
+from charter.ledger.append import (
+    AppendPlan,
+    check_in_flight,
+    guarded,
+    plan_append,
+    rows_needed,
+)
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
@@ -517,10 +523,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             raise StoreError("the store is closed", reason="STORE_CLOSED")
         if self.failure is not None:
             raise self._refusal()
-        await check_in_flight(self._in_flight, run_id, entries)
-        creating = bool(entries) and entries[0].type == "run_created"
-        if not creating:
-            await self.trust.ensure(self, run_id)
+        if guarded(entries):
+            await check_in_flight(self._in_flight, run_id, entries)
+        trust = self.trust
+        # A run this process verified (or created) and does not refuse needs no verification
+        # round (no coroutine of trust.ensure per append).
+        if (trust.verified(run_id) is None or trust.problem(run_id) is not None) and not (
+            entries and entries[0].type == "run_created"
+        ):
+            await trust.ensure(self, run_id)
         loop = self._loop
         last: RowUnsealed | None = None
         for _ in range(_TRUST_ATTEMPTS):

@@ -15,8 +15,8 @@ from charter.contracts.canonical import canonical_bytes
 from charter.ledger.append import AppendPlan
 from charter.ledger.chain import Head, LedgerKey, new_head
 from charter.ledger.events import format_at
-from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey
+from charter.ledger.rows import parse_own
 from charter.stores import migrations
 from charter.stores._sql import DATA_AT, RowOpener, list_sql, select_sql, upsert_params, upsert_sql
 
@@ -218,7 +218,7 @@ class _Pending:
             written = self.parsed.get(key)
             if written is None:
                 data = self.texts[key] = canonical_bytes(planned)
-                written = self.parsed[key] = loads(data)
+                written = self.parsed[key] = parse_own(data)
             return dict(written)
         hot = self.hot
         if hot is None:
@@ -227,17 +227,19 @@ class _Pending:
         if text is not None:
             self.opener.trust.refuse_if_invalid(key.key[0])
             kept = hot.parsed.get(key)
-            if kept is None:
-                kept = hot.parsed[key] = loads(text.encode())
+            if kept is None:  # a row this writer wrote (read rows are kept parsed at once)
+                kept = hot.parsed[key] = parse_own(text)
             return dict(kept)
         if key.key[0] in hot.owned:
             return None  # every row of an owned run is kept: this one does not exist
         got = conn.execute(_SELECT[key.table], key.key).fetchone()
         row = self.opener.opt(key.table, got)
         self.opener.trust.check_fresh(key, None if got is None else got[1])
-        if got is not None:
-            hot.rows[key] = _text_of(got[0])
-        return row
+        if got is None or row is None:
+            return None
+        hot.rows[key] = _text_of(got[0])
+        hot.parsed[key] = row  # parsed (after its MAC) from the stored text: kept, not served
+        return dict(row)
 
     def add(self, plan: AppendPlan) -> None:
         self.events.extend(
