@@ -47,7 +47,7 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
         self.heads: dict[str, Head] = {}
         self._run_locks = LocalRunLocks()
         self.rows: dict[RowKey, bytes] = {}
-        self._tick = asyncio.Event()
+        self._tick: asyncio.Event | None = None  # made by the first waiter
         self.trust = LedgerTrust(key)
         """Runs refused in this process (quarantined): the memory store cannot be tampered
         with from outside, so it checks heads but has no row MACs to check."""
@@ -85,8 +85,10 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
             self.rows[key] = canonical_bytes(value)
         self.heads[run_id] = plan.head
         self.trust.advance(plan.head)
-        self._tick.set()
-        self._tick = asyncio.Event()
+        tick = self._tick
+        if tick is not None:  # someone waits for appends: wake them (a new waiter makes anew)
+            self._tick = None
+            tick.set()
         return plan.events
 
     # The kernel may start this append in the caller's task (charter.kernel.flight.in_place):
@@ -107,6 +109,8 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
 
     async def wait_for_events(self, run_id: str, *, after: int, timeout: float) -> bool:
         tick = self._tick
+        if tick is None:
+            tick = self._tick = asyncio.Event()
         head = self.heads.get(run_id)
         if head is not None and head.seq > after:
             return True

@@ -153,7 +153,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         self._inline_paused_until = 0.0
         self._inline_slow: collections.deque[bool] = collections.deque(maxlen=_INLINE_WINDOW)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tick = asyncio.Event()
+        self._tick: asyncio.Event | None = None  # made by the first waiter
         self._closed = False
         self.failure: str | None = None
         """Why the store stopped accepting writes (fail-stop), or None."""
@@ -364,8 +364,10 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             else:
                 assert events is not None
                 job.future.set_result(events)
-        self._tick.set()
-        self._tick = asyncio.Event()
+        tick = self._tick
+        if tick is not None:  # someone waits for appends: wake them (a new waiter makes anew)
+            self._tick = None
+            tick.set()
 
     # -- fail-stop -----------------------------------------------------------------------
 
@@ -636,6 +638,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
 
     async def wait_for_events(self, run_id: str, *, after: int, timeout: float) -> bool:
         tick = self._tick
+        if tick is None:
+            tick = self._tick = asyncio.Event()
         head = await self.head(run_id)
         if head is not None and head.seq > after:
             return True

@@ -112,6 +112,27 @@ def _text_of(data: object) -> str:
     return data.decode() if isinstance(data, bytes) else str(data)
 
 
+_SAFE_INT = 2**53 - 1
+
+
+def _flat(row: Row) -> bool:
+    """Whether ``row``'s canonical text parses back to an equal dict, keys in the same order:
+    ASCII keys already sorted, values strings, booleans, None or integers within the
+    canonical range (a run's call count). Anything else goes the round trip."""
+    last = ""
+    for key, value in row.items():
+        if type(key) is not str or key <= last or not key.isascii():
+            return False
+        last = key
+        kind = type(value)
+        if kind is int:
+            if not -_SAFE_INT <= value <= _SAFE_INT:
+                return False
+        elif kind is not str and kind is not bool and value is not None:
+            return False
+    return True
+
+
 class HotRows:
     """The projection rows this process's writer committed, kept for its next appends.
 
@@ -217,6 +238,8 @@ class _Pending:
         if planned is not None:
             written = self.parsed.get(key)
             if written is None:
+                if _flat(planned):  # its text parses back to an equal dict: no round trip
+                    return dict(planned)
                 data = self.texts[key] = canonical_bytes(planned)
                 written = self.parsed[key] = parse_own(data)
             return dict(written)
