@@ -80,6 +80,10 @@ class AppendPlan:
         return tuple(map(stored_event, self.events, self.data))
 
 
+_VALID_RUN_IDS: dict[str, None] = {}
+"""Run ids that passed ``check_identifier`` (a string that matched once always matches)."""
+_VALID_RUN_IDS_MAX = 4096
+
 _new = object.__new__
 _PLAN = slot_setters(AppendPlan, ("run_id", "events", "data", "writes", "seqs", "head", "new_run"))
 
@@ -92,6 +96,15 @@ def rows_needed(run_id: str, entries: Sequence[NewEvent]) -> tuple[RowKey, ...]:
         if _reserved_call(run_id, entry) is not None:
             seen[run_key(run_id)] = None  # a new call may not start in an ended run
     return tuple(seen)
+
+
+def guarded(entries: Sequence[NewEvent]) -> bool:
+    """Whether :func:`check_in_flight` has anything to check in ``entries`` (a run or task
+    status change): a store skips the coroutine otherwise."""
+    for entry in entries:  # noqa: SIM110 - no generator per append
+        if entry.type in STATUS_EVENTS:
+            return True
+    return False
 
 
 async def check_in_flight(
@@ -126,7 +139,11 @@ def plan_append(
     ``seal_head`` false leaves the new head's ``mac`` empty, for a backend that writes only the
     last of several heads of a run and MACs that one before writing or trusting it.
     """
-    check_identifier(run_id, what="run_id")
+    if run_id not in _VALID_RUN_IDS:
+        check_identifier(run_id, what="run_id")
+        if len(_VALID_RUN_IDS) >= _VALID_RUN_IDS_MAX:
+            _VALID_RUN_IDS.clear()
+        _VALID_RUN_IDS[run_id] = None
     if not entries:
         raise InvalidInput("nothing to append", reason="EMPTY_APPEND", run_id=run_id)
     if head is None and entries[0].type != "run_created":

@@ -98,9 +98,15 @@ class LedgerKey:
     def row_mac(self, table: str, key: tuple[str, ...], data: bytes, seq: int) -> str:
         """The MAC of a projection row: its table, key, stored bytes and the sequence of the
         event that last wrote it (key values are identifiers: no NUL inside)."""
-        # the text parts joined and encoded at once: the same bytes as joining their encodings
-        message = "\x00".join(("row", table, *key, str(seq), "")).encode() + data
-        return self._hmac(message)
+        # the text parts joined and encoded at once: the same bytes as joining their encodings;
+        # the stored bytes follow them into the digest without being copied after them
+        inner = self._inner.copy()
+        inner.update("\x00".join(("row", table, *key, str(seq), "")).encode())
+        inner.update(data)
+        outer = self._outer.copy()
+        outer.update(inner.digest())
+        digest: str = outer.hexdigest()
+        return digest
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

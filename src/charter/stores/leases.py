@@ -17,10 +17,16 @@ lifetime.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import sqlite3
+import threading
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+from charter.errors import StoreError
+from charter.stores.sqlite_errors import is_storage_failure, translate_sqlite_error
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -109,18 +115,58 @@ def _as_lease(row: Sequence[Any]) -> Lease:
 
 
 class SQLiteLeases:
-    """Lease writes share the side writer the conversation rows use (never the ledger's
-    group commit); reads use the reader pool."""
+    """Lease writes go through the ledger writer's own connection, each in a short transaction
+    of its own (never inside a group commit): a commit of another connection would make the
+    writer forget the projection rows it keeps (``HotRows``), and a lease is renewed every few
+    seconds while calls run. Reads use the reader pool."""
 
     if TYPE_CHECKING:
 
         async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
-        async def _chat_write(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
+        _closed: bool
+        _write_lock: threading.Lock
+        _conn: sqlite3.Connection | None
+        failure: str | None
+
+        def _refusal(self) -> StoreError: ...
+
+        def _fail_stop(self, exc: BaseException, committing: bool) -> StoreError: ...
+
+    async def _side_write(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        """Run ``fn`` in a transaction of its own on the writer's connection, in a worker
+        thread (a write beside the ledger's, such as a lease: see ``SQLiteLeases``)."""
+        if self._closed:
+            raise StoreError("the store is closed", reason="STORE_CLOSED")
+        return await asyncio.to_thread(self._side_transaction, fn)
+
+    def _side_transaction(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+        with self._write_lock:  # no batch or inline commit meanwhile
+            conn = self._conn
+            if conn is None:
+                raise StoreError("the store is closed", reason="STORE_CLOSED")
+            if self.failure is not None:
+                raise self._refusal()
+            committing = False
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    result = fn(conn)
+                    committing = True
+                    conn.execute("COMMIT")
+                except BaseException:
+                    with contextlib.suppress(sqlite3.Error):
+                        conn.execute("ROLLBACK")
+                    raise
+            except sqlite3.Error as exc:
+                if is_storage_failure(exc):
+                    raise self._fail_stop(exc, committing) from None
+                raise translate_sqlite_error(exc) from None
+            return result
 
     async def renew_lease(self, lease: Lease) -> None:
         params = _params(lease)
-        await self._chat_write(lambda c: c.execute(_renew_sql("?"), params))
+        await self._side_write(lambda c: c.execute(_renew_sql("?"), params))
 
     async def read_leases(self, owner_ids: Collection[str]) -> dict[str, Lease]:
         ids = sorted(owner_ids)
@@ -134,7 +180,7 @@ class SQLiteLeases:
         return await self._read(go)
 
     async def release_lease(self, owner_id: str) -> None:
-        await self._chat_write(
+        await self._side_write(
             lambda c: c.execute("DELETE FROM leases WHERE owner_id = ?", (owner_id,))
         )
 

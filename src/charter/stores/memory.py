@@ -16,14 +16,14 @@ from typing import Any
 
 from charter.contracts.canonical import canonical_bytes
 from charter.errors import StoreConflict
-from charter.ledger.append import check_in_flight, plan_append, rows_needed
+from charter.ledger.append import check_in_flight, guarded, plan_append, rows_needed
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
-from charter.ledger.jsonload import loads
 from charter.ledger.lifecycle import NOTHING_IN_FLIGHT, InFlightCalls
 from charter.ledger.ports import RunSnapshot, RunSummary, StoredSnapshot
 from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
+from charter.ledger.rows import parse_own
 from charter.ledger.trust import LedgerTrust, RunProblem
 from charter.ledger.views import TypedReads
 from charter.stores.conversations import MemoryConversations
@@ -47,7 +47,7 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
         self.heads: dict[str, Head] = {}
         self._run_locks = LocalRunLocks()
         self.rows: dict[RowKey, bytes] = {}
-        self._tick = asyncio.Event()
+        self._tick: asyncio.Event | None = None  # made by the first waiter
         self.trust = LedgerTrust(key)
         """Runs refused in this process (quarantined): the memory store cannot be tampered
         with from outside, so it checks heads but has no row MACs to check."""
@@ -57,7 +57,8 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
     async def append(
         self, run_id: str, entries: Sequence[NewEvent], *, expected_seq: int | None = None
     ) -> Sequence[Event]:
-        await check_in_flight(self._in_flight, run_id, entries)
+        if guarded(entries):
+            await check_in_flight(self._in_flight, run_id, entries)
         # No await from here to the end: the append is atomic on the event loop.
         head = self.heads.get(run_id)
         self.trust.refuse_if_invalid(run_id)
@@ -84,8 +85,10 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
             self.rows[key] = canonical_bytes(value)
         self.heads[run_id] = plan.head
         self.trust.advance(plan.head)
-        self._tick.set()
-        self._tick = asyncio.Event()
+        tick = self._tick
+        if tick is not None:  # someone waits for appends: wake them (a new waiter makes anew)
+            self._tick = None
+            tick.set()
         return plan.events
 
     # The kernel may start this append in the caller's task (charter.kernel.flight.in_place):
@@ -106,6 +109,8 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
 
     async def wait_for_events(self, run_id: str, *, after: int, timeout: float) -> bool:
         tick = self._tick
+        if tick is None:
+            tick = self._tick = asyncio.Event()
         head = self.heads.get(run_id)
         if head is not None and head.seq > after:
             return True
@@ -120,8 +125,7 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
         data = self.rows.get(key)
         if data is None:
             return None
-        row: Row = loads(data)  # a fresh dict: the stored bytes are a JSON object
-        return row
+        return parse_own(data)  # a fresh dict: the stored bytes are this store's canonical JSON
 
     async def get_row(self, key: RowKey) -> Row | None:
         self.trust.refuse_if_invalid(key.key[0])

@@ -40,7 +40,13 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from charter.errors import CharterError, MigrationError, StoreError
-from charter.ledger.append import AppendPlan, check_in_flight, plan_append, rows_needed
+from charter.ledger.append import (
+    AppendPlan,
+    check_in_flight,
+    guarded,
+    plan_append,
+    rows_needed,
+)
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import Event, NewEvent, StoredEvent, format_at
@@ -147,7 +153,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         self._inline_paused_until = 0.0
         self._inline_slow: collections.deque[bool] = collections.deque(maxlen=_INLINE_WINDOW)
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._tick = asyncio.Event()
+        self._tick: asyncio.Event | None = None  # made by the first waiter
         self._closed = False
         self.failure: str | None = None
         """Why the store stopped accepting writes (fail-stop), or None."""
@@ -358,8 +364,10 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             else:
                 assert events is not None
                 job.future.set_result(events)
-        self._tick.set()
-        self._tick = asyncio.Event()
+        tick = self._tick
+        if tick is not None:  # someone waits for appends: wake them (a new waiter makes anew)
+            self._tick = None
+            tick.set()
 
     # -- fail-stop -----------------------------------------------------------------------
 
@@ -517,10 +525,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             raise StoreError("the store is closed", reason="STORE_CLOSED")
         if self.failure is not None:
             raise self._refusal()
-        await check_in_flight(self._in_flight, run_id, entries)
-        creating = bool(entries) and entries[0].type == "run_created"
-        if not creating:
-            await self.trust.ensure(self, run_id)
+        if guarded(entries):
+            await check_in_flight(self._in_flight, run_id, entries)
+        trust = self.trust
+        # A run this process verified (or created) and does not refuse needs no verification
+        # round (no coroutine of trust.ensure per append).
+        if (trust.verified(run_id) is None or trust.problem(run_id) is not None) and not (
+            entries and entries[0].type == "run_created"
+        ):
+            await trust.ensure(self, run_id)
         loop = self._loop
         last: RowUnsealed | None = None
         for _ in range(_TRUST_ATTEMPTS):
@@ -625,6 +638,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
 
     async def wait_for_events(self, run_id: str, *, after: int, timeout: float) -> bool:
         tick = self._tick
+        if tick is None:
+            tick = self._tick = asyncio.Event()
         head = await self.head(run_id)
         if head is not None and head.seq > after:
             return True

@@ -15,8 +15,8 @@ from charter.contracts.canonical import canonical_bytes
 from charter.ledger.append import AppendPlan
 from charter.ledger.chain import Head, LedgerKey, new_head
 from charter.ledger.events import format_at
-from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey
+from charter.ledger.rows import parse_own
 from charter.stores import migrations
 from charter.stores._sql import DATA_AT, RowOpener, list_sql, select_sql, upsert_params, upsert_sql
 
@@ -110,6 +110,27 @@ def _list(conn: sqlite3.Connection, table: str, run_id: str, opener: RowOpener) 
 
 def _text_of(data: object) -> str:
     return data.decode() if isinstance(data, bytes) else str(data)
+
+
+_SAFE_INT = 2**53 - 1
+
+
+def _flat(row: Row) -> bool:
+    """Whether ``row``'s canonical text parses back to an equal dict, keys in the same order:
+    ASCII keys already sorted, values strings, booleans, None or integers within the
+    canonical range (a run's call count). Anything else goes the round trip."""
+    last = ""
+    for key, value in row.items():
+        if type(key) is not str or key <= last or not key.isascii():
+            return False
+        last = key
+        kind = type(value)
+        if kind is int:
+            if not -_SAFE_INT <= value <= _SAFE_INT:
+                return False
+        elif kind is not str and kind is not bool and value is not None:
+            return False
+    return True
 
 
 class HotRows:
@@ -217,8 +238,10 @@ class _Pending:
         if planned is not None:
             written = self.parsed.get(key)
             if written is None:
+                if _flat(planned):  # its text parses back to an equal dict: no round trip
+                    return dict(planned)
                 data = self.texts[key] = canonical_bytes(planned)
-                written = self.parsed[key] = loads(data)
+                written = self.parsed[key] = parse_own(data)
             return dict(written)
         hot = self.hot
         if hot is None:
@@ -227,17 +250,19 @@ class _Pending:
         if text is not None:
             self.opener.trust.refuse_if_invalid(key.key[0])
             kept = hot.parsed.get(key)
-            if kept is None:
-                kept = hot.parsed[key] = loads(text.encode())
+            if kept is None:  # a row this writer wrote (read rows are kept parsed at once)
+                kept = hot.parsed[key] = parse_own(text)
             return dict(kept)
         if key.key[0] in hot.owned:
             return None  # every row of an owned run is kept: this one does not exist
         got = conn.execute(_SELECT[key.table], key.key).fetchone()
         row = self.opener.opt(key.table, got)
         self.opener.trust.check_fresh(key, None if got is None else got[1])
-        if got is not None:
-            hot.rows[key] = _text_of(got[0])
-        return row
+        if got is None or row is None:
+            return None
+        hot.rows[key] = _text_of(got[0])
+        hot.parsed[key] = row  # parsed (after its MAC) from the stored text: kept, not served
+        return dict(row)
 
     def add(self, plan: AppendPlan) -> None:
         self.events.extend(
