@@ -211,6 +211,7 @@ _AS_STORED = (
 
 
 _encode_as_stored = partial(_dumps, option=_AS_STORED)
+_UNKNOWN: Any = object()  # feed_batch: the handler looked up for a type that is not known
 
 
 class RebuiltRows:
@@ -394,8 +395,10 @@ class ChainChecker:
         is the column's text; ``prev_hash`` is a checked hash, ``type`` a known type, the
         run id is checked once). Any other row takes the general path, as before.
         """
-        middle, types = self._middle, EVENT_TYPES
-        applies = {t: h.apply for t, h in HANDLERS.items()}
+        middle, unknown = self._middle, _UNKNOWN
+        # Every known type's handler (None: the type changes no row); an unknown type is absent.
+        applies = {t: h.apply if (h := HANDLERS.get(t)) is not None else None for t in EVENT_TYPES}
+        kind = applies.get
         visit, take = self._visit, self._take
         fresh, loads, dumps = _fresh_sha256, _orjson_loads, _dumps
         fast, plain_at, view, run_id = self._fast, self._plain_at, self._view, self.run_id
@@ -408,12 +411,13 @@ class ChainChecker:
                 event_id = text.zfill(8)
                 prefix = f'{{"at":"{at}","event_id":"{event_id}","payload":'.encode()
                 suffix = f',"prev_hash":"{prev_hash}{middle}{text},"type":"{type_}"}}'.encode()
+                apply = kind(type_, unknown)
                 if (
                     seq != last_seq + 1
                     or prev_hash != last_hash
+                    or apply is unknown
                     or not data.startswith(prefix)
                     or not data.endswith(suffix)
-                    or type_ not in types
                 ):
                     # Something is wrong: let the full check say what, in the documented order.
                     check_values(
@@ -438,7 +442,6 @@ class ChainChecker:
                     raise LedgerProblem(
                         "LEDGER_BAD_TRANSITION", 1, "the first event is not run_created"
                     )
-                apply = applies.get(type_)
                 if apply is None and visit is None:
                     last_seq, last_hash = seq, hash_
                     continue

@@ -112,7 +112,7 @@ def _as_store_error(exc: BaseException) -> BaseException:
     return StoreError(f"sqlite writer: {type(exc).__name__}: {exc}")
 
 
-_SCAN_BATCH = 2000  # rows per scan_stored callback
+_SCAN_BATCH = 500  # rows per scan_stored callback (a batch stays in the CPU's caches)
 _TRUST_ATTEMPTS = 4  # appends tried again after verifying what another process appended
 
 
