@@ -54,6 +54,7 @@ from charter.kernel.executor_port import (
     succeeded,
     unknown,
 )
+from charter.kernel.flight import resumed
 from charter.project.loader import import_project_module
 
 # Argument-name sets remembered per tool (whether they fit its signature); past this many a
@@ -376,16 +377,7 @@ def _timed(
     except StopIteration as done:
         return done.value
     scope.deadline = deadline
-    while True:
-        try:
-            yield pending
-        except BaseException as exc:
-            try:
-                pending = work.throw(exc)
-            except StopIteration as done:
-                return done.value
-            continue
-        return (yield from work.__await__())
+    return (yield from resumed(work, pending))
 
 
 class _ThreadEnd:

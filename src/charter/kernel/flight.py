@@ -140,7 +140,7 @@ async def shielded(flight: Flight, slot: str, work: Awaitable[T], *, eager: bool
     inline SQLite commit) is done there, with no task and no event-loop round, and the slot
     holds its settled result. Work that waits is driven on in the caller's task, which waits
     on a future of its own (:func:`_driven`); only when the caller is cancelled does the rest
-    go on as a task (:func:`_resumed` continues it where it stopped).
+    go on as a task (:func:`resumed` continues it where it stopped).
 
     What ``await asyncio.shield(task)`` does, one event-loop round sooner: the caller awaits
     a future of its own, which the task settles as its last step (``asyncio.shield`` settles
@@ -263,11 +263,11 @@ def _wake(proxy: asyncio.Future[Any], _: Any) -> None:
 
 
 async def _rest(work: Coroutine[Any, Any, T], pending: Any) -> T:
-    return await _resumed(work, pending)
+    return await resumed(work, pending)
 
 
 @types.coroutine
-def _resumed(work: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, None, T]:
+def resumed(work: Coroutine[Any, Any, T], pending: Any) -> Generator[Any, None, T]:
     """The rest of a coroutine that stopped at ``pending`` (what its first step yielded):
     the task waits for ``pending`` as the coroutine would have, then drives it to its end.
     Whatever the task throws in meanwhile (its cancellation at shutdown) goes to the

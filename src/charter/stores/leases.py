@@ -18,7 +18,6 @@ lifetime.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import sqlite3
 import threading
 from collections.abc import Collection, Sequence
@@ -26,7 +25,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 from charter.errors import StoreError
-from charter.stores.sqlite_errors import is_storage_failure, translate_sqlite_error
+from charter.stores.sqlite_errors import (
+    write_transaction,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -147,22 +148,7 @@ class SQLiteLeases:
                 raise StoreError("the store is closed", reason="STORE_CLOSED")
             if self.failure is not None:
                 raise self._refusal()
-            committing = False
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    result = fn(conn)
-                    committing = True
-                    conn.execute("COMMIT")
-                except BaseException:
-                    with contextlib.suppress(sqlite3.Error):
-                        conn.execute("ROLLBACK")
-                    raise
-            except sqlite3.Error as exc:
-                if is_storage_failure(exc):
-                    raise self._fail_stop(exc, committing) from None
-                raise translate_sqlite_error(exc) from None
-            return result
+            return write_transaction(conn, fn, self._fail_stop)
 
     async def renew_lease(self, lease: Lease) -> None:
         params = _params(lease)

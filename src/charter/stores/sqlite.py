@@ -92,7 +92,11 @@ from charter.stores.sqlite_batch import (
     migrate,
 )
 from charter.stores.sqlite_conversations import SQLiteConversations
-from charter.stores.sqlite_errors import is_storage_failure, translate_sqlite_error
+from charter.stores.sqlite_errors import (
+    is_storage_failure,
+    translate_sqlite_error,
+    write_transaction,
+)
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -409,21 +413,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         if self.failure is not None:
             raise self._refusal()
         conn = _connect(self.path, readonly=False)
-        committing = False
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                fn(conn)
-                committing = True
-                conn.execute("COMMIT")
-            except BaseException:
-                with contextlib.suppress(sqlite3.Error):
-                    conn.execute("ROLLBACK")
-                raise
-        except sqlite3.Error as exc:
-            if is_storage_failure(exc):
-                raise self._fail_stop(exc, committing) from None
-            raise translate_sqlite_error(exc) from None
+            write_transaction(conn, fn, self._fail_stop)
         finally:
             conn.close()
 

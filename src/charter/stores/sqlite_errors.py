@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
+from collections.abc import Callable
+from typing import TypeVar
 
 from charter.errors import StoreConflict, StoreError
 
@@ -45,3 +48,32 @@ def is_storage_failure(exc: BaseException) -> bool:
         and isinstance(code, int)
         and code & 0xFF in (_STORAGE_FAILURES)
     )
+
+
+T = TypeVar("T")
+
+
+def write_transaction(
+    conn: sqlite3.Connection,
+    fn: Callable[[sqlite3.Connection], T],
+    fail_stop: Callable[[BaseException, bool], StoreError],
+) -> T:
+    """``fn`` in a ``BEGIN IMMEDIATE`` transaction of its own on ``conn``, rolled back if it
+    raises. A storage failure goes to ``fail_stop`` (with whether COMMIT had been reached);
+    another SQLite error is translated (:func:`translate_sqlite_error`)."""
+    committing = False
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            result = fn(conn)
+            committing = True
+            conn.execute("COMMIT")
+        except BaseException:
+            with contextlib.suppress(sqlite3.Error):
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        if is_storage_failure(exc):
+            raise fail_stop(exc, committing) from None
+        raise translate_sqlite_error(exc) from None
+    return result
