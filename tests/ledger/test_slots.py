@@ -60,3 +60,31 @@ def test_new_head_is_the_dataclass_head() -> None:
 def test_slot_setters_refuse_a_field_list_that_is_not_the_class_fields() -> None:
     with pytest.raises(TypeError, match="fields are"):
         slot_setters(Head, ("run_id", "seq", "hash"))
+
+
+def test_plan_columns_are_the_event_rows() -> None:
+    """``AppendPlan.columns`` (what the SQLite writer inserts) holds each sealed event's own
+    columns and stored bytes, in order: a column out of place would store a row whose hash
+    does not chain."""
+    from charter.ledger.append import plan_append
+    from charter.ledger.chain import LedgerKey
+    from charter.ledger.events import NewEvent
+
+    key = LedgerKey("k1", b"0123456789abcdef")
+    created = plan_append(
+        run_id="run-1",
+        head=new_head("run-1", 4, "sha256:" + "0" * 64, ""),
+        entries=[
+            NewEvent(type="tool_progress", payload={"stage": "message", "note": "a"}),
+            NewEvent(type="tool_progress", payload={"stage": "message", "note": "é\U0001f600"}),
+        ],
+        rows={},
+        now="2025-01-02T03:04:05.000006Z",
+        key=key,
+    )
+    assert created.columns == tuple(
+        (e.run_id, e.seq, e.type, e.at, e.prev_hash, e.hash, d)
+        for e, d in zip(created.events, created.data, strict=True)
+    )
+    assert [c[1] for c in created.columns] == [5, 6]
+    assert created.columns[1][4] == created.columns[0][5]  # the chain: prev_hash = hash before

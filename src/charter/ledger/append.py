@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from charter.errors import InvalidInput, StoreConflict
 from charter.ledger import lifecycle
@@ -57,6 +58,10 @@ def _reserved_call(run_id: str, entry: NewEvent) -> RowKey | None:
     return call_key(run_id, cid, call)
 
 
+EventColumns = tuple[str, int, str, str, str, str, bytes]
+"""An event row's columns: ``(run_id, seq, type, at, prev_hash, hash, data)``."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AppendPlan:
     """What one append writes: event rows, projection rows and the new head."""
@@ -65,6 +70,10 @@ class AppendPlan:
     events: tuple[Event, ...]
     data: tuple[bytes, ...]
     """The stored bytes of each of ``events``."""
+    columns: tuple[EventColumns, ...]
+    """Each event's row as a SQL store inserts it: ``(run_id, seq, type, at, prev_hash, hash,
+    data)``, made while sealing (the values are at hand there; a store building them again
+    pays a generator and seven attribute reads per event)."""
     writes: Writes
     seqs: dict[RowKey, int]
     """The sequence of the event that last wrote each row of ``writes``."""
@@ -85,7 +94,9 @@ _VALID_RUN_IDS: dict[str, None] = {}
 _VALID_RUN_IDS_MAX = 4096
 
 _new = object.__new__
-_PLAN = slot_setters(AppendPlan, ("run_id", "events", "data", "writes", "seqs", "head", "new_run"))
+_PLAN = slot_setters(
+    AppendPlan, ("run_id", "events", "data", "columns", "writes", "seqs", "head", "new_run")
+)
 
 
 def rows_needed(run_id: str, entries: Sequence[NewEvent]) -> tuple[RowKey, ...]:
@@ -133,11 +144,15 @@ def plan_append(
     key: LedgerKey,
     expected_seq: int | None = None,
     seal_head: bool = True,
+    proven: dict[int, Any] | None = None,
 ) -> AppendPlan:
     """Seal ``entries`` onto the run whose current head is ``head``; raise if they may not go.
 
     ``seal_head`` false leaves the new head's ``mac`` empty, for a backend that writes only the
     last of several heads of a run and MACs that one before writing or trusting it.
+    ``proven``: a batch's memo of nested payload values proven canonical-simple
+    (:func:`~charter.contracts.canonical.canonical_bytes_noting`), for a backend that
+    encodes the projection rows built from these payloads in the same batch.
     """
     if run_id not in _VALID_RUN_IDS:
         check_identifier(run_id, what="run_id")
@@ -167,6 +182,7 @@ def plan_append(
     seqs: dict[RowKey, int] = {}
     stored: list[bytes] = []
     events: list[Event] = []
+    columns: list[EventColumns] = []
     for entry in entries:
         type_, payload = entry.type, entry.payload
         if type_ not in EVENT_TYPES:
@@ -190,7 +206,7 @@ def plan_append(
             seq=seq,
             type=type_,
             at=at,
-            payload_bytes=payload_bytes(payload),
+            payload_bytes=payload_bytes(payload, proven),
             prev_hash=prev,
         )
         digest = chain_hash(prev, data)
@@ -217,13 +233,15 @@ def plan_append(
             seqs.update(dict.fromkeys(out, seq))
         stored.append(data)
         events.append(event)
+        columns.append((run_id, seq, type_, at, prev, digest, data))
         prev = digest
     mac = key.mac(run_id, seq, prev) if seal_head else ""
-    s_run, s_events, s_data, s_writes, s_seqs, s_head, s_new = _PLAN
+    s_run, s_events, s_data, s_columns, s_writes, s_seqs, s_head, s_new = _PLAN
     plan: AppendPlan = _new(AppendPlan)  # AppendPlan(...) without its __init__ (ledger.slots)
     s_run(plan, run_id)
     s_events(plan, tuple(events))
     s_data(plan, tuple(stored))
+    s_columns(plan, tuple(columns))
     s_writes(plan, writes)
     s_seqs(plan, seqs)
     s_head(plan, new_head(run_id, seq, prev, mac))

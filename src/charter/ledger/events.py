@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-from charter.contracts.canonical import canonical_bytes
+from charter.contracts.canonical import canonical_bytes, canonical_bytes_noting
 from charter.ledger.slots import slot_setters
 
 SCHEMA_VERSION = 1
@@ -262,9 +262,15 @@ def plain_stored_bytes(
     )
 
 
-def payload_bytes(payload: Mapping[str, Any]) -> bytes:
+def payload_bytes(payload: Mapping[str, Any], proven: dict[int, Any] | None = None) -> bytes:
+    """The canonical bytes of ``payload``; ``proven``: a batch's memo of nested values proven
+    simple (:func:`~charter.contracts.canonical.canonical_bytes_noting`), which this payload's
+    walk uses and adds to."""
     # a dict is encoded as it is (canonical_bytes copies nothing); another mapping as a dict
-    return canonical_bytes(payload if type(payload) is dict else dict(payload))
+    value = payload if type(payload) is dict else dict(payload)
+    if proven is None:
+        return canonical_bytes(value)
+    return canonical_bytes_noting(value, proven)
 
 
 def expected_frame(row: StoredEvent) -> tuple[bytes, bytes]:

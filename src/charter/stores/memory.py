@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-from charter.contracts.canonical import canonical_bytes
+from charter.contracts.canonical import canonical_bytes_noting
 from charter.errors import StoreConflict
 from charter.ledger.append import check_in_flight, guarded, plan_append, rows_needed
 from charter.ledger.chain import Head, LedgerKey
@@ -63,6 +63,7 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
         head = self.heads.get(run_id)
         self.trust.refuse_if_invalid(run_id)
         needed = {k: self._row(k) for k in rows_needed(run_id, entries)}
+        proven: dict[int, Any] = {}  # the payloads' nested values, for the rows built of them
         plan = plan_append(
             run_id=run_id,
             head=head,
@@ -71,6 +72,7 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
             now=format_at(self._clock()),
             key=self.key,
             expected_seq=expected_seq,
+            proven=proven,
         )
         rows = plan.rows  # built on each access
         for row in rows:
@@ -82,7 +84,7 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
             self.events[(run_id, row.seq)] = row
             self.seqs.setdefault(run_id, []).append(row.seq)
         for key, value in plan.writes.items():
-            self.rows[key] = canonical_bytes(value)
+            self.rows[key] = canonical_bytes_noting(value, proven)
         self.heads[run_id] = plan.head
         self.trust.advance(plan.head)
         tick = self._tick

@@ -355,6 +355,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             key=self.key,
             expected_seq=job.expected_seq,
             seal_head=False,  # _Pending.write seals the batch's last head of each run
+            proven=pending.proven,  # the payloads' nested values, for the rows built of them
         )
 
     def _settle(

@@ -10,9 +10,10 @@ import logging
 import sqlite3
 from collections.abc import Collection
 from datetime import UTC, datetime
+from typing import Any
 
-from charter.contracts.canonical import canonical_bytes
-from charter.ledger.append import AppendPlan
+from charter.contracts.canonical import canonical_bytes_noting
+from charter.ledger.append import AppendPlan, EventColumns
 from charter.ledger.chain import Head, LedgerKey, new_head
 from charter.ledger.events import format_at
 from charter.ledger.projections import TABLES, Row, RowKey
@@ -221,7 +222,7 @@ class _Pending:
         self.hot = hot
         self.mac_key = mac_key
         self.head_key = head_key
-        self.events: list[tuple[str, int, str, str, str, str, bytes]] = []
+        self.events: list[EventColumns] = []
         self.moved: dict[str, Head] = {}
         self.new_runs: set[str] = set()
         self.planned: dict[RowKey, Row] = {}
@@ -230,6 +231,10 @@ class _Pending:
         self.parsed: dict[RowKey, Row] = {}  # planned rows parsed back (see HotRows.parsed)
         self.rows: dict[RowKey, tuple[object, ...]] = {}
         """The upsert parameters of every planned row, once :meth:`write` has built them."""
+        self.proven: dict[int, Any] = {}
+        """Nested values of the batch's payloads proven canonical-simple, which the rows
+        built from them hold too: their rows' encoding does not walk them again
+        (:func:`~charter.contracts.canonical.canonical_bytes_noting`)."""
 
     def row(self, conn: sqlite3.Connection, key: RowKey) -> Row | None:
         # A row is served as a copy of its parsed text (the handlers build new rows and do
@@ -240,7 +245,7 @@ class _Pending:
             if written is None:
                 if _flat(planned):  # its text parses back to an equal dict: no round trip
                     return dict(planned)
-                data = self.texts[key] = canonical_bytes(planned)
+                data = self.texts[key] = canonical_bytes_noting(planned, self.proven)
                 written = self.parsed[key] = parse_own(data)
             return dict(written)
         hot = self.hot
@@ -265,10 +270,7 @@ class _Pending:
         return dict(row)
 
     def add(self, plan: AppendPlan) -> None:
-        self.events.extend(
-            (e.run_id, e.seq, e.type, e.at, e.prev_hash, e.hash, d)
-            for e, d in zip(plan.events, plan.data, strict=True)
-        )
+        self.events.extend(plan.columns)
         self.heads[plan.run_id] = self.moved[plan.run_id] = plan.head
         if plan.new_run:
             self.new_runs.add(plan.run_id)
@@ -297,8 +299,12 @@ class _Pending:
             )
         by_table: dict[str, list[tuple[object, ...]]] = {}
         params, seqs, texts, mac_key = self.rows, self.seqs, self.texts, self.mac_key
+        proven = self.proven
         for key, row in self.planned.items():
-            one = params[key] = upsert_params(key, row, seqs[key], mac_key, texts.get(key))
+            data = texts.get(key)
+            if data is None:
+                data = canonical_bytes_noting(row, proven)
+            one = params[key] = upsert_params(key, row, seqs[key], mac_key, data)
             by_table.setdefault(key.table, []).append(one)
         for table, rows in by_table.items():
             conn.executemany(_UPSERT[table], rows)
