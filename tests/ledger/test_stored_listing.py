@@ -60,8 +60,8 @@ def _ordered_by_sqlite(conn: sqlite3.Connection) -> list[bytes]:
 def test_stored_rows_are_in_sqlites_listing_order(
     keys: list[tuple[object, str, str]], plain: bool
 ) -> None:
-    if plain:  # the common case: every updated_seq an integer
-        keys = [(i * 7 % 5, ctx, call) for i, (_, ctx, call) in enumerate(keys)]
+    if plain:  # the common case: every updated_seq an integer of its own
+        keys = [(i * 7 % 13, ctx, call) for i, (_, ctx, call) in enumerate(keys)]
     conn = _table([(*k, f'{{"n":{i}}}') for i, k in enumerate(keys)])
     assert stored_rows(conn, _CALLS, "r") == _ordered_by_sqlite(conn)
 

@@ -19,25 +19,31 @@ from charter.stores._sql import list_sql
 def stored_rows(conn: sqlite3.Connection, spec: TableSpec, run_id: str) -> list[bytes]:
     """``data`` of ``spec``'s rows of ``run_id`` as bytes, ordered as :func:`list_sql` orders.
 
-    Python orders what SQLite's ``ORDER BY`` orders alike here: numbers by value (integers and
-    reals mixed), text by code point (SQLite's BINARY collation compares UTF-8 bytes, which
-    order as code points do). Anything else in a listing column — NULL, a BLOB in a text
-    column, text beside numbers — makes the sort raise ``TypeError``, and then SQLite orders
-    the rows itself, as before.
+    The rows are read with their ``order_by`` column alone and sorted by it when no two rows
+    share a value (every call row has its own ``updated_seq``): the key columns only break
+    ties. Python orders what SQLite's ``ORDER BY`` orders alike here: numbers by value
+    (integers and reals mixed), text by code point (SQLite's BINARY collation compares UTF-8
+    bytes, which order as code points do). Anything else — equal values, NULL, a BLOB in a
+    text column, text beside numbers (the sort raises ``TypeError``) — and SQLite orders the
+    rows itself, as before.
+
     ``data`` is read as its bytes (``CAST … AS BLOB``): TEXT as written without a decode and
     an encode, and text that is not UTF-8 as its bytes, which verification then reports as a
     row that is not JSON.
     """
-    columns = (spec.order_by, *spec.keys)
-    sql = (
-        f"SELECT {', '.join(columns)}, CAST(data AS BLOB) FROM {spec.name} WHERE {spec.keys[0]} = ?"
-    )
+    sql = f"SELECT {spec.order_by}, CAST(data AS BLOB) FROM {spec.name} WHERE {spec.keys[0]} = ?"
     got = conn.execute(sql, (run_id,)).fetchall()
-    try:
-        got.sort(key=itemgetter(slice(0, len(columns))))
-    except TypeError:
-        return [text_bytes(r[0]) for r in conn.execute(list_sql(spec, "?"), (run_id,))]
-    return [text_bytes(r[-1]) for r in got]
+    if len({r[0] for r in got}) == len(got):
+        try:
+            got.sort(key=_first)
+        except TypeError:
+            pass
+        else:
+            return [text_bytes(r[1]) for r in got]
+    return [text_bytes(r[0]) for r in conn.execute(list_sql(spec, "?"), (run_id,))]
+
+
+_first = itemgetter(0)
 
 
 def text_bytes(value: object) -> bytes:
