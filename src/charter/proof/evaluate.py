@@ -128,7 +128,8 @@ class Evaluator:
 
     def _started(self, p: Mapping[str, Any], seq: int) -> None:
         context, call = p.get("context_id", ""), p.get("call_id", "")
-        hash((context, call))  # an unhashable id raises here, as a (context, call) key would
+        if type(context) is not str or type(call) is not str:
+            hash((context, call))  # an unhashable id raises here, as a (context, call) key would
         by_call = self.intents.get(context)
         if by_call is None:
             by_call = self.intents[context] = {}
@@ -140,7 +141,8 @@ class Evaluator:
 
     def _completed(self, p: Mapping[str, Any], seq: int) -> None:
         context, call = p.get("context_id", ""), p.get("call_id", "")
-        hash((context, call))  # as in _started
+        if type(context) is not str or type(call) is not str:
+            hash((context, call))  # as in _started
         by_call = self.intents.get(context)
         intent = None if by_call is None else by_call.get(call)
         if intent is None:

@@ -36,6 +36,7 @@ from charter.project.build import Build
 from charter.proof.decide import ALL_ENABLED, decide, synthetic_context
 
 DISPATCHED = ("allowed",)
+_REFUSED = ("denied", "rejected")  # the outcomes of tool_call_recorded that are decisions
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -264,8 +265,17 @@ class Replay:
 
     def take(self, typ: Any, p: Any, seq: Any) -> None:
         """:meth:`add` given the event's ``type``, ``payload`` and ``seq`` (a verified replay
-        hands them over without building the event's document)."""
+        hands them over without building the event's document).
+
+        The events that record no decision — most of a run: a call's progress past its start,
+        and its ``tool_call_recorded`` unless denied or rejected — are passed over here,
+        without :meth:`_replayed`'s frame (which answers None for them too)."""
         self.events += 1
+        if typ == "tool_progress":
+            if p.get("stage") != "started":
+                return
+        elif typ == "tool_call_recorded" and p.get("outcome") not in _REFUSED:
+            return
         found = self._replayed(typ, p)
         if found is not None:
             self.calls.append(_call_replay(*found, int(seq)))
@@ -287,7 +297,7 @@ class Replay:
                 reason="RUN_METADATA_EXPIRED",
             )
         elif typ == "tool_call_recorded":
-            if p.get("outcome") not in ("denied", "rejected"):
+            if p.get("outcome") not in _REFUSED:
                 return None
             recorded = str(p["outcome"])
         elif typ == "context_resolved":

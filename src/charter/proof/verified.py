@@ -91,13 +91,18 @@ class _Feed:
         self.evaluation_error: Exception | None = None
 
     def __call__(self, typ: Any, payload: Any, seq: Any) -> None:
-        if self.replay_error is None:
-            try:
-                self.replay(typ, payload, seq)
-            except Exception as exc:  # raised once verification has passed
-                self.replay_error = exc
-        if self.evaluation_error is None:
-            try:
-                self.evaluate(typ, payload, seq)
-            except Exception as exc:
-                self.evaluation_error = exc
+        # A consumer that raised is replaced by _fed_no_more: no test of the errors per event.
+        try:
+            self.replay(typ, payload, seq)
+        except Exception as exc:  # raised once verification has passed
+            self.replay_error = exc
+            self.replay = _fed_no_more
+        try:
+            self.evaluate(typ, payload, seq)
+        except Exception as exc:
+            self.evaluation_error = exc
+            self.evaluate = _fed_no_more
+
+
+def _fed_no_more(typ: Any, payload: Any, seq: Any) -> None:
+    """What :class:`_Feed` hands events to in place of a consumer that raised."""

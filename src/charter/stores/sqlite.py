@@ -65,7 +65,6 @@ from charter.stores import migrations
 from charter.stores._sql import (
     LISTING_COLUMNS,
     RowOpener,
-    list_sql,
     query_sql,
     seal_params,
     seal_sql,
@@ -97,6 +96,7 @@ from charter.stores.sqlite_errors import (
     translate_sqlite_error,
     write_transaction,
 )
+from charter.stores.sqlite_listing import stored_rows, text_bytes
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -730,14 +730,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 run = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
                 return StoredSnapshot(
                     head=head,
-                    run=None if run is None else _text_bytes(run[0]),
-                    tables={
-                        t: [
-                            _text_bytes(r[0])
-                            for r in conn.execute(list_sql(TABLES[t], "?"), (run_id,))
-                        ]
-                        for t in RUN_TABLES
-                    },
+                    run=None if run is None else text_bytes(run[0]),
+                    tables={t: stored_rows(conn, TABLES[t], run_id) for t in RUN_TABLES},
                 )
             finally:
                 conn.execute("COMMIT")
@@ -757,14 +751,6 @@ def _begin_now(conn: sqlite3.Connection) -> bool:
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return True
-
-
-def _text_bytes(value: object) -> bytes:
-    """A projection row's stored ``data`` as bytes: TEXT as written, or whatever else a damaged
-    row holds (a BLOB as it is, a number as its text), for verification to compare."""
-    if isinstance(value, bytes):
-        return value
-    return str(value).encode()
 
 
 def _settle_ready(ready: asyncio.Future[None], exc: BaseException | None) -> None:
