@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from charter.cli.app import app
-from charter.ledger.events import StoredEvent
+from charter.errors import LedgerIntegrityError
+from charter.ledger.events import NewEvent, StoredEvent
 from charter.stores.factory import load_ledger_key
 from charter.stores.sqlite import SQLiteStore
 from charter.testing.clock import FakeClock
@@ -216,3 +217,54 @@ def test_no_store_is_a_clear_error(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert result.exit_code == 1
     assert "no Charter store" in result.stderr
     assert not (tmp_path / ".charter").exists()
+
+
+@pytest.mark.parametrize(("stored_as", "sql"), [("TEXT", "CAST(data AS TEXT)"), ("INTEGER", "7")])
+def test_event_bytes_stored_as_another_type_are_named(
+    project: Path, stored_as: str, sql: str
+) -> None:
+    # SQLite keeps whatever an edit stores; the writer stores every event's bytes as a BLOB.
+    _db(project, lambda c: c.execute(f"UPDATE events SET data = {sql} WHERE seq = 6"))
+    code, report = _verify("run-1")
+    assert (code, report["reason"], report["seq"]) == (1, "LEDGER_HASH_MISMATCH", 6)
+    assert report["message"] == f"event 6's bytes are stored as {stored_as}, not as a BLOB"
+    events = CliRunner().invoke(app, ["runs", "events", "run-1", "--json"])
+    assert events.exit_code == 1
+    assert events.exception is None or isinstance(events.exception, SystemExit)
+    assert "LEDGER_HASH_MISMATCH" in events.stdout
+    show = CliRunner().invoke(app, ["runs", "show", "run-1", "--json"])
+    assert show.exit_code == 1
+    assert show.exception is None or isinstance(show.exception, SystemExit)
+    assert f"stored as {stored_as}, not as a BLOB" in json.loads(show.stdout)["error"]
+
+
+def test_head_seq_stored_as_text_is_refused_everywhere(project: Path) -> None:
+    # (An INTEGER column turns the text '22' back into a number; a word stays text.)
+    _db(project, lambda c: c.execute("UPDATE run_heads SET seq = 'twenty-two'"))
+    runner = CliRunner()
+    for args in (
+        ["runs", "verify", "run-1", "--no-artifact-files", "--json"],
+        ["runs", "show", "run-1", "--json"],
+        ["runs", "events", "run-1", "--json"],
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, args
+        assert result.exception is None or isinstance(result.exception, SystemExit), args
+        assert json.loads(result.stdout)["reason"] == "LEDGER_HEAD_MISMATCH", args
+    listed = runner.invoke(app, ["runs", "ls", "--json"])
+    assert listed.exit_code == 0
+    [run] = json.loads(listed.stdout)
+    assert (run["event_count"], run["ledger"]["reason"]) == (0, "LEDGER_HEAD_MISMATCH")
+    assert "seq is stored as TEXT" in run["ledger"]["message"]
+
+    async def append_then_other_run() -> None:
+        async with SQLiteStore.open(project, key=load_ledger_key()) as store:
+            with pytest.raises(LedgerIntegrityError) as refused:
+                await store.append(
+                    "run-1", [NewEvent(type="run_status_changed", payload={"status": "failed"})]
+                )
+            assert refused.value.reason == "LEDGER_HEAD_MISMATCH"
+            await record_sample_run(store, "run-2")  # the store goes on writing other runs
+            assert (await store.head("run-2")) is not None
+
+    anyio.run(append_then_other_run)

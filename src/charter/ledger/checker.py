@@ -131,6 +131,12 @@ def check_values(
     last_hash: str,
 ) -> None:
     """:func:`check_row` on plain column values (the fast path scans rows as tuples)."""
+    if type(data) is not bytes:  # SQLite keeps what a hand edit stores (TEXT, a number)
+        raise LedgerProblem(
+            "LEDGER_HASH_MISMATCH",
+            seq,
+            f"event {seq}'s bytes are stored as {storage_class(data)}, not as a BLOB",
+        )
     if seq != last_seq + 1:
         if seq <= last_seq:
             raise LedgerProblem("LEDGER_DUPLICATE_SEQ", seq, f"sequence {seq} repeats")
@@ -166,6 +172,14 @@ def check_values(
         )
     if type_ not in EVENT_TYPES:
         raise LedgerProblem("LEDGER_UNKNOWN_EVENT_TYPE", seq, f"event {seq} has an unknown type")
+
+
+def storage_class(value: object) -> str:
+    """The SQL storage class of a value as read (named in reports on hand-edited rows)."""
+    return _STORAGE_CLASSES.get(type(value), type(value).__name__)
+
+
+_STORAGE_CLASSES = {int: "INTEGER", float: "REAL", str: "TEXT", bytes: "BLOB", type(None): "NULL"}
 
 
 def _explain_frame(row: StoredEvent, last_seq: int) -> None:
@@ -430,6 +444,7 @@ class ChainChecker:
                     seq != last_seq + 1
                     or prev_hash != last_hash
                     or apply is unknown
+                    or type(data) is not bytes
                     or not data.startswith(prefix)
                     or not data.endswith(suffix)
                 ):

@@ -88,7 +88,9 @@ from charter.stores.sqlite_batch import (
     _list,
     _Pending,
     _row,
+    listed_count,
     migrate,
+    stored_blob,
 )
 from charter.stores.sqlite_conversations import SQLiteConversations
 from charter.stores.sqlite_errors import (
@@ -600,7 +602,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 (run_id, after, limit),
             )
             return [
-                StoredEvent(run_id=run_id, seq=s, type=t, at=a, prev_hash=p, hash=h, data=bytes(d))
+                StoredEvent(
+                    run_id=run_id,
+                    seq=s,
+                    type=t,
+                    at=a,
+                    prev_hash=p,
+                    hash=h,
+                    data=stored_blob(run_id, s, d),
+                )
                 for s, t, a, p, h, d in cur
             ]
 
@@ -690,8 +700,9 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
     def _summary(self, got: Sequence[Any]) -> RunSummary:
         """A run listed with its ledger state: a run row that fails its MAC is not served
         (only its id), and a refused or quarantined run says so."""
-        run_id, count = str(got[3]), int(got[4])
-        flagged = flag_problem(run_id, got[5:])
+        run_id = str(got[3])
+        count, damaged = listed_count(run_id, got[4])
+        flagged = damaged or flag_problem(run_id, got[5:])
         try:
             run = self._opener.open("runs", got[:4])
         except RowUnsealed:

@@ -13,11 +13,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes_noting
+from charter.errors import LedgerIntegrityError
 from charter.ledger.append import AppendPlan, EventColumns
 from charter.ledger.chain import Head, LedgerKey, new_head
+from charter.ledger.checker import storage_class
 from charter.ledger.events import format_at
 from charter.ledger.projections import TABLES, Row, RowKey
 from charter.ledger.rows import parse_own
+from charter.ledger.trust import RunProblem
 from charter.stores import migrations
 from charter.stores._sql import DATA_AT, RowOpener, list_sql, select_sql, upsert_params, upsert_sql
 
@@ -87,7 +90,7 @@ def _head(conn: sqlite3.Connection, run_id: str) -> Head | None:
     got = conn.execute(
         "SELECT seq, hash, mac FROM run_heads WHERE run_id = ?", (run_id,)
     ).fetchone()
-    return None if got is None else Head(run_id=run_id, seq=got[0], hash=got[1], mac=got[2])
+    return None if got is None else _as_head(run_id, got[0], got[1], got[2])
 
 
 def _heads(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head]:
@@ -96,7 +99,52 @@ def _heads(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head
     cur = conn.execute(
         f"SELECT run_id, seq, hash, mac FROM run_heads WHERE run_id IN ({marks})", tuple(run_ids)
     )
-    return {r: Head(run_id=r, seq=seq, hash=h, mac=mac) for r, seq, h, mac in cur}
+    return {r: _as_head(r, seq, h, mac) for r, seq, h, mac in cur}
+
+
+def _as_head(run_id: str, seq: object, hash_: object, mac: object) -> Head:
+    """A head row as read, refused when a column is not of the type this store writes.
+
+    SQLite keeps whatever a hand edit stores: a ``seq`` of TEXT ``'22'`` would even pass the
+    head's MAC (whose message spells the number) and then break every comparison with an
+    event's sequence. Such a row is damage, reported as the head not matching the ledger.
+    """
+    if type(seq) is int and type(hash_) is str and type(mac) is str:
+        return Head(run_id=run_id, seq=seq, hash=hash_, mac=mac)
+    column, value = next(
+        (c, v)
+        for c, v, t in (("seq", seq, int), ("hash", hash_, str), ("mac", mac, str))
+        if type(v) is not t
+    )
+    raise LedgerIntegrityError(
+        f"run {run_id}'s head row is damaged: its {column} is stored as "
+        f"{storage_class(value)}, which this store never writes",
+        reason="LEDGER_HEAD_MISMATCH",
+        run_id=run_id,
+    )
+
+
+def listed_count(run_id: str, seq: object) -> tuple[int, RunProblem | None]:
+    """A run listing's event count: its head's ``seq`` (0 without a head). A head row whose
+    ``seq`` a hand edit left of another type lists the run as damaged (the listing goes on)."""
+    if type(seq) is int:
+        return seq, None
+    message = f"its head row is damaged: its seq is stored as {storage_class(seq)}"
+    return 0, RunProblem(run_id=run_id, reason="LEDGER_HEAD_MISMATCH", seq=None, message=message)
+
+
+def stored_blob(run_id: str, seq: int, data: object) -> bytes:
+    """An event row's ``data`` as read: its bytes, refused when it is not a BLOB (a hand
+    edit: the writer stores every event's bytes as a BLOB)."""
+    if type(data) is bytes:
+        return data
+    raise LedgerIntegrityError(
+        f"event {seq} of run {run_id} is damaged: its bytes are stored as "
+        f"{storage_class(data)}, not as a BLOB",
+        reason="LEDGER_HASH_MISMATCH",
+        seq=seq,
+        run_id=run_id,
+    )
 
 
 def _row(conn: sqlite3.Connection, key: RowKey, opener: RowOpener) -> Row | None:
