@@ -174,6 +174,19 @@ def check_values(
         raise LedgerProblem("LEDGER_UNKNOWN_EVENT_TYPE", seq, f"event {seq} has an unknown type")
 
 
+_REFUSALS = (Failure, ValueError, KeyError, TypeError)
+"""What applying an event's projection handler raises for an event the ledger must refuse."""
+
+
+def _refused(seq: int, exc: Exception) -> LedgerProblem:
+    """The problem an event is when its handler raised ``exc`` (one of :data:`_REFUSALS`):
+    a transition the live append path would have refused, or bytes that are not the JSON the
+    handler reads."""
+    if isinstance(exc, Failure):
+        return LedgerProblem("LEDGER_BAD_TRANSITION", seq, f"event {seq}: {exc.message}")
+    return LedgerProblem("LEDGER_HASH_MISMATCH", seq, f"event {seq} is not valid JSON")
+
+
 def storage_class(value: object) -> str:
     """The SQL storage class of a value as read (named in reports on hand-edited rows)."""
     return _STORAGE_CLASSES.get(type(value), type(value).__name__)
@@ -496,14 +509,8 @@ class ChainChecker:
                         view.seq, view.type, view.at, view.payload = seq, type_, at, payload
                         try:
                             rows_update(apply(view, rows_get))
-                        except Failure as exc:  # the live append path would have refused it
-                            raise LedgerProblem(
-                                "LEDGER_BAD_TRANSITION", seq, f"event {seq}: {exc.message}"
-                            ) from None
-                        except (ValueError, KeyError, TypeError):
-                            raise LedgerProblem(
-                                "LEDGER_HASH_MISMATCH", seq, f"event {seq} is not valid JSON"
-                            ) from None
+                        except _REFUSALS as exc:
+                            raise _refused(seq, exc) from None
                     if take is not None:
                         take(type_, payload, seq)
                     elif visit is not None:
@@ -549,14 +556,8 @@ class ChainChecker:
                 doc = json.loads(data)
                 self._finite = False
             self.rebuild.apply(_ParsedEvent(doc, hash_))
-        except Failure as exc:  # the live append path would have refused this event
-            raise LedgerProblem(
-                "LEDGER_BAD_TRANSITION", seq, f"event {seq}: {exc.message}"
-            ) from None
-        except (ValueError, KeyError, TypeError):
-            raise LedgerProblem(
-                "LEDGER_HASH_MISMATCH", seq, f"event {seq} is not valid JSON"
-            ) from None
+        except _REFUSALS as exc:
+            raise _refused(seq, exc) from None
         if self._visit is not None:
             self._visit(doc)
 
