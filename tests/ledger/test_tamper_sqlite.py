@@ -14,8 +14,12 @@ from typer.testing import CliRunner
 
 from charter.cli.app import app
 from charter.errors import LedgerIntegrityError
+from charter.ledger.chain import LedgerKey
 from charter.ledger.events import NewEvent, StoredEvent
+from charter.ledger.rows import RowKey
+from charter.ledger.trust import LedgerTrust, RunLedgerInvalid
 from charter.stores.factory import load_ledger_key
+from charter.stores.flags import flag_problem
 from charter.stores.sqlite import SQLiteStore
 from charter.testing.clock import FakeClock
 from charter.testing.scenarios import SAMPLE_RUN, record_sample_run
@@ -268,3 +272,38 @@ def test_head_seq_stored_as_text_is_refused_everywhere(project: Path) -> None:
             assert (await store.head("run-2")) is not None
 
     anyio.run(append_then_other_run)
+
+
+def test_row_seq_stored_as_text_fails_the_row_not_the_command(project: Path) -> None:
+    # row_seq is part of a row's MAC message, not of the events: verification passes, the row
+    # is refused when it is read (before, int('x') raised out of show and ls).
+    _db(project, lambda c: c.execute("UPDATE runs SET row_seq = 'x'"))
+    assert _verify("run-1")[0] == 0
+    runner = CliRunner()
+    show = runner.invoke(app, ["runs", "show", "run-1", "--json"])
+    assert show.exit_code == 1
+    assert show.exception is None or isinstance(show.exception, SystemExit)
+    assert "ROW_MAC_INVALID" in show.stdout
+    assert "a runs row has its row_seq stored as TEXT" in show.stdout
+    listed = runner.invoke(app, ["runs", "ls", "--json"])
+    assert listed.exit_code == 0
+    [run] = json.loads(listed.stdout)
+    assert run["ledger"]["reason"] == "ROW_MAC_INVALID"
+
+
+def test_a_flag_row_with_a_text_seq_is_listed() -> None:
+    problem = flag_problem("run-1", ("LEDGER_GAP", "x", "event 5 is missing", "t", None, None))
+    assert problem is not None
+    assert (problem.reason, problem.seq, problem.quarantined) == ("LEDGER_GAP", None, False)
+
+
+def test_a_row_put_back_with_a_text_seq_is_a_divergence() -> None:
+    trust = LedgerTrust(LedgerKey("k", b"k" * 32))
+    key = RowKey("runs", ("run-1",))
+    trust.wrote({key: 7})
+    trust.check_fresh(key, 7)
+    trust.check_fresh(key, 9)
+    with pytest.raises(RunLedgerInvalid) as refused:
+        trust.check_fresh(key, "x")
+    assert refused.value.problem.reason == "SNAPSHOT_DIVERGENCE"
+    assert "row_seq stored as TEXT" in refused.value.problem.message

@@ -34,6 +34,7 @@ from typing import Any, Protocol
 
 from charter.errors import CharterError, InternalFailure
 from charter.ledger.chain import Head, LedgerKey
+from charter.ledger.checker import storage_class
 from charter.ledger.events import StoredEvent
 from charter.ledger.rows import RowKey
 
@@ -205,9 +206,14 @@ class LedgerTrust:
         there. Only the append path asks: its reads see every commit, so an older row was put
         back (or the row deleted) by someone else."""
         known = self._written.get(key)
-        if known is None or not self.enabled or (seq is not None and int(seq) >= known):
+        if known is None or not self.enabled or (type(seq) is int and seq >= known):
             return
-        what = "is gone" if seq is None else f"is the one of event {seq}"
+        if seq is None:
+            what = "is gone"
+        elif type(seq) is int:
+            what = f"is the one of event {seq}"
+        else:  # SQLite keeps what a hand edit stores
+            what = f"has its row_seq stored as {storage_class(seq)}"
         raise self.fail(
             RunProblem(
                 run_id=key.key[0],

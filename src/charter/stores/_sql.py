@@ -15,6 +15,7 @@ from typing import Any
 
 from charter.contracts.canonical import canonical_bytes, canonical_text
 from charter.ledger.chain import LedgerKey
+from charter.ledger.checker import storage_class
 from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey, TableSpec
 from charter.ledger.trust import LedgerTrust, RowUnsealed, RunLedgerInvalid, RunProblem
@@ -130,29 +131,34 @@ class RowOpener:
         key = tuple(str(k) for k in got[3:])
         run_id = key[0]
         self.trust.refuse_if_invalid(run_id)
-        if mac is None or seq is None:
+        if mac is None or type(seq) is not int:  # SQLite keeps what a hand edit stores
             if self.trust.verified(run_id) is None:
                 raise RowUnsealed(run_id)
+            what = (
+                "has no MAC"
+                if mac is None or seq is None
+                else f"has its row_seq stored as {storage_class(seq)}"
+            )
             raise self.trust.fail(
                 RunProblem(
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
                     seq=None,
-                    message=f"a {table} row has no MAC (inserted or edited outside Charter)",
+                    message=f"a {table} row {what} (inserted or edited outside Charter)",
                 )
             )
-        expected = self.key.row_mac(table, key, data, int(seq))
+        expected = self.key.row_mac(table, key, data, seq)
         if not hmac.compare_digest(expected, str(mac)):
             raise self.trust.fail(
                 RunProblem(
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
-                    seq=int(seq),
+                    seq=seq,
                     message=f"a {table} row does not match its MAC (edited outside Charter)",
                 )
             )
         known = self.trust.verified(run_id)
-        if known is not None and int(seq) > known[0]:
+        if known is not None and seq > known[0]:
             # A row written past the verified head: an append of another process, or a row
             # from elsewhere. It is served once the events up to it are verified.
             raise RowUnsealed(run_id)
@@ -163,7 +169,7 @@ class RowOpener:
                 RunProblem(
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
-                    seq=int(seq),
+                    seq=seq,
                     message=f"a {table} row is not JSON text",
                 )
             ) from None

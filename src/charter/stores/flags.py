@@ -38,7 +38,7 @@ def flag_problem(run_id: str, values: Sequence[Any]) -> RunProblem | None:
     return RunProblem(
         run_id=run_id,
         reason=str(reason),
-        seq=None if seq is None else int(seq),
+        seq=seq if type(seq) is int else None,  # a hand edit may leave any value
         message=str(message),
         quarantined=quarantined_at is not None,
     )
