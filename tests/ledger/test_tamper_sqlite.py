@@ -307,3 +307,25 @@ def test_a_row_put_back_with_a_text_seq_is_a_divergence() -> None:
         trust.check_fresh(key, "x")
     assert refused.value.problem.reason == "SNAPSHOT_DIVERGENCE"
     assert "row_seq stored as TEXT" in refused.value.problem.message
+
+
+def test_a_forged_row_with_a_blob_time_is_reported(project: Path) -> None:
+    # Event 7 (a task change: its handler runs) has its time column stored as the BLOB b"5"
+    # (a TEXT column keeps a BLOB) and bytes that spell it as the frame check formats it; the
+    # chain is recomputed (no key needed). The fast path must not treat the column as text.
+    def forge(c: sqlite3.Connection) -> None:
+        rows = _rows(c)
+        edited = rows[6].data.replace(f'"at":"{rows[6].at}"'.encode(), b'"at":"b\'5\'"')
+        rows[6] = dataclasses.replace(rows[6], data=edited, at=b"5")  # type: ignore[arg-type]
+        forged = rechain(rows, 6)
+        c.execute("DELETE FROM events")
+        c.executemany(
+            "INSERT INTO events VALUES (?, ?, ?, ?, ?, ?, ?)",
+            [(r.run_id, r.seq, r.type, r.at, r.prev_hash, r.hash, r.data) for r in forged],
+        )
+        c.execute("UPDATE run_heads SET hash = ?", (forged[-1].hash,))
+
+    _db(project, forge)
+    code, report = _verify("run-1")
+    assert code == 1
+    assert report["reason"] in {"LEDGER_MAC_INVALID", "LEDGER_BAD_TRANSITION"}

@@ -491,8 +491,17 @@ class ChainChecker:
                 if (
                     fast
                     and type(seq) is int
-                    # _plain(at), inlined: timestamps differ from one event to the next
-                    and (at == plain_at or ('"' not in at and "\\" not in at and at.isprintable()))
+                    # _plain(at), inlined: timestamps differ from one event to the next (a
+                    # hand-forged row may hold another type: the general path reads it)
+                    and (
+                        at == plain_at
+                        or (
+                            type(at) is str
+                            and '"' not in at
+                            and "\\" not in at
+                            and at.isprintable()
+                        )
+                    )
                 ):
                     plain_at = at
                     body = data[len(prefix) : -len(suffix)]  # the suffix is never empty
