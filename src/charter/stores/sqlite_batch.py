@@ -105,9 +105,10 @@ def _heads(conn: sqlite3.Connection, run_ids: Collection[str]) -> dict[str, Head
 def _as_head(run_id: str, seq: object, hash_: object, mac: object) -> Head:
     """A head row as read, refused when a column is not of the type this store writes.
 
-    SQLite keeps whatever a hand edit stores: a ``seq`` of TEXT ``'22'`` would even pass the
-    head's MAC (whose message spells the number) and then break every comparison with an
-    event's sequence. Such a row is damage, reported as the head not matching the ledger.
+    SQLite keeps whatever a hand edit stores that its INTEGER column cannot convert (text
+    such as ``'x'``, a fractional REAL such as ``22.5``), which would break every comparison
+    with an event's sequence. Such a row is damage, reported as the head not matching the
+    ledger.
     """
     if type(seq) is int and type(hash_) is str and type(mac) is str:
         return Head(run_id=run_id, seq=seq, hash=hash_, mac=mac)
