@@ -289,4 +289,5 @@ class Fingerprinter:
         return f"hmac-sha256:{self.key_id}:{self._keyed.hexdigest(canonical_bytes(value))}"
 
     def matches(self, value: Any, fingerprint: str) -> bool:
-        return hmac.compare_digest(self.fingerprint(value), fingerprint)
+        offered = fingerprint.encode("utf-8", "surrogatepass")  # any text: not only ASCII
+        return hmac.compare_digest(self.fingerprint(value).encode(), offered)

@@ -93,7 +93,7 @@ class LedgerKey:
         return f"hmac-sha256:{self.key_id}:{digest}"
 
     def mac_matches(self, run_id: str, seq: int, head_hash: str, mac: str) -> bool:
-        return hmac.compare_digest(self.mac(run_id, seq, head_hash), mac)
+        return same_mac(self.mac(run_id, seq, head_hash), mac)
 
     def row_mac(self, table: str, key: tuple[str, ...], data: bytes, seq: int) -> str:
         """The MAC of a projection row: its table, key, stored bytes and the sequence of the
@@ -133,3 +133,11 @@ def new_head(run_id: str, seq: int, head_hash: str, mac: str) -> Head:
     s_hash(head, head_hash)
     s_mac(head, mac)
     return head
+
+
+def same_mac(expected: str, stored: object) -> bool:
+    """Constant-time equality of a MAC and what a store holds for it, whatever a hand edit
+    left there: ``hmac.compare_digest`` raises for ``str`` with non-ASCII characters and for
+    a ``str`` against ``bytes``, and such a value is simply not the MAC."""
+    offered = stored if isinstance(stored, str) else str(stored)
+    return hmac.compare_digest(expected.encode(), offered.encode("utf-8", "surrogatepass"))

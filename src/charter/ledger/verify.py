@@ -227,10 +227,14 @@ async def _verify(
     visit: Callable[[dict[str, Any]], None] | None,
     take: Take | None = None,
 ) -> tuple[VerifyReport, ChainChecker]:
-    snap = await store.stored_snapshot(run_id)
+    checker = ChainChecker(run_id, visit=visit, take=take)
+    try:
+        snap = await store.stored_snapshot(run_id)
+    except LedgerIntegrityError as exc:  # a head row a hand edit left unreadable: reported
+        problem = LedgerProblem(exc.reason, exc.seq, exc.message)
+        return problem.report(run_id, events=0, head_seq=None), checker
     if snap is None:
         raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
-    checker = ChainChecker(run_id, visit=visit, take=take)
     count = 0
     scan = getattr(store, "scan_stored", None)
     try:

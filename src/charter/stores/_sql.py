@@ -9,12 +9,11 @@ Each projection row carries ``row_seq`` (the sequence of the event that last wro
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import Sequence
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes, canonical_text
-from charter.ledger.chain import LedgerKey
+from charter.ledger.chain import LedgerKey, same_mac
 from charter.ledger.checker import storage_class
 from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey, TableSpec
@@ -148,7 +147,7 @@ class RowOpener:
                 )
             )
         expected = self.key.row_mac(table, key, data, seq)
-        if not hmac.compare_digest(expected, str(mac)):
+        if not same_mac(expected, mac):
             raise self.trust.fail(
                 RunProblem(
                     run_id=run_id,

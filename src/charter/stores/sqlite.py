@@ -95,6 +95,8 @@ from charter.stores.sqlite_batch import (
 from charter.stores.sqlite_conversations import SQLiteConversations
 from charter.stores.sqlite_errors import (
     is_storage_failure,
+    is_undecodable,
+    lenient_text,
     translate_sqlite_error,
     write_transaction,
 )
@@ -580,7 +582,13 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 self._local.conn = conn
                 with self._conns_lock:
                     self._reader_conns.append(conn)
-            return fn(conn)
+            try:
+                return fn(conn)
+            except sqlite3.OperationalError as exc:
+                if not is_undecodable(exc):
+                    raise
+            with lenient_text(conn):  # hand-edited TEXT that is not UTF-8: read it, report it
+                return fn(conn)
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc) from None
 
@@ -627,14 +635,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         in order and in batches, to ``visit`` on one reader thread (verification's fast path:
         no row objects, no hops, no call per row)."""
 
+        sql = "SELECT seq, type, at, prev_hash, hash, data FROM events WHERE run_id = ? AND "
+        fed: list[Any] = []  # a re-read after text that is not UTF-8 goes on after what was fed
+
         def go(conn: sqlite3.Connection) -> None:
-            cur = conn.execute(
-                "SELECT seq, type, at, prev_hash, hash, data FROM events "
-                "WHERE run_id = ? AND seq <= ? ORDER BY seq",
-                (run_id, upto),
-            )
+            after = "seq > ? AND " if fed else ""
+            cur = conn.execute(f"{sql}{after}seq <= ? ORDER BY seq", (run_id, *fed[-1:], upto))
             while batch := cur.fetchmany(_SCAN_BATCH):
                 visit(batch)  # BLOB columns arrive as bytes
+                fed.append(batch[-1][0])
 
         await self._read(go)
 

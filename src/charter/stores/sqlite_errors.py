@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TypeVar
 
 from charter.errors import StoreConflict, StoreError
@@ -51,6 +51,32 @@ def is_storage_failure(exc: BaseException) -> bool:
 
 
 T = TypeVar("T")
+
+
+def is_undecodable(exc: BaseException) -> bool:
+    """Whether ``exc`` is ``sqlite3`` failing to decode a TEXT value that is not UTF-8 (a
+    hand edit such as ``CAST(x'ff' AS TEXT)``: SQLite itself stores any bytes as TEXT)."""
+    return isinstance(exc, sqlite3.OperationalError) and str(exc).startswith(
+        "Could not decode to UTF-8"
+    )
+
+
+def _lenient(value: bytes) -> str:
+    return value.decode("utf-8", "replace")
+
+
+@contextlib.contextmanager
+def lenient_text(conn: sqlite3.Connection) -> Iterator[None]:
+    """Read TEXT that is not UTF-8 on ``conn`` with U+FFFD for each bad byte, instead of
+    failing the whole read: what a hash, a MAC or a JSON parse then checks no longer matches,
+    so the damage is reported as the ledger's (a hash mismatch, a row MAC, a divergence)
+    rather than as a store error. Used only to re-read after :func:`is_undecodable`: a
+    Python ``text_factory`` costs a call per value."""
+    conn.text_factory = _lenient
+    try:
+        yield
+    finally:
+        conn.text_factory = str
 
 
 def write_transaction(
