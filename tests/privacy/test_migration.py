@@ -48,22 +48,28 @@ def _make_legacy(url: str, plain: str) -> None:
             (data,) = conn.execute("SELECT data FROM calls").fetchone()
             row = json.loads(data)
             conn.execute("UPDATE calls SET data = ?", (canonical_text({**row, "summary": old}),))
-            shapes = len(migrations.SQLITE) - 2  # owner leases and delegation come after
+            shapes = len(migrations.SQLITE) - 3  # leases, delegation, edits come after
             conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", (shapes,))
             conn.execute("DROP TABLE leases")
             conn.execute("DROP INDEX calls_by_parent")
             conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
+            conn.execute("DROP TRIGGER events_updated")
+            conn.execute("DROP TRIGGER events_deleted")
+            conn.execute("DROP TABLE ledger_edits")
         return
     with psycopg.connect(url, autocommit=True) as conn:
         got = conn.execute("SELECT data FROM calls").fetchone()
         assert got is not None
         row = json.loads(got[0])
         conn.execute("UPDATE calls SET data = %s", (canonical_text({**row, "summary": old}),))
-        shapes = len(migrations.POSTGRES) - 2  # owner leases and delegation come after
+        shapes = len(migrations.POSTGRES) - 3  # leases, delegation, edits come after
         conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= %s", (shapes,))
         conn.execute("DROP TABLE leases")
         conn.execute("DROP INDEX calls_by_parent")
         conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
+        conn.execute("DROP TRIGGER events_edited ON events")
+        conn.execute("DROP FUNCTION charter_note_event_edit()")
+        conn.execute("DROP TABLE ledger_edits")
 
 
 async def test_old_call_rows_are_rewritten_to_their_shapes(

@@ -197,6 +197,14 @@ def test_migrations_are_recorded(tmp_path: Path) -> None:
     conn.close()
 
 
+def undo_edit_triggers(conn: sqlite3.Connection) -> None:
+    """Back to a schema before migration 13: no ledger_edits table, no triggers on events
+    (a table renamed away took its triggers along)."""
+    conn.execute("DROP TRIGGER IF EXISTS events_updated")
+    conn.execute("DROP TRIGGER IF EXISTS events_deleted")
+    conn.execute("DROP TABLE ledger_edits")
+
+
 def undo_row_macs(conn: sqlite3.Connection) -> None:
     """Back to a schema before migration 9: projection rows without row_seq and row_mac."""
     for table in ("runs", *RUN_TABLES):
@@ -222,6 +230,7 @@ async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) 
     conn.execute("DROP TABLE leases")  # and migration 11's
     conn.execute("DROP INDEX calls_by_parent")  # and migration 12's
     conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
+    undo_edit_triggers(conn)  # and migration 13's
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 3")
     conn.close()
     async with SQLiteStore.open(path, key=key) as store:
@@ -258,6 +267,7 @@ async def test_events_move_to_the_append_ordered_table(
     conn.execute("DROP TABLE leases")  # and migration 11's
     conn.execute("DROP INDEX calls_by_parent")  # and migration 12's
     conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
+    undo_edit_triggers(conn)  # and migration 13's
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 5")
     conn.close()
     caplog.set_level("INFO", logger="charter.stores.sqlite")

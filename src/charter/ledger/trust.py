@@ -28,7 +28,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -169,6 +169,15 @@ class LedgerTrust:
         with self._lock:
             self._invalid[problem.run_id] = problem
             self._verified.pop(problem.run_id, None)
+
+    def forget(self, run_ids: Iterable[str]) -> None:
+        """Events of ``run_ids`` were changed outside the append path (a hand edit of the
+        database): the next touch of each verifies it in full again, as a first one does."""
+        if not self.enabled:
+            return
+        with self._lock:
+            for run_id in run_ids:
+                self._verified.pop(run_id, None)
 
     def refuse_if_invalid(self, run_id: str) -> None:
         problem = self._invalid.get(run_id)

@@ -184,6 +184,21 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
         "ALTER TABLE calls ADD COLUMN parent_span_id TEXT",
         "CREATE INDEX calls_by_parent ON calls (run_id, parent_span_id)",
     ),
+    # Events changed outside the append path (charter.stores.sqlite_edits): Charter only ever
+    # inserts events, so an UPDATE or DELETE of one is someone editing the ledger. The
+    # triggers note the run, and a running process that verified it verifies it again before
+    # it builds on it or serves its rows (a restart would verify it anyway).
+    (
+        """CREATE TABLE ledger_edits (
+            id INTEGER PRIMARY KEY AUTOINCREMENT, run_id TEXT, seq, op TEXT NOT NULL)""",
+        """CREATE TRIGGER events_updated AFTER UPDATE ON events BEGIN
+            INSERT INTO ledger_edits (run_id, seq, op) VALUES (old.run_id, old.seq, 'update');
+            INSERT INTO ledger_edits (run_id, seq, op) VALUES (new.run_id, new.seq, 'update');
+        END""",
+        """CREATE TRIGGER events_deleted AFTER DELETE ON events BEGIN
+            INSERT INTO ledger_edits (run_id, seq, op) VALUES (old.run_id, old.seq, 'delete');
+        END""",
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -284,6 +299,20 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
     (  # delegation: the parent span of a delegated call (see the SQLite list's migration 12)
         "ALTER TABLE calls ADD COLUMN parent_span_id TEXT",
         "CREATE INDEX calls_by_parent ON calls (run_id, parent_span_id)",
+    ),
+    (  # events changed outside the append path (the SQLite list's migration 13)
+        """CREATE TABLE ledger_edits (
+            id BIGSERIAL PRIMARY KEY, run_id TEXT, seq BIGINT, op TEXT NOT NULL)""",
+        """CREATE FUNCTION charter_note_event_edit() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO ledger_edits (run_id, seq, op) VALUES (OLD.run_id, OLD.seq, lower(TG_OP));
+            IF TG_OP = 'UPDATE' THEN
+                INSERT INTO ledger_edits (run_id, seq, op) VALUES (NEW.run_id, NEW.seq, 'update');
+            END IF;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER events_edited AFTER UPDATE OR DELETE ON events
+            FOR EACH ROW EXECUTE FUNCTION charter_note_event_edit()""",
     ),
 )
 

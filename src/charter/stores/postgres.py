@@ -102,6 +102,9 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
 
 
 _HEAD_SQL = "SELECT seq, hash, mac FROM run_heads WHERE run_id = %s"
+_EDITS_SQL = "SELECT id, run_id FROM ledger_edits WHERE id > %s ORDER BY id"
+"""Events updated or deleted since this process last looked (the ``ledger_edits`` triggers:
+Charter only inserts events). See :mod:`charter.stores.sqlite_edits`."""
 
 
 def _as_head(run_id: str, got: Any) -> Head | None:
@@ -174,6 +177,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         self._tick = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self.trust = LedgerTrust(key)
+        self._edits_seen = 0  # the last ledger_edits entry seen (set on start)
         """What this process verified of each run, and the runs it refuses."""
         self.failure: str | None = None
         """Why the store stopped accepting writes (fail-stop), or None."""
@@ -195,6 +199,8 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             await self._pool.open(wait=True, timeout=self._open_timeout)
             async with self._pool.connection() as conn:
                 await migrate(conn, where="(postgresql)")
+                cur = await conn.execute("SELECT coalesce(max(id), 0) FROM ledger_edits")
+                self._edits_seen = int((await cur.fetchone() or (0,))[0])
         for problem in await self.run_flags():
             if problem.quarantined:
                 self.trust.quarantine(problem)
@@ -335,11 +341,16 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             # round trip; the writes and COMMIT in a second.
             async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
                 head_cur = await conn.execute(_HEAD_SQL + " FOR UPDATE", (run_id,))
+                edits_cur = await conn.execute(_EDITS_SQL, (self._edits_seen,))
                 reads = [
                     (k, await conn.execute(select_sql(TABLES[k.table], "%s"), k.key))
                     for k in rows_needed(run_id, entries)
                 ]
                 head = _as_head(run_id, await head_cur.fetchone())
+                edited = await edits_cur.fetchall()
+                if edited:  # events edited by hand: those runs are verified again, in full
+                    self._edits_seen = max(self._edits_seen, int(edited[-1][0]))
+                    self.trust.forget({str(r[1]) for r in edited})
                 try:
                     self.trust.check_head(run_id, head)
                 except HeadNotVerified:

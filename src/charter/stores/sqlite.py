@@ -27,7 +27,6 @@ import collections
 import contextlib
 import json
 import logging
-import os
 import queue
 import sqlite3
 import threading
@@ -80,9 +79,10 @@ from charter.stores.flags import (
 from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
 from charter.stores.sqlite_batch import (
-    BUSY_TIMEOUT_MS,
     HotRows,
+    _begin_now,
     _connect,
+    _create_private,
     _head,
     _heads,
     _list,
@@ -93,6 +93,7 @@ from charter.stores.sqlite_batch import (
     stored_blob,
 )
 from charter.stores.sqlite_conversations import SQLiteConversations
+from charter.stores.sqlite_edits import edits_first
 from charter.stores.sqlite_errors import (
     is_storage_failure,
     is_undecodable,
@@ -227,6 +228,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         try:
             conn = _connect(self.path, readonly=False)
             migrate(conn, where=self.path)
+            self._hot.edits.start(conn)
         except (sqlite3.Error, CharterError) as exc:
             err = (
                 translate_sqlite_error(exc, opening=str(self.path))
@@ -304,8 +306,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 conn.execute("BEGIN IMMEDIATE")
             trust = self.trust
             hot = self._hot if trust.enabled else None
-            if hot is not None:
-                hot.check(conn)
+            if hot is not None and (edited := hot.check(conn)):
+                trust.forget(edited)  # events edited by hand: those runs are verified again
             run_ids = {job.run_id for job in batch}
             pending = _Pending(
                 _heads(conn, run_ids) if hot is None else hot.read_heads(conn, run_ids),
@@ -557,9 +559,11 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
     # nothing in it is bound to the current task (asyncio locks and futures only).
     append_in_place = append
 
-    async def _read_checked(self, fn: Callable[[sqlite3.Connection], T]) -> T:
+    async def _read_checked(self, fn: Callable[[sqlite3.Connection], T], run: str = "") -> T:
         """:meth:`_read` of projection rows: a row of a run this process has not verified
-        (up to the row) sends that run through verification first, then the read again."""
+        (up to the row) sends that run through verification first, then the read again; so
+        does an edit of ``run``'s events noticed by the read (:mod:`.sqlite_edits`)."""
+        fn = edits_first(fn, run, self._hot.edits, self.trust) if run else fn
         for _ in range(_TRUST_ATTEMPTS):
             try:
                 return await self._read(fn)
@@ -668,11 +672,11 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
 
     async def get_row(self, key: RowKey) -> Row | None:
         await self.trust.ensure(self, key.key[0])
-        return await self._read_checked(lambda c: _row(c, key, self._opener))
+        return await self._read_checked(lambda c: _row(c, key, self._opener), key.key[0])
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
         await self.trust.ensure(self, run_id)
-        return await self._read_checked(lambda c: _list(c, table, run_id, self._opener))
+        return await self._read_checked(lambda c: _list(c, table, run_id, self._opener), run_id)
 
     async def query_rows(
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
@@ -737,7 +741,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 conn.execute("COMMIT")
 
         await self.trust.ensure(self, run_id)
-        return await self._read_checked(go)
+        return await self._read_checked(go, run_id)
 
     async def stored_snapshot(self, run_id: str) -> StoredSnapshot | None:
         def go(conn: sqlite3.Connection) -> StoredSnapshot | None:
@@ -759,20 +763,6 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         return await self._read(go)
 
 
-def _begin_now(conn: sqlite3.Connection) -> bool:
-    """Open the write transaction only if no other connection holds the write lock: on the
-    event loop's thread a busy wait (up to ``BUSY_TIMEOUT_MS``) would stall every request.
-    False on any error: the writer thread then tries, and meets it where it is handled."""
-    conn.execute("PRAGMA busy_timeout = 0")
-    try:
-        conn.execute("BEGIN IMMEDIATE")
-    except sqlite3.Error:
-        return False
-    finally:
-        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
-    return True
-
-
 def _settle_ready(ready: asyncio.Future[None], exc: BaseException | None) -> None:
     if ready.done():
         return
@@ -783,16 +773,3 @@ def _settle_ready(ready: asyncio.Future[None], exc: BaseException | None) -> Non
 
 
 __all__ = ["MigrationError", "SQLiteStore", "migrate", "translate_sqlite_error"]
-
-
-def _create_private(path: Path) -> None:
-    """A new database file is the owner's only (0600; SQLite gives its -wal and -shm files the
-    same mode), in a directory created 0700; an existing file keeps its mode."""
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        return
-    os.close(fd)

@@ -7,9 +7,12 @@ Split from :mod:`charter.stores.sqlite` (the store itself); nothing here is publ
 from __future__ import annotations
 
 import logging
+import os
 import sqlite3
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes_noting
@@ -23,6 +26,7 @@ from charter.ledger.rows import parse_own
 from charter.ledger.trust import RunProblem
 from charter.stores import migrations
 from charter.stores._sql import DATA_AT, RowOpener, list_sql, select_sql, upsert_params, upsert_sql
+from charter.stores.sqlite_edits import EditWatch
 
 logger = logging.getLogger("charter.stores.sqlite")
 # Checkpoint when the WAL holds this many pages (SQLite's default is 1000). A batch appending to
@@ -38,6 +42,7 @@ BUSY_TIMEOUT_MS = 10_000  # how long a statement waits for another connection's 
 # The append path's statements, built once (TABLES is complete once projections is imported).
 _SELECT = {name: select_sql(spec, "?") for name, spec in TABLES.items()}
 _UPSERT = {name: upsert_sql(spec, "?") for name, spec in TABLES.items()}
+_NONE: frozenset[str] = frozenset()  # "no run edited"
 
 
 def _connect(path: str, *, readonly: bool) -> sqlite3.Connection:
@@ -206,14 +211,17 @@ class HotRows:
         self.heads: dict[str, Head] = {}
         self.owned: set[str] = set()
         self.version: int | None = None
+        self.edits = EditWatch()  # runs whose events were edited (readers poll it too)
 
-    def check(self, conn: sqlite3.Connection) -> None:
+    def check(self, conn: sqlite3.Connection) -> AbstractSet[str]:
         """At the start of a write transaction: forget everything if another connection
-        committed since this writer last looked."""
+        committed since this writer last looked; the runs whose events it edited, if any."""
         (version,) = conn.execute("PRAGMA data_version").fetchone()
-        if version != self.version:
-            self.clear()
-            self.version = version
+        if version == self.version:
+            return _NONE
+        self.clear()
+        self.version = version
+        return self.edits.poll(conn, version)
 
     def clear(self) -> None:
         self.rows.clear()
@@ -368,3 +376,30 @@ class _Pending:
             conn.executemany(
                 "UPDATE run_heads SET seq = ?, hash = ?, mac = ? WHERE run_id = ?", moved
             )
+
+
+def _begin_now(conn: sqlite3.Connection) -> bool:
+    """Open the write transaction only if no other connection holds the write lock: on the
+    event loop's thread a busy wait (up to ``BUSY_TIMEOUT_MS``) would stall every request.
+    False on any error: the writer thread then tries, and meets it where it is handled."""
+    conn.execute("PRAGMA busy_timeout = 0")
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    return True
+
+
+def _create_private(path: Path) -> None:
+    """A new database file is the owner's only (0600; SQLite gives its -wal and -shm files the
+    same mode), in a directory created 0700; an existing file keeps its mode."""
+    parent = path.parent
+    if not parent.exists():
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return
+    os.close(fd)

@@ -1,0 +1,135 @@
+"""Events edited under a running process: the process notices and verifies the run again
+before it builds on it (SQLite and PostgreSQL) or serves its rows (SQLite), instead of
+appending to a run that no longer verifies until a restart. ``charter.stores.sqlite_edits``;
+the same damage found by a new process is tests/kernel/test_ledger_trust.py."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from charter.errors import Failure
+from charter.kernel.envelope import CallStatus
+from charter.runtime import Runtime, open_runtime
+from tests.kernel._project import runs_of, write_runtime_project
+from tests.stores.conftest import create_database, drop_database
+
+pytestmark = pytest.mark.anyio
+
+DAMAGE = {
+    "missing_middle_event": ("DELETE FROM events WHERE run_id = ? AND seq = 3", "LEDGER_GAP"),
+    "event_prev_hash_edited": (
+        "UPDATE events SET prev_hash = hash WHERE run_id = ? AND seq = 2",
+        "LEDGER_HASH_MISMATCH",
+    ),
+    "event_type_edited": (
+        "UPDATE events SET type = 'context_resolved' WHERE run_id = ? AND seq = 3",
+        "LEDGER_HASH_MISMATCH",
+    ),
+}
+
+
+Edit = Callable[..., None]
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Edit]]:
+    """A store URL and the attacker's own connection to it."""
+    if request.param == "sqlite":
+        db = tmp_path / "store.db"
+        yield f"sqlite:///{db}", lambda statement, *params: _sqlite(db, statement, *params)
+        return
+    name = create_database()
+    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
+
+    def edit(statement: str, *params: object) -> None:
+        with psycopg.connect(url, autocommit=True) as conn:
+            cur = conn.execute(statement.replace("?", "%s").encode(), params)
+            assert cur.rowcount >= 1
+
+    try:
+        yield url, edit
+    finally:
+        drop_database(name)
+
+
+def _sqlite(db: Path, statement: str, *params: object) -> None:
+    conn = sqlite3.connect(db, isolation_level=None)  # another connection: the attacker's
+    try:
+        assert conn.execute(statement, params).rowcount >= 1
+    finally:
+        conn.close()
+
+
+async def _two_runs(rt: Runtime) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name in ("damaged", "intact"):
+        ctx = await rt.resolve_context("app", "all")
+        env = await rt.call(ctx.context_id, "kv.get", "c1", {"key": "k"}, as_="app")
+        assert env.status is CallStatus.SUCCEEDED, env
+        out[name], out[f"{name}_ctx"] = ctx.run_id, ctx.context_id
+    return out
+
+
+def _refused(env: object, problem: str) -> None:
+    assert getattr(env, "status", None) is CallStatus.FAILED, env
+    error = getattr(env, "error", None) or {}
+    assert error["reason"] == "RUN_LEDGER_INVALID", error
+    assert f"({problem}" in error["message"]
+
+
+@pytest.mark.parametrize("kind", sorted(DAMAGE))
+async def test_a_call_after_the_edit_is_refused(
+    tmp_path: Path, kind: str, backend: tuple[str, Edit]
+) -> None:
+    project = write_runtime_project(tmp_path / "kv")
+    url, edit = backend
+    statement, problem = DAMAGE[kind]
+    async with open_runtime(project, store=url) as rt:
+        runs = await _two_runs(rt)
+        edit(statement, runs["damaged"])
+        call = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        _refused(call, problem)
+        again = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
+        _refused(again, problem)
+        with pytest.raises(Failure) as caught:
+            await rt.resolve_context("app", "all", run_id=runs["damaged"])
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
+        assert runs_of(project, "kv.get") == 2  # nothing dispatched in the damaged run
+        other = await rt.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        assert other.status is CallStatus.SUCCEEDED, other
+        assert list(rt.store.trust.invalid) == [runs["damaged"]]
+
+
+async def test_a_resubmission_first_after_the_edit_is_refused(tmp_path: Path) -> None:
+    # No append comes first: the read that answers the resubmission notices the edit.
+    project = write_runtime_project(tmp_path / "kv")
+    db = tmp_path / "store.db"
+    async with open_runtime(project, store=f"sqlite:///{db}") as rt:
+        runs = await _two_runs(rt)
+        _sqlite(db, DAMAGE["missing_middle_event"][0], runs["damaged"])
+        again = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
+        _refused(again, "LEDGER_GAP")
+        assert runs_of(project, "kv.get") == 2
+
+
+async def test_an_edit_that_changes_nothing_is_verified_and_the_run_goes_on(
+    tmp_path: Path, backend: tuple[str, Edit]
+) -> None:
+    project = write_runtime_project(tmp_path / "kv")
+    url, edit = backend
+    async with open_runtime(project, store=url) as rt:
+        runs = await _two_runs(rt)
+        before = rt.store.trust.verifications
+        edit("UPDATE events SET type = type WHERE run_id = ? AND seq = 3", runs["damaged"])
+        env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        assert env.status is CallStatus.SUCCEEDED, env
+        assert rt.store.trust.verifications == before + 1  # verified again, in full, once
+        env = await rt.call(runs["damaged_ctx"], "kv.get", "c3", {"key": "k"}, as_="app")
+        assert env.status is CallStatus.SUCCEEDED, env
+        assert rt.store.trust.verifications == before + 1
+        assert rt.store.trust.invalid == {}
