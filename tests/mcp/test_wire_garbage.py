@@ -126,6 +126,7 @@ def call(ident: int, arguments: Any, name: Any = "notes_search") -> dict[str, An
     return {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
 
 
+LONG_NUMBER = b'{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"n":' + b"9" * 5000 + b"}}"
 GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
     # (line, answered id, JSON-RPC code, reason, pointer)
     (f"not json {SECRET}".encode(), None, -32700, "MESSAGE_NOT_JSON", None),
@@ -156,9 +157,11 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
     ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, None, -32600, "MESSAGE_INVALID",
      "/id"),
     (call(21, {"query": ""}) | {"id": False}, None, -32600, "MESSAGE_INVALID", "/id"),
+    (LONG_NUMBER, None, -32700, "MESSAGE_NOT_JSON", None),
 ]  # fmt: skip
 
 WORDING = {
+    LONG_NUMBER: "Parse error: a number in the message has too many digits",
     json.dumps({"jsonrpc": "2.0", "id": [19], "method": "tools/list"}).encode(): (
         "Invalid Request: id must be a string or an integer, not an array"
     ),

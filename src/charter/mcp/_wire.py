@@ -209,8 +209,10 @@ def check_line(raw: bytes) -> Checked:
         why = f"Parse error: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
-        kind = "nested too deeply" if isinstance(exc, RecursionError) else "a number is too long"
-        why = f"Parse error: the message is {kind}"
+        if isinstance(exc, RecursionError):
+            why = "Parse error: the message is nested too deeply"
+        else:
+            why = "Parse error: a number in the message has too many digits"
         return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     if not isinstance(message, dict):
         kind = "batches (JSON arrays) are not supported" if isinstance(message, list) else ""
