@@ -2,7 +2,8 @@
 
 Every line a client sends is answered on stdio — garbage with a JSON-RPC error naming the
 problem and where it is (never the value) — stdout carries nothing but JSON-RPC, and the
-server goes on serving afterwards. The HTTP transport answers the same garbage the same way.
+server goes on serving afterwards. The HTTP transport answers the same garbage the same way,
+and an empty body too.
 """
 
 from __future__ import annotations
@@ -321,6 +322,20 @@ def test_http_answers_the_same_garbage_without_echoing_it(demo: Path) -> None:
                 if _sent(line) in WORDING:
                     assert message["error"]["message"] == WORDING[_sent(line)]
                 assert SECRET not in answer.text
+            # an empty body (with or without a Content-Type), then a JSON null: each is
+            # answered at once with the guard's error, as any garbage is
+            untyped = {k: v for k, v in headers.items() if k != "Content-Type"}
+            for body, sent, code, reason in (
+                (b"", headers, -32700, "MESSAGE_NOT_JSON"),
+                (b"", untyped, -32700, "MESSAGE_NOT_JSON"),
+                (b"null", headers, -32600, "MESSAGE_NOT_OBJECT"),
+            ):
+                answer = http.post(url, content=body, headers=sent, timeout=5)
+                assert answer.status_code == 400, answer.text
+                message = answer.json()
+                assert message["id"] is None
+                assert message["error"]["code"] == code, message
+                assert message["error"]["data"]["reason"] == reason, message
             for line, reason in KERNEL_REFUSES:
                 answer = http.post(url, content=line, headers=headers)
                 assert answer.status_code == 200, answer.text

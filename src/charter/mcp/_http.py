@@ -127,7 +127,8 @@ def _raw_arguments(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 async def _checked_body(receive: Receive) -> tuple[bytes, Checked]:
     """The request's body, and the JSON-RPC error it earns (the same checks as the stdio
-    wire's: charter.mcp._wire), read up to :data:`MAX_MESSAGE_BYTES`."""
+    wire's: charter.mcp._wire, and an empty body is ``-32700``), read up to
+    :data:`MAX_MESSAGE_BYTES`."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -144,6 +145,9 @@ async def _checked_body(receive: Receive) -> tuple[bytes, Checked]:
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
+    if not body.strip():  # a blank stdio line is skipped; a POST is one message, none here
+        why = "Parse error: the body is empty (a POST carries one JSON-RPC message)"
+        return body, Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     return body, check_line(body)
 
 
