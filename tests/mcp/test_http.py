@@ -84,6 +84,16 @@ async def client(url: str, key: str) -> AsyncIterator[Client]:
         yield mcp_client
 
 
+def check_problem(answer: httpx2.Response, status: int, code: str, reason: str) -> None:
+    assert answer.status_code == status, answer.text
+    assert answer.headers["content-type"] == "application/problem+json"
+    problem = answer.json()
+    assert problem["type"] == f"urn:charter:problem:{reason}"
+    assert (problem["status"], problem["code"], problem["reason"]) == (status, code, reason)
+    assert problem["retryable"] is False
+    assert problem["detail"]
+
+
 async def test_http_acceptance(tmp_path: Path) -> None:
     keys = make_project(tmp_path)
     with charter_http(tmp_path, free_port()) as base:
@@ -91,14 +101,19 @@ async def test_http_acceptance(tmp_path: Path) -> None:
         url = base + "/mcp/main"
         async with httpx2.AsyncClient(trust_env=False) as http:
             body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
-            assert (await http.post(url, json=body)).status_code == 401
+            # refusals are the HTTP API's problem documents, each with its reason
             bad = {"Authorization": "Bearer not-a-key"}
-            assert (await http.post(url, json=body, headers=bad)).status_code == 401
-            # a session id is never authentication
-            sid = {"Mcp-Session-Id": "anything"}
-            assert (await http.post(url, json=body, headers=sid)).status_code == 401
+            sid = {"Mcp-Session-Id": "anything"}  # a session id is never authentication
+            for headers, reason in (
+                ({}, "AUTH_MISSING"),
+                (bad, "AUTH_INVALID"),
+                (sid, "AUTH_MISSING"),
+            ):
+                refused = await http.post(url, json=body, headers=headers)
+                assert refused.status_code == 401
+                check_problem(refused, 401, "permission_denied", reason)
             missing = await http.post(base + "/mcp/nope", json=body)
-            assert missing.status_code == 404
+            check_problem(missing, 404, "invalid_input", "PROFILE_UNKNOWN")
         async with client(url, keys["app"]) as main, client(url, keys["viewer"]) as viewer:
             await _flow.check_listing(main, viewer)
             await _flow.check_read_and_ledger(main, tmp_path)

@@ -2,7 +2,8 @@
 
 Every line a client sends is answered on stdio — garbage with a JSON-RPC error naming the
 problem and where it is (never the value) — stdout carries nothing but JSON-RPC, and the
-server goes on serving afterwards. The HTTP transport answers the same garbage the same way.
+server goes on serving afterwards. The HTTP transport answers the same garbage the same way,
+and an empty body too.
 """
 
 from __future__ import annotations
@@ -126,6 +127,7 @@ def call(ident: int, arguments: Any, name: Any = "notes_search") -> dict[str, An
     return {"jsonrpc": "2.0", "id": ident, "method": "tools/call", "params": params}
 
 
+LONG_NUMBER = b'{"jsonrpc":"2.0","id":8,"method":"tools/list","params":{"n":' + b"9" * 5000 + b"}}"
 GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
     # (line, answered id, JSON-RPC code, reason, pointer)
     (f"not json {SECRET}".encode(), None, -32700, "MESSAGE_NOT_JSON", None),
@@ -142,7 +144,37 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
     (b'{"jsonrpc":"2.0","id":16,"id":17,"method":"tools/list"}', 17, -32600,
      "ARGS_DUPLICATE_KEY", ""),
     ({"jsonrpc": "1.0", "id": 18, "method": "tools/list"}, 18, -32600, "MESSAGE_INVALID", None),
+    # an id that is not a string or an integer: the SDK took these for notifications and
+    # never answered (stdio: silence; HTTP: 202 with an empty body)
+    ({"jsonrpc": "2.0", "id": {"k": SECRET}, "method": "tools/list"}, None, -32600,
+     "MESSAGE_INVALID", "/id"),
+    ({"jsonrpc": "2.0", "id": [19], "method": "tools/list"}, None, -32600, "MESSAGE_INVALID",
+     "/id"),
+    ({"jsonrpc": "2.0", "id": 20.5, "method": "tools/list"}, None, -32600, "MESSAGE_INVALID",
+     "/id"),
+    (b'{"jsonrpc":"2.0","id":2e1,"method":"tools/list"}', None, -32600, "MESSAGE_INVALID", "/id"),
+    ({"jsonrpc": "2.0", "id": True, "method": "tools/list"}, None, -32600, "MESSAGE_INVALID",
+     "/id"),
+    ({"jsonrpc": "2.0", "id": None, "method": "tools/list"}, None, -32600, "MESSAGE_INVALID",
+     "/id"),
+    (call(21, {"query": ""}) | {"id": False}, None, -32600, "MESSAGE_INVALID", "/id"),
+    (LONG_NUMBER, None, -32700, "MESSAGE_NOT_JSON", None),
 ]  # fmt: skip
+
+WORDING = {
+    LONG_NUMBER: "Parse error: a number in the message has too many digits",
+    json.dumps({"jsonrpc": "2.0", "id": [19], "method": "tools/list"}).encode(): (
+        "Invalid Request: id must be a string or an integer, not an array"
+    ),
+    json.dumps({"jsonrpc": "2.0", "id": None, "method": "tools/list"}).encode(): (
+        "Invalid Request: id must be a string or an integer, not null"
+    ),
+}
+"""The exact message of some refusals (keyed by the line as sent)."""
+
+
+def _sent(line: bytes | dict[str, Any]) -> bytes:
+    return json.dumps(line).encode() if isinstance(line, dict) else line
 
 
 def test_every_garbage_line_gets_a_json_rpc_error_and_the_server_goes_on(wire: Wire) -> None:
@@ -154,6 +186,8 @@ def test_every_garbage_line_gets_a_json_rpc_error_and_the_server_goes_on(wire: W
         assert answer["error"]["data"]["reason"] == reason, (line, answer)
         if pointer is not None:
             assert answer["error"]["data"]["pointer"] == pointer, (line, answer)
+        if _sent(line) in WORDING:
+            assert answer["error"]["message"] == WORDING[_sent(line)]
         assert SECRET not in json.dumps(answer)
     # still serving: a good call after all of it succeeds
     wire.send(call(99, {"query": ""}))
@@ -277,8 +311,7 @@ def test_http_answers_the_same_garbage_without_echoing_it(demo: Path) -> None:
                     )
                     time.sleep(0.2)
             for line, ident, code, reason, pointer in GARBAGE:
-                body = json.dumps(line).encode() if isinstance(line, dict) else line
-                answer = http.post(url, content=body, headers=headers)
+                answer = http.post(url, content=_sent(line), headers=headers)
                 assert answer.status_code == (200 if code == -32602 else 400), answer.text
                 message = answer.json()
                 assert message["id"] == ident, (line, message)
@@ -286,7 +319,23 @@ def test_http_answers_the_same_garbage_without_echoing_it(demo: Path) -> None:
                 assert message["error"]["data"]["reason"] == reason, (line, message)
                 if pointer is not None:
                     assert message["error"]["data"]["pointer"] == pointer
+                if _sent(line) in WORDING:
+                    assert message["error"]["message"] == WORDING[_sent(line)]
                 assert SECRET not in answer.text
+            # an empty body (with or without a Content-Type), then a JSON null: each is
+            # answered at once with the guard's error, as any garbage is
+            untyped = {k: v for k, v in headers.items() if k != "Content-Type"}
+            for body, sent, code, reason in (
+                (b"", headers, -32700, "MESSAGE_NOT_JSON"),
+                (b"", untyped, -32700, "MESSAGE_NOT_JSON"),
+                (b"null", headers, -32600, "MESSAGE_NOT_OBJECT"),
+            ):
+                answer = http.post(url, content=body, headers=sent, timeout=5)
+                assert answer.status_code == 400, answer.text
+                message = answer.json()
+                assert message["id"] is None
+                assert message["error"]["code"] == code, message
+                assert message["error"]["data"]["reason"] == reason, message
             for line, reason in KERNEL_REFUSES:
                 answer = http.post(url, content=line, headers=headers)
                 assert answer.status_code == 200, answer.text

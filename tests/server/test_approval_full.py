@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from charter.client import Client
@@ -44,6 +45,23 @@ def test_operators_fetch_the_full_arguments_over_http(clients: dict[str, Client]
     with pytest.raises(PermissionDenied) as refused:
         app.get_approval(approval_id, full=True)
     assert refused.value.reason == "OPERATOR_REQUIRED"
+
+
+def test_the_full_arguments_refusal_is_documented(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """An application asking for ``?full=true`` is answered 403, and the OpenAPI document of
+    ``GET /v1/approvals/{approval_id}`` lists that answer (it listed 401 and 404 only)."""
+    approval_id = _pending(clients["app"], "full-doc", "d" * 10)
+    headers = {"Authorization": f"Bearer {project.keys['app']}"}
+    with httpx2.Client(base_url=server.url, headers=headers, timeout=30) as http:
+        refused = http.get(f"/v1/approvals/{approval_id}", params={"full": "true"})
+        doc = http.get("/openapi.json").json()
+    assert refused.status_code == 403
+    assert refused.json()["reason"] == "OPERATOR_REQUIRED"
+    responses = doc["paths"]["/v1/approvals/{approval_id}"]["get"]["responses"]
+    assert "application/problem+json" in responses["403"]["content"]
+    assert responses["403"]["description"] == "Forbidden"
 
 
 def test_the_console_page_shows_every_field(

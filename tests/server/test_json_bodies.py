@@ -89,6 +89,39 @@ def test_a_body_not_sent_as_json_is_415_on_every_json_operation(
             assert CANARY not in answer.text
 
 
+@pytest.mark.parametrize("encoding", ["utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32"])
+def test_a_body_that_is_not_utf8_without_a_bom_is_400_on_every_json_operation(
+    server: ThreadServer, project: Project, encoding: str
+) -> None:
+    """RFC 8259 §8.1: JSON between systems is UTF-8, without a byte order mark. The framework
+    guessed the encoding (``POST /v1/contexts`` in UTF-16 made a context, 201) while a call's
+    own parser refused it; now every JSON operation answers the same problem, before anything
+    is recorded."""
+    body = json.dumps({"profile": "reader", "reason": CANARY}).encode(encoding)
+    json_type = {"content-type": "application/json"}
+    with _http(server, project.keys["alice"]) as http:
+        runs = len(http.get("/v1/runs", params={"limit": 1000}).json())
+        problems = []
+        for path, _ in json_operations(server):
+            for headers in (json_type, {}) if path.endswith("/calls") else (json_type,):
+                answer = http.post(path, content=body, headers=headers)
+                assert answer.status_code == 400, (path, answer.text)
+                assert answer.headers["content-type"] == "application/problem+json"
+                assert CANARY not in answer.text
+                problems.append(answer.json())
+        assert len(http.get("/v1/runs", params={"limit": 1000}).json()) == runs
+    assert problems[0] == {
+        "type": "urn:charter:problem:BODY_MALFORMED",
+        "title": "Bad Request",
+        "status": 400,
+        "detail": "the body is not UTF-8 JSON (RFC 8259: UTF-8, without a byte order mark)",
+        "code": "invalid_input",
+        "reason": "BODY_MALFORMED",
+        "retryable": False,
+    }
+    assert all(problem == problems[0] for problem in problems)
+
+
 def test_a_call_sent_as_text_is_refused_and_not_recorded(
     server: ThreadServer, project: Project, clients: dict[str, Client]
 ) -> None:

@@ -1,7 +1,9 @@
-"""``charter serve`` answers MCP at /mcp/{profile}, authenticated like the API."""
+"""``charter serve`` answers MCP at /mcp/{profile}, authenticated like the API and refusing
+like it: a missing or bad credential, an unknown profile are the API's problem documents."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -65,3 +67,67 @@ async def test_run_resources_over_the_mounted_mcp_follow_the_tenant(
         assert not any(ctx["run_id"] in u for u in listed)
         with pytest.raises(MCPError, match="no such resource"):
             await other.read_resource(uri)
+
+
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+LIST = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+
+
+@pytest.mark.parametrize(
+    ("header", "reason"),
+    [
+        (None, "AUTH_MISSING"),
+        ("Bearer wrong-key", "AUTH_INVALID"),
+        ("Basic abc", "AUTH_INVALID"),
+        ("expired", "AUTH_TOKEN_EXPIRED"),
+        ("subject", "AUTH_UNKNOWN_SUBJECT"),
+    ],
+)
+async def test_mcp_refuses_a_credential_as_the_api_does(
+    project: Project, server: ThreadServer, header: str | None, reason: str
+) -> None:
+    """The mount's 401 is the API's problem document, with the API's reason (it was
+    ``{"error": "unauthenticated"}``, no reason, for every one of these)."""
+    from tests.server.test_api import _token
+
+    tokens = {
+        "expired": _token(project, exp=int(time.time()) - 10),
+        "subject": _token(project, sub="mallory"),
+    }
+    if header in tokens:
+        header = f"Bearer {tokens[header]}"
+    sent = {**MCP_HEADERS, **({"Authorization": header} if header else {})}
+    async with httpx2.AsyncClient(base_url=server.url, trust_env=False, timeout=30) as http:
+        mcp = await http.post("/mcp/all", json=LIST, headers=sent)
+        api = await http.get("/v1/runs", headers=sent)
+    for answer in (mcp, api):
+        assert answer.status_code == 401
+        assert answer.headers["content-type"] == "application/problem+json"
+        assert answer.headers["www-authenticate"] == 'Bearer realm="charter"'
+    problem = mcp.json()
+    assert problem == {**api.json(), "detail": problem["detail"]}  # same document
+    assert problem["reason"] == reason
+    assert problem["code"] == "permission_denied"
+    assert problem["type"] == f"urn:charter:problem:{reason}"
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [("/mcp/nope", "PROFILE_UNKNOWN"), ("/mcp/all/extra", "ROUTE_NOT_FOUND")],
+)
+async def test_mcp_answers_an_unknown_path_with_a_problem(
+    project: Project, server: ThreadServer, path: str, reason: str
+) -> None:
+    headers = {**MCP_HEADERS, "Authorization": f"Bearer {project.keys['app']}"}
+    async with httpx2.AsyncClient(base_url=server.url, trust_env=False, timeout=30) as http:
+        answer = await http.post(path, json=LIST, headers=headers)
+        api = await http.get("/v1/nope", headers=headers)
+    assert answer.status_code == 404
+    assert answer.headers["content-type"] == "application/problem+json"
+    problem = answer.json()
+    assert problem.keys() == api.json().keys()
+    assert problem["reason"] == reason
+    assert problem["status"] == 404
+    assert problem["title"] == "Not Found"
+    assert problem["code"] == "invalid_input"
+    assert "nope" not in problem["detail"]  # the path is the caller's

@@ -3,8 +3,10 @@
 The SDK runs in **stateless** mode (a fresh transport per request, JSON responses), so any
 replica can answer any request. Every request is authenticated by its bearer credential
 (``Authorization: Bearer KEY``, checked by ``authenticate`` — normally
-``Deployment.authenticate``); the credential alone decides the principal. An MCP session id,
-if a client sends one, is never used to identify anyone.
+``Deployment.authenticate``); the credential alone decides the principal. Without one the
+answer is ``401`` with a problem document, as on ``/v1``: ``AUTH_MISSING``, ``AUTH_INVALID``,
+or the reason ``authenticate`` raised (a :class:`~charter.errors.PermissionDenied`). An MCP
+session id, if a client sends one, is never used to identify anyone.
 
 Within one process, the governed session (the ad-hoc ``mcp-session`` run, its context and the
 idempotency keys it has seen) is kept per principal and profile, so a client's identical
@@ -24,7 +26,8 @@ from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.types import Message, Receive, Scope, Send
 
-from charter.errors import PermissionDenied
+from charter.contracts.problem import PROBLEM_MEDIA_TYPE, problem_body
+from charter.errors import ErrorCode, PermissionDenied
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
 from charter.mcp._server import build_server
@@ -32,18 +35,26 @@ from charter.mcp._wire import MAX_MESSAGE_BYTES, Checked, Refusal, check_line
 from charter.runtime import Runtime
 
 Authenticate = Callable[[str], Principal | None]
+"""A bearer credential's principal; None (or a raised PermissionDenied, whose reason the 401
+carries) when it names none."""
 SCOPE_KEY = "charter.principal"
 RAW_KEY = "charter.raw_arguments"  # a tools/call's arguments as written (charter.mcp._wire)
 
 
-async def _respond(send: Send, status: int, body: dict[str, Any], headers: list[Any]) -> None:
+async def _respond(
+    send: Send,
+    status: int,
+    body: dict[str, Any],
+    headers: list[Any],
+    media_type: bytes = b"application/json",
+) -> None:
     data = json.dumps(body).encode()
     await send(
         {
             "type": "http.response.start",
             "status": status,
             "headers": [
-                (b"content-type", b"application/json"),
+                (b"content-type", media_type),
                 (b"content-length", str(len(data)).encode()),
                 *headers,
             ],
@@ -52,15 +63,50 @@ async def _respond(send: Send, status: int, body: dict[str, Any], headers: list[
     await send({"type": "http.response.body", "body": data})
 
 
-def bearer(scope: Scope) -> str | None:
-    """The bearer credential of an ASGI request, or ``None``."""
+async def _problem(
+    send: Send, status: int, code: ErrorCode, reason: str, detail: str, headers: list[Any]
+) -> None:
+    """An HTTP-level refusal (before any JSON-RPC is read) as the ``/v1`` API answers one: a
+    problem document (:mod:`charter.contracts.problem`)."""
+    body = problem_body(status=status, code=code, reason=reason, detail=detail)
+    await _respond(send, status, body, headers, PROBLEM_MEDIA_TYPE.encode())
+
+
+def _authorization(scope: Scope) -> str | None:
     for name, value in scope.get("headers", ()):
         if name == b"authorization":
             text: str = value.decode("latin-1")
-            kind, _, token = text.partition(" ")
-            if kind.lower() == "bearer" and token.strip():
-                return token.strip()
+            return text
     return None
+
+
+def bearer(scope: Scope) -> str | None:
+    """The bearer credential of an ASGI request, or ``None``."""
+    kind, _, token = (_authorization(scope) or "").partition(" ")
+    if kind.lower() == "bearer" and token.strip():
+        return token.strip()
+    return None
+
+
+_CHALLENGE = [(b"www-authenticate", b'Bearer realm="charter"')]
+
+
+def _who(scope: Scope, authenticate: Authenticate) -> Principal | PermissionDenied:
+    """The principal the request's bearer credential names, or why there is none (the
+    ``/v1`` API's reasons: ``AUTH_MISSING``, ``AUTH_INVALID``, or the authenticator's own)."""
+    token = bearer(scope)
+    if token is None:
+        if _authorization(scope):
+            why = "the Authorization header must be 'Bearer <credential>'"
+            return PermissionDenied(why, reason="AUTH_INVALID")
+        return PermissionDenied("send Authorization: Bearer <credential>", reason="AUTH_MISSING")
+    try:
+        principal = authenticate(token)
+    except PermissionDenied as exc:  # the API's authenticator names the reason (a JWT's)
+        return exc
+    if principal is None:
+        return PermissionDenied("the credential is not valid", reason="AUTH_INVALID")
+    return principal
 
 
 class McpEndpoint:
@@ -96,15 +142,10 @@ class McpEndpoint:
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        token = bearer(scope)
-        principal = self.authenticate(token) if token is not None else None
-        if principal is None:
-            await _respond(
-                send,
-                401,
-                {"error": "unauthenticated", "detail": "send Authorization: Bearer <API key>"},
-                [(b"www-authenticate", b'Bearer realm="charter"')],
-            )
+        principal = _who(scope, self.authenticate)
+        if isinstance(principal, PermissionDenied):
+            denied = principal
+            await _problem(send, 401, denied.code, denied.reason, denied.message, _CHALLENGE)
             return
         scope = {**scope, SCOPE_KEY: principal}
         if scope.get("method") == "POST":
@@ -127,7 +168,8 @@ def _raw_arguments(ctx: ServerRequestContext[Any, Any]) -> str | None:
 
 async def _checked_body(receive: Receive) -> tuple[bytes, Checked]:
     """The request's body, and the JSON-RPC error it earns (the same checks as the stdio
-    wire's: charter.mcp._wire), read up to :data:`MAX_MESSAGE_BYTES`."""
+    wire's: charter.mcp._wire, and an empty body is ``-32700``), read up to
+    :data:`MAX_MESSAGE_BYTES`."""
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -144,6 +186,9 @@ async def _checked_body(receive: Receive) -> tuple[bytes, Checked]:
         if not message.get("more_body", False):
             break
     body = b"".join(chunks)
+    if not body.strip():  # a blank stdio line is skipped; a POST is one message, none here
+        why = "Parse error: the body is empty (a POST carries one JSON-RPC message)"
+        return body, Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     return body, check_line(body)
 
 
@@ -176,7 +221,8 @@ async def _refuse(send: Send, refusal: Refusal) -> None:
 class McpApp:
     """Every profile of a runtime at ``/{profile}`` (mounted at ``/mcp`` by :func:`mount_mcp`).
 
-    Unknown profiles answer 404 before authentication is even looked at.
+    Unknown profiles answer 404 (``PROFILE_UNKNOWN``, a problem document) before
+    authentication is even looked at.
     """
 
     def __init__(self, runtime: Runtime, authenticate: Authenticate) -> None:
@@ -203,8 +249,13 @@ class McpApp:
             path = path[len(root) :]
         profile = path.strip("/").split("/", 1)[0]
         endpoint = self.endpoints.get(profile)
-        if endpoint is None or path.strip("/") != profile:
-            await _respond(send, 404, {"error": "not_found", "detail": "no such profile"}, [])
+        if endpoint is None:
+            why = "no such profile: each profile is served at /mcp/{profile}"
+            await _problem(send, 404, ErrorCode.INVALID_INPUT, "PROFILE_UNKNOWN", why, [])
+            return
+        if path.strip("/") != profile:
+            why = "no such route: a profile is served at /mcp/{profile} itself"
+            await _problem(send, 404, ErrorCode.INVALID_INPUT, "ROUTE_NOT_FOUND", why, [])
             return
         await endpoint(scope, receive, send)
 

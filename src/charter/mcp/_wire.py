@@ -6,7 +6,9 @@ would never see with a JSON-RPC error naming the problem (never the offending va
 
 - ``-32700`` parse error: not UTF-8, not JSON (a number too long, nesting too deep), or longer
   than :data:`MAX_MESSAGE_BYTES` (the rest of the line is discarded, ``MESSAGE_TOO_LARGE``);
-- ``-32600`` invalid request: not an object (a batch, a number), not a JSON-RPC 2.0 message;
+- ``-32600`` invalid request: not an object (a batch, a number), an ``id`` that is not a
+  string or an integer (``MESSAGE_INVALID`` at ``/id``: the SDK would take such a request for
+  a notification and never answer it), not a JSON-RPC 2.0 message;
 - ``-32602`` invalid params: an object repeating a key (``ARGS_DUPLICATE_KEY``) or a string
   with a lone surrogate (``ARGS_LONE_SURROGATE``) anywhere in the message — ambiguous or
   unencodable, refused as the kernel refuses them on every other surface — and a
@@ -152,6 +154,31 @@ def _request_id(message: dict[str, Any]) -> str | int | None:
     return None
 
 
+_JSON_TYPES: tuple[tuple[type, str], ...] = (
+    (bool, "a boolean"),  # before int: a bool is an int to Python
+    (float, "a number with a fraction or an exponent"),
+    (dict, "an object"),
+    (list, "an array"),
+)
+
+
+def _id_problem(message: dict[str, Any]) -> str | None:
+    """What the message's ``id`` is when it cannot be one (None: it can, or there is none).
+
+    JSON-RPC 2.0 ids are strings or numbers without a fraction; MCP narrows them to strings
+    and integers and never null in a request. Only an error may answer ``id: null`` (a request
+    whose id could not be read)."""
+    if "id" not in message:
+        return None
+    ident = message["id"]
+    if ident is None:
+        return None if "error" in message and "method" not in message else "null"
+    for kind, name in _JSON_TYPES:
+        if isinstance(ident, kind):
+            return name
+    return None  # a string or an integer
+
+
 def _tool_call_problem(message: dict[str, Any]) -> tuple[str, str] | None:
     """A ``tools/call`` request's params that no tool call can be made of: (field, why)."""
     if message.get("method") != "tools/call" or "id" not in message:
@@ -182,13 +209,20 @@ def check_line(raw: bytes) -> Checked:
         why = f"Parse error: {exc.msg} (line {exc.lineno}, column {exc.colno})"
         return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     except (ValueError, RecursionError) as exc:  # a number too long, nesting too deep
-        kind = "nested too deeply" if isinstance(exc, RecursionError) else "a number is too long"
-        why = f"Parse error: the message is {kind}"
+        if isinstance(exc, RecursionError):
+            why = "Parse error: the message is nested too deeply"
+        else:
+            why = "Parse error: a number in the message has too many digits"
         return Checked(None, (None, types.PARSE_ERROR, why, {"reason": "MESSAGE_NOT_JSON"}))
     if not isinstance(message, dict):
         kind = "batches (JSON arrays) are not supported" if isinstance(message, list) else ""
         why = f"Invalid Request: a message must be a JSON object{'; ' + kind if kind else ''}"
         return Checked(None, (None, types.INVALID_REQUEST, why, {"reason": "MESSAGE_NOT_OBJECT"}))
+    bad_id = _id_problem(message)
+    if bad_id is not None:
+        why = f"Invalid Request: id must be a string or an integer, not {bad_id}"
+        data = {"reason": "MESSAGE_INVALID", "pointer": "/id"}
+        return Checked(None, (None, types.INVALID_REQUEST, why, data))
     ident = _request_id(message)
     # the walk only where a problem can be (most lines have no repeated key and no escape)
     maybe = repeats or _MAYBE_SURROGATE.search(text) is not None

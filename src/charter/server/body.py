@@ -4,7 +4,8 @@ A call's arguments must reach the kernel's strict parser as the caller wrote the
 duplicate key, ``NaN`` or a lone surrogate inside ``arguments`` is invalid input that the
 kernel must see and record, not something a lenient JSON decoder silently resolves. So the
 outer object is scanned member by member and the ``arguments`` member's exact source text is
-kept. A body that is not a JSON object is ``400 BODY_MALFORMED``.
+kept. A body that is not a JSON object, or not UTF-8 without a byte order mark
+(:func:`json_text`), is ``400 BODY_MALFORMED``.
 
 Every other JSON body is decoded by the framework, which keeps the last of repeated members;
 :func:`repeated_member` finds a repeat at any depth first, so such a body is refused the same
@@ -30,6 +31,9 @@ _DECODER = json.JSONDecoder()
 _SHOWN = 200  # characters of a member's path a problem shows (the name is the caller's)
 
 MemberPath = tuple[str | int, ...]
+
+
+_NOT_UTF8 = "the body is not UTF-8 JSON (RFC 8259: UTF-8, without a byte order mark)"
 
 
 def _malformed(message: str) -> InvalidInput:
@@ -65,6 +69,19 @@ class RepeatedMember(InvalidInput):
         return [{"loc": loc, "msg": "the member appears twice", "type": "repeated_member"}]
 
 
+def json_text(raw: bytes) -> str:
+    """A JSON body's text. RFC 8259 §8.1: JSON exchanged between systems is UTF-8 without a
+    byte order mark; a body in UTF-16 or UTF-32 (with a BOM or without), or with a UTF-8 BOM,
+    is ``400 BODY_MALFORMED`` — a lenient decoder (the standard library's, the framework's)
+    would guess its encoding and take it."""
+    if json.detect_encoding(raw) != "utf-8":
+        raise _malformed(_NOT_UTF8)
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise _malformed(_NOT_UTF8) from None
+
+
 def _skip(text: str, i: int) -> int:
     while i < len(text) and text[i] in _WS:
         i += 1
@@ -76,10 +93,7 @@ def parse_object(raw: bytes, *, keep_raw: frozenset[str] = frozenset()) -> dict[
     source text (a ``str``); other members are decoded. A member named twice in the body or
     in any object of a decoded member is refused (:class:`RepeatedMember`).
     """
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _malformed("the body is not UTF-8") from None
+    text = json_text(raw)
     i = _skip(text, 0)
     if i >= len(text) or text[i] != "{":
         raise _malformed("the body must be a JSON object")

@@ -11,6 +11,9 @@ before anything else of the route runs:
   application/json``. Without a ``Content-Type`` too (the framework would not decode it),
   except on a route that reads its body itself (a call): that body, with no type claimed, is
   read as JSON, as it always was, and refused by the JSON checks if it is not.
+- its bytes must be UTF-8 without a byte order mark (RFC 8259 §8.1), else ``400
+  BODY_MALFORMED`` (:func:`charter.server.body.json_text`) — the framework would guess
+  UTF-16, UTF-32 or a UTF-8 BOM and take the body; a call's own parser never did.
 - a body the framework decodes must not name a member twice in any object, else ``400
   BODY_MALFORMED`` with the member's JSON Pointer (:func:`charter.server.body.repeated_member`;
   the decoder would silently keep the last value). A route reading its body itself parses it
@@ -35,7 +38,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from charter.errors import ErrorCode
-from charter.server.body import RepeatedMember, repeated_member, shown
+from charter.server.body import RepeatedMember, json_text, repeated_member, shown
 from charter.server.problems import problem_response, problem_responses
 
 JSON = "application/json"
@@ -99,15 +102,16 @@ class JsonRoute(APIRoute):
         async def checked(request: Request) -> Response:
             raw = await request.body()
             content_type = request.headers.get("content-type")
-            if raw and (decoded or content_type):
-                refused = unsupported(content_type)
-                if refused is not None:
-                    return problem_response(
-                        code=ErrorCode.INVALID_INPUT,
-                        reason="UNSUPPORTED_MEDIA_TYPE",
-                        detail=refused,
-                        headers=_ACCEPT,
-                    )
+            refused = unsupported(content_type) if raw and (decoded or content_type) else None
+            if refused is not None:
+                return problem_response(
+                    code=ErrorCode.INVALID_INPUT,
+                    reason="UNSUPPORTED_MEDIA_TYPE",
+                    detail=refused,
+                    headers=_ACCEPT,
+                )
+            if raw:
+                json_text(raw)  # UTF-8 without a BOM, else 400 BODY_MALFORMED
                 path = repeated_member(raw) if decoded else None
                 if path is not None:
                     raise RepeatedMember(path)

@@ -1,22 +1,23 @@
 """``/mcp/{profile}``: Charter's MCP endpoints (streamable HTTP, stateless) inside the API.
 
 The endpoints exist once the runtime is open (``charter serve`` opens it in the lifespan), so
-the mount is a small ASGI app that delegates to them and answers 503 before start-up. The
-bearer credential — API key or JWT, exactly as for ``/v1`` — decides the principal; MCP
-session ids are never used as authentication.
+the mount is a small ASGI app that delegates to them and answers 503 ``MCP_UNAVAILABLE``
+before start-up. The bearer credential — API key or JWT, exactly as for ``/v1``, refused with
+the same ``401`` reasons — decides the principal; MCP session ids are never used as
+authentication.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager, nullcontext
 from typing import Any
 
 from starlette.types import Receive, Scope, Send
 
-from charter.errors import CharterError
+from charter.errors import ErrorCode
 from charter.kernel.principals import Principal
+from charter.server.problems import problem_response
 from charter.server.state import ServerState
 
 
@@ -32,10 +33,8 @@ class McpMount:
             return nullcontext()
 
         def authenticate(token: str) -> Principal | None:
-            try:
-                return state.authenticator.principal(f"Bearer {token}")
-            except CharterError:
-                return None
+            # a PermissionDenied (AUTH_INVALID, AUTH_TOKEN_EXPIRED…) is the 401's reason
+            return state.authenticator.principal(f"Bearer {token}")
 
         app = mcp_app(state.runtime, authenticate)
 
@@ -54,14 +53,12 @@ class McpMount:
         if scope["type"] != "http":
             return
         if self.app is None:
-            body = json.dumps({"error": "unavailable", "detail": "MCP is not running"}).encode()
-            await send(
-                {
-                    "type": "http.response.start",
-                    "status": 503,
-                    "headers": [(b"content-type", b"application/json")],
-                }
+            response = problem_response(
+                code=ErrorCode.INTERNAL,
+                reason="MCP_UNAVAILABLE",
+                detail="MCP is not running (the server is starting, or the mcp extra is missing)",
+                status=503,
             )
-            await send({"type": "http.response.body", "body": body})
+            await response(scope, receive, send)
             return
         await self.app(scope, receive, send)

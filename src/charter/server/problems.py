@@ -9,7 +9,9 @@ refused approval — is one problem document::
 
 ``code`` is one of the seven error codes and ``reason`` the fine-grained upper-case reason,
 exactly as the library raises them, so :mod:`charter.client` rebuilds the same exception. A
-resource of another tenant answers exactly like a missing one (404, the same reason).
+resource of another tenant answers exactly like a missing one (404, the same reason). The
+document itself is built by :func:`charter.contracts.problem.problem_body`, which the MCP
+endpoints share.
 """
 
 from __future__ import annotations
@@ -20,9 +22,8 @@ from typing import Any
 from pydantic import BaseModel
 from starlette.responses import JSONResponse
 
+from charter.contracts.problem import PROBLEM_MEDIA_TYPE, problem_body
 from charter.errors import ErrorCode, Failure
-
-PROBLEM_MEDIA_TYPE = "application/problem+json"
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.INVALID_INPUT: 422,
@@ -77,29 +78,6 @@ class Problem(BaseModel):
 
 def status_for(code: ErrorCode, reason: str) -> int:
     return STATUS_BY_REASON.get(reason, STATUS_BY_CODE[code])
-
-
-def problem_body(
-    *,
-    status: int,
-    code: ErrorCode,
-    reason: str,
-    detail: str,
-    retryable: bool = False,
-    errors: list[dict[str, Any]] | None = None,
-) -> dict[str, Any]:
-    body: dict[str, Any] = {
-        "type": f"urn:charter:problem:{reason}",
-        "title": HTTPStatus(status).phrase,
-        "status": status,
-        "detail": detail,
-        "code": code.value,
-        "reason": reason,
-        "retryable": retryable,
-    }
-    if errors:
-        body["errors"] = errors
-    return body
 
 
 def problem_response(

@@ -39,7 +39,7 @@ async def list_approvals(
 
 @router.get(
     "/approvals/{approval_id}",
-    responses=problem_responses(401, 404),
+    responses=problem_responses(401, 403, 404),  # 403: ?full=true without an operator
     summary="One approval: what it is bound to, its summary, its status",
 )
 async def get_approval(
