@@ -20,7 +20,7 @@ from fastapi import FastAPI
 from typer.testing import CliRunner
 
 from charter.cli.app import app
-from charter.errors import PermissionDenied
+from charter.errors import MigrationError, PermissionDenied
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import NewEvent
@@ -30,6 +30,7 @@ from charter.runtime import open_runtime
 from charter.server.app import create_app
 from charter.server.state import ServerState
 from charter.stores.factory import load_ledger_key, open_store
+from charter.stores.migrations import POSTGRES
 from charter.stores.sqlite import SQLiteStore
 from charter.testing.clock import FakeClock
 from charter.testing.scenarios import record_sample_run, run_created
@@ -148,6 +149,36 @@ def test_text_head_seq_on_the_cli(project: Path) -> None:
     assert {r["run_id"]: r.get("ledger") for r in listed}["run-1"]["reason"] == (
         "LEDGER_HEAD_MISMATCH"
     )
+
+
+# -- a table or column the next migration creates, made by hand -------------------------
+
+
+@pytest.mark.parametrize(
+    ("version", "sql", "what"),
+    [
+        (  # a table the next migration creates, made by hand
+            13,
+            "DROP TRIGGER events_updated; DROP TRIGGER events_deleted; DROP TABLE ledger_edits; "
+            "CREATE TABLE ledger_edits (x);",
+            "already exists",
+        ),
+        (12, "", "duplicate column"),  # a migration half-applied: its column is there
+    ],
+)
+def test_a_schema_edited_ahead_of_its_migration_is_a_mismatch(
+    project: Path, version: int, sql: str, what: str
+) -> None:
+    conn = sqlite3.connect(project, isolation_level=None)
+    conn.executescript(
+        f"BEGIN; {sql} DELETE FROM charter_schema WHERE version >= {version}; COMMIT;"
+    )
+    conn.close()
+    code, answer = _run("runs", "ls")
+    assert code == 1
+    assert answer["reason"] == "STORE_SCHEMA_MISMATCH", answer
+    assert f"migration {version}" in answer["error"]
+    assert what in answer["error"]
 
 
 # -- HTTP and server startup ------------------------------------------------------------
@@ -288,3 +319,25 @@ def test_postgres_headless_run_is_listed_damaged_and_verified(pg_url: str) -> No
             assert (report.ok, report.reason) == (False, "LEDGER_HEAD_MISMATCH")
 
     anyio.run(read)
+
+
+@pytest.mark.postgres
+def test_postgres_table_made_before_its_migration_is_a_mismatch(pg_url: str) -> None:
+    key = LedgerKey.derive_id(bytes.fromhex(KEY_HEX))
+
+    async def touch() -> None:
+        async with open_store(pg_url, key=key):
+            pass
+
+    anyio.run(touch)
+    version = len(POSTGRES)
+    _pg(
+        pg_url,
+        "DROP TRIGGER events_edited ON events; DROP FUNCTION charter_note_event_edit(); "
+        f"DROP TABLE ledger_edits; CREATE TABLE ledger_edits (x int); "
+        f"DELETE FROM charter_schema WHERE version = {version}",
+    )
+    with pytest.raises(MigrationError) as info:
+        anyio.run(touch)
+    assert info.value.reason == "STORE_SCHEMA_MISMATCH"
+    assert f"migration {version}" in info.value.message

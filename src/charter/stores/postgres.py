@@ -88,11 +88,22 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
         migrations.check_not_newer(found, known, where=where)
         for version in range(found + 1, known + 1):
             async with conn.transaction():
-                for statement in migrations.POSTGRES[version - 1]:
-                    if callable(statement):
-                        await statement(conn)
-                    else:
-                        await conn.execute(statement)
+                try:
+                    for statement in migrations.POSTGRES[version - 1]:
+                        if callable(statement):
+                            await statement(conn)
+                        else:
+                            await conn.execute(statement)
+                except (
+                    psycopg.errors.DuplicateTable,
+                    psycopg.errors.DuplicateObject,
+                    psycopg.errors.DuplicateColumn,
+                    psycopg.errors.DuplicateFunction,
+                ) as exc:
+                    mismatch = migrations.schema_mismatch(version, exc, where=where)
+                    if mismatch is None:
+                        raise
+                    raise mismatch from None
                 await conn.execute(
                     f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (%s, %s)",
                     (version, format_at(datetime.now(UTC))),

@@ -74,11 +74,17 @@ def migrate(conn: sqlite3.Connection, *, where: str) -> int:
             # store takes a while to open, and the operator should know why.
             logger.info("migrating %s from schema version %d to %d", where, found, known)
         for version in range(found + 1, known + 1):
-            for statement in migrations.SQLITE[version - 1]:
-                if callable(statement):
-                    statement(conn)
-                else:
-                    conn.execute(statement)
+            try:
+                for statement in migrations.SQLITE[version - 1]:
+                    if callable(statement):
+                        statement(conn)
+                    else:
+                        conn.execute(statement)
+            except sqlite3.OperationalError as exc:
+                mismatch = migrations.schema_mismatch(version, exc, where=where)
+                if mismatch is None:
+                    raise
+                raise mismatch from None
             conn.execute(
                 f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (?, ?)",
                 (version, format_at(datetime.now(UTC))),
