@@ -30,6 +30,7 @@ from charter.errors import InvalidInput, UserError
 from charter.kernel.sessions import listing
 from charter.ledger import export_staging
 from charter.ledger.chain import LedgerKey
+from charter.ledger.checker import headless_problem
 from charter.ledger.events import Event
 from charter.ledger.export import export_run, verify_directory
 from charter.ledger.lifecycle import RUN_TERMINAL
@@ -295,6 +296,9 @@ def events(
 
     async def work(s: Store) -> None:
         if await s.head(run_id) is None:
+            headless = headless_problem(await s.read_stored(run_id, after=0, limit=1))
+            if headless is not None:
+                raise headless.error(run_id)
             raise InvalidInput(f"no run {run_id}", reason="RUN_NOT_FOUND", run_id=run_id)
         async for event in subscribe(s, run_id, after=after, follow=follow, poll_s=0.5):
             if as_json:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Sequence
 from datetime import timedelta
@@ -20,8 +21,10 @@ from charter.kernel.envelope import CallStatus, Envelope, Metrics
 from charter.kernel.limits import PendingCaps, pending_approvals_refusal
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent, format_at
+from charter.ledger.trust import LEDGER_DAMAGE, skipped_damaged
 from charter.ledger.views import ApprovalRow, CallRow, RunRow
 
+logger = logging.getLogger("charter.kernel.approvals")
 _RETRIES = 20  # appends decided at the run's head, retried when another append got in first
 _LIVE = frozenset({"pending", "approved"})
 """Approval states that end with the approval's lifetime."""
@@ -226,7 +229,10 @@ class ApprovalGate:
                     due.setdefault(row.run_id, []).append(row)
         expired: list[ApprovalRow] = []
         for run_id, rows in due.items():
-            expired += await self._expire(run_id, rows)
+            try:
+                expired += await self._expire(run_id, rows)
+            except LEDGER_DAMAGE as exc:  # refused and reported; the other runs go on
+                skipped_damaged(logger, "approval expiry", run_id, exc)
         return expired
 
     async def retire_stale(self, at: Attempt) -> None:

@@ -17,14 +17,17 @@ chain cannot be rewritten; see docs/privacy.md).
 
 from __future__ import annotations
 
+import logging
 from datetime import timedelta
 from typing import Any
 
 from charter.errors import InvalidInput, StoreConflict
 from charter.kernel.core import KernelState, _parse_at
 from charter.ledger.events import NewEvent
+from charter.ledger.trust import LEDGER_DAMAGE, skipped_damaged
 from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
 
+logger = logging.getLogger("charter.kernel.retention")
 ENDED = ("completed", "partial", "failed", "cancelled")
 _MANY = 100_000
 
@@ -38,7 +41,12 @@ async def expire_run_metadata(state: KernelState, *, limit: int = 1000) -> list[
     expired: list[str] = []
     for status in ENDED:
         for run in await state.store.find_views(RunRow, status=status, limit=limit):
-            if await _expire(state, run, cutoff, retention_s):
+            try:
+                done = await _expire(state, run, cutoff, retention_s)
+            except LEDGER_DAMAGE as exc:  # refused and reported; the other runs go on
+                skipped_damaged(logger, "metadata retention", run.run_id, exc)
+                continue
+            if done:
                 expired.append(run.run_id)
     return expired
 

@@ -19,15 +19,18 @@ The end is appended at the run's head (``expected_seq``), so an event that arriv
 
 from __future__ import annotations
 
-from datetime import timedelta
+import logging
+from datetime import datetime, timedelta
 from typing import Any
 
 from charter.errors import InvalidInput, StoreConflict
 from charter.kernel.core import KernelState, _parse_at
 from charter.ledger.calls_projection import run_calls_key
 from charter.ledger.events import NewEvent
+from charter.ledger.trust import LEDGER_DAMAGE, skipped_damaged
 from charter.ledger.views import CallRow, RunRow
 
+logger = logging.getLogger("charter.kernel.sessions")
 _ENDED = frozenset({"completed", "partial", "failed", "cancelled"})
 SESSION_SLUGS = frozenset({"adhoc", "chat", "mcp-session"})
 """Workflow slugs of session runs: ``charter call`` / ``POST /v1/runs`` ad-hoc runs, chat
@@ -49,16 +52,24 @@ class Sessions:
         for run in await state.store.find_views(RunRow, status="running", limit=limit):
             if run.workflow_slug not in SESSION_SLUGS:
                 continue
-            head = await state.store.head(run.run_id)
-            if head is None:
+            try:
+                status = await self._close_if_idle(run, cutoff)
+            except LEDGER_DAMAGE as exc:  # refused and reported; the other runs go on
+                skipped_damaged(logger, "idle close", run.run_id, exc)
                 continue
-            last = await state.store.read_stored(run.run_id, after=head.seq - 1, limit=1)
-            if not last or _parse_at(last[0].at) > cutoff:
-                continue
-            status = await self.end(run, "IDLE")
             if status is not None:
                 ended.append(run._replace(status=status))
         return ended
+
+    async def _close_if_idle(self, run: RunRow, cutoff: datetime) -> str | None:
+        store = self.state.store
+        head = await store.head(run.run_id)
+        if head is None:
+            return None
+        last = await store.read_stored(run.run_id, after=head.seq - 1, limit=1)
+        if not last or _parse_at(last[0].at) > cutoff:
+            return None
+        return await self.end(run, "IDLE")
 
     async def needs_renewal(self, run: RunRow) -> bool:
         """Whether a session resolving a new context in ``run`` should get a fresh run."""

@@ -47,6 +47,10 @@ class LedgerProblem(Exception):
         self.artifact_id = artifact_id
         self.path = path
 
+    def error(self, run_id: str) -> LedgerIntegrityError:
+        """The problem as the error a read that cannot go on raises."""
+        return LedgerIntegrityError(self.message, reason=self.reason, seq=self.seq, run_id=run_id)
+
     def report(self, run_id: str, *, events: int, head_seq: int | None) -> VerifyReport:
         return VerifyReport(
             run_id=run_id,
@@ -59,6 +63,20 @@ class LedgerProblem(Exception):
             artifact_id=self.artifact_id,
             path=self.path,
         )
+
+
+def headless_problem(first: Sequence[StoredEvent]) -> LedgerProblem | None:
+    """The problem of a run without a head row, given the read of its first event
+    (``read_stored(run_id, after=0, limit=1)``): none when it has no events either (the run
+    does not exist), else ``LEDGER_HEAD_MISMATCH`` — the head row was deleted outside
+    Charter. Verify, export, ``runs events`` and run-time trust all answer with it."""
+    if not first:
+        return None
+    return LedgerProblem(
+        "LEDGER_HEAD_MISMATCH",
+        first[0].seq,
+        "the run has events but no head record (deleted outside Charter)",
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -39,6 +39,7 @@ from typing import IO, Any
 from charter.errors import InvalidInput, LedgerIntegrityError
 from charter.ledger import export_staging
 from charter.ledger.chain import Head, LedgerKey
+from charter.ledger.checker import headless_problem
 from charter.ledger.events import StoredEvent
 from charter.ledger.ports import RunSnapshot, Store
 from charter.ledger.projections import Row, artifact_index, manifest
@@ -145,6 +146,15 @@ async def export_run(
             found = None
     snap = None if found is not None else await store.snapshot(run_id)
     if found is None and snap is None:
+        headless = headless_problem(await store.read_stored(run_id, after=0, limit=1))
+        if headless is not None:
+            raise LedgerIntegrityError(
+                f"not exported: {headless.message} (to keep a damaged run as evidence, export "
+                "it as found: charter runs export --as-found)",
+                reason=headless.reason,
+                seq=headless.seq,
+                run_id=run_id,
+            )
         raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
     directory.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{directory.name}.", dir=directory.parent))

@@ -32,9 +32,9 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from charter.errors import CharterError, InternalFailure
+from charter.errors import CharterError, InternalFailure, LedgerIntegrityError
 from charter.ledger.chain import Head, LedgerKey
-from charter.ledger.checker import storage_class
+from charter.ledger.checker import headless_problem, storage_class
 from charter.ledger.events import StoredEvent
 from charter.ledger.rows import RowKey
 
@@ -82,6 +82,18 @@ class RunLedgerInvalid(InternalFailure):
             details={"problem": problem.reason, "seq": problem.seq},
         )
         self.problem = problem
+
+
+LEDGER_DAMAGE: tuple[type[CharterError], ...] = (RunLedgerInvalid, LedgerIntegrityError)
+"""What a read or an append of a damaged run raises: the run refused (run-time trust), or
+its ledger found damaged by a read that checks as it goes (a head row a hand edit left
+unreadable, an event that breaks the chain). Upkeep that walks many runs skips such a run
+and logs it: one damaged run never stops the others' upkeep or a server's start."""
+
+
+def skipped_damaged(log: logging.Logger, what: str, run_id: str, exc: CharterError) -> None:
+    """Log that ``what`` (an upkeep) skipped ``run_id``: one of :data:`LEDGER_DAMAGE`."""
+    log.warning("%s skipped run %s, its ledger damaged: %s", what, run_id, exc)
 
 
 class RowUnsealed(CharterError):
@@ -277,14 +289,14 @@ class LedgerTrust:
         head = await store.head(run_id)
         if head is None:
             # No head: a run that does not exist — unless events say it did.
-            stray = await store.read_stored(run_id, after=0, limit=1)
-            if stray:
+            headless = headless_problem(await store.read_stored(run_id, after=0, limit=1))
+            if headless is not None:
                 raise self.fail(
                     RunProblem(
                         run_id=run_id,
-                        reason="LEDGER_HEAD_MISMATCH",
-                        seq=1,
-                        message="the run has events but no head record",
+                        reason=headless.reason,
+                        seq=headless.seq,
+                        message=headless.message,
                     )
                 )
             return

@@ -56,6 +56,7 @@ from charter.ledger.checker import Take as Take
 from charter.ledger.checker import VerifyReport as VerifyReport
 from charter.ledger.checker import check_row as check_row
 from charter.ledger.checker import check_values as check_values
+from charter.ledger.checker import headless_problem
 from charter.ledger.checker import same_json as same_json
 from charter.ledger.events import StoredEvent
 from charter.ledger.gcpause import collector_paused
@@ -234,6 +235,9 @@ async def _verify(
         problem = LedgerProblem(exc.reason, exc.seq, exc.message)
         return problem.report(run_id, events=0, head_seq=None), checker
     if snap is None:
+        headless = headless_problem(await store.read_stored(run_id, after=0, limit=1))
+        if headless is not None:
+            return headless.report(run_id, events=0, head_seq=None), checker
         raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
     count = 0
     scan = getattr(store, "scan_stored", None)

@@ -17,7 +17,7 @@ from fastapi import Request
 from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
-from charter.ledger.trust import RunLedgerInvalid
+from charter.ledger.trust import LEDGER_DAMAGE
 from charter.runtime import Runtime
 from charter.server.auth import Authenticator
 from charter.server.metrics import ServerMetrics
@@ -68,7 +68,7 @@ class ServerState:
         try:
             await self.check_run(run_id, principal)
             return
-        except RunLedgerInvalid:
+        except LEDGER_DAMAGE:  # refused, or its head row unreadable: its events tell
             pass
         tenant = None
         first = await self.runtime.stored_events(run_id, after=0, limit=1)

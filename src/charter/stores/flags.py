@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from charter.ledger.checker import storage_class
 from charter.ledger.trust import RunProblem
 
 FLAG_COLUMNS = ("reason", "seq", "message", "found_at", "quarantined_at", "quarantined_by")
@@ -42,3 +43,16 @@ def flag_problem(run_id: str, values: Sequence[Any]) -> RunProblem | None:
         message=str(message),
         quarantined=quarantined_at is not None,
     )
+
+
+def listed_count(run_id: str, seq: object) -> tuple[int, RunProblem | None]:
+    """A run listing's event count: its head's ``seq`` (read through a LEFT JOIN). A run
+    without a head row (deleted outside Charter), or whose head ``seq`` a hand edit left of
+    another type (SQLite keeps it), is listed as damaged with 0 events; the listing goes on."""
+    if type(seq) is int:
+        return seq, None
+    if seq is None:
+        message = "the run has no head record (deleted outside Charter)"
+    else:
+        message = f"its head row is damaged: its seq is stored as {storage_class(seq)}"
+    return 0, RunProblem(run_id=run_id, reason="LEDGER_HEAD_MISMATCH", seq=None, message=message)

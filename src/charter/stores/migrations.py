@@ -325,3 +325,25 @@ def check_not_newer(found: int, known: int, *, where: str) -> None:
             reason="STORE_SCHEMA_TOO_NEW",
             details={"found": found, "known": known},
         )
+
+
+_AHEAD = ("already exists", "duplicate column")
+"""What a database says when a migration's table, index, trigger or column is there already."""
+
+
+def schema_mismatch(version: int, exc: Exception, *, where: str) -> MigrationError | None:
+    """The refusal of a database where migration ``version`` failed with ``exc`` because what
+    it creates exists already — made by hand, or left by a migration half-applied outside
+    Charter — or None when ``exc`` is another failure. Nothing is applied; the schema must be
+    put back by hand (or the database restored) before Charter opens it."""
+    text = str(exc)
+    if not any(mark in text.lower() for mark in _AHEAD):
+        return None
+    return MigrationError(
+        f"the database {where} cannot be migrated: migration {version} failed ({text}). Its "
+        "schema was changed outside Charter (a table or column created by hand, or a "
+        "migration half-applied); nothing was applied. Restore the database or undo the "
+        "change by hand.",
+        reason="STORE_SCHEMA_MISMATCH",
+        details={"migration": version},
+    )

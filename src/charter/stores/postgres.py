@@ -59,6 +59,7 @@ from charter.stores.flags import (
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
     flag_problem,
+    listed_count,
 )
 from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
@@ -87,11 +88,22 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
         migrations.check_not_newer(found, known, where=where)
         for version in range(found + 1, known + 1):
             async with conn.transaction():
-                for statement in migrations.POSTGRES[version - 1]:
-                    if callable(statement):
-                        await statement(conn)
-                    else:
-                        await conn.execute(statement)
+                try:
+                    for statement in migrations.POSTGRES[version - 1]:
+                        if callable(statement):
+                            await statement(conn)
+                        else:
+                            await conn.execute(statement)
+                except (
+                    psycopg.errors.DuplicateTable,
+                    psycopg.errors.DuplicateObject,
+                    psycopg.errors.DuplicateColumn,
+                    psycopg.errors.DuplicateFunction,
+                ) as exc:
+                    mismatch = migrations.schema_mismatch(version, exc, where=where)
+                    if mismatch is None:
+                        raise
+                    raise mismatch from None
                 await conn.execute(
                     f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (%s, %s)",
                     (version, format_at(datetime.now(UTC))),
@@ -541,7 +553,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         with _translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(
-                    "SELECT r.data, r.row_seq, r.row_mac, r.run_id, coalesce(h.seq, 0), "
+                    "SELECT r.data, r.row_seq, r.row_mac, r.run_id, h.seq, "
                     + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
                     + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
                     "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "
@@ -553,8 +565,9 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
 
     def _summary(self, got: Sequence[Any]) -> RunSummary:
         """A run listed with its ledger state (as in the SQLite store)."""
-        run_id, count = str(got[3]), int(got[4])
-        flagged = flag_problem(run_id, got[5:])
+        run_id = str(got[3])
+        count, damaged = listed_count(run_id, got[4])
+        flagged = damaged or flag_problem(run_id, got[5:])
         try:
             run = self._opener.open("runs", got[:4])
         except RowUnsealed:

@@ -75,6 +75,7 @@ from charter.stores.flags import (
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
     flag_problem,
+    listed_count,
 )
 from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
@@ -88,7 +89,6 @@ from charter.stores.sqlite_batch import (
     _list,
     _Pending,
     _row,
-    listed_count,
     migrate,
     stored_blob,
 )
@@ -699,7 +699,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
 
         def go(conn: sqlite3.Connection) -> list[RunSummary]:
             cur = conn.execute(
-                "SELECT r.data, r.row_seq, r.row_mac, r.run_id, coalesce(h.seq, 0), "
+                "SELECT r.data, r.row_seq, r.row_mac, r.run_id, h.seq, "
                 + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
                 + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
                 "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "

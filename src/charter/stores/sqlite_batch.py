@@ -23,7 +23,6 @@ from charter.ledger.checker import storage_class
 from charter.ledger.events import format_at
 from charter.ledger.projections import TABLES, Row, RowKey
 from charter.ledger.rows import parse_own
-from charter.ledger.trust import RunProblem
 from charter.stores import migrations
 from charter.stores._sql import DATA_AT, RowOpener, list_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.sqlite_edits import EditWatch
@@ -75,11 +74,17 @@ def migrate(conn: sqlite3.Connection, *, where: str) -> int:
             # store takes a while to open, and the operator should know why.
             logger.info("migrating %s from schema version %d to %d", where, found, known)
         for version in range(found + 1, known + 1):
-            for statement in migrations.SQLITE[version - 1]:
-                if callable(statement):
-                    statement(conn)
-                else:
-                    conn.execute(statement)
+            try:
+                for statement in migrations.SQLITE[version - 1]:
+                    if callable(statement):
+                        statement(conn)
+                    else:
+                        conn.execute(statement)
+            except sqlite3.OperationalError as exc:
+                mismatch = migrations.schema_mismatch(version, exc, where=where)
+                if mismatch is None:
+                    raise
+                raise mismatch from None
             conn.execute(
                 f"INSERT INTO {migrations.SCHEMA_TABLE} VALUES (?, ?)",
                 (version, format_at(datetime.now(UTC))),
@@ -128,15 +133,6 @@ def _as_head(run_id: str, seq: object, hash_: object, mac: object) -> Head:
         reason="LEDGER_HEAD_MISMATCH",
         run_id=run_id,
     )
-
-
-def listed_count(run_id: str, seq: object) -> tuple[int, RunProblem | None]:
-    """A run listing's event count: its head's ``seq`` (0 without a head). A head row whose
-    ``seq`` a hand edit left of another type lists the run as damaged (the listing goes on)."""
-    if type(seq) is int:
-        return seq, None
-    message = f"its head row is damaged: its seq is stored as {storage_class(seq)}"
-    return 0, RunProblem(run_id=run_id, reason="LEDGER_HEAD_MISMATCH", seq=None, message=message)
 
 
 def stored_blob(run_id: str, seq: int, data: object) -> bytes:
