@@ -15,6 +15,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from charter.kernel.envelope import CallStatus
+from charter.runtime import Runtime
 from tests.kernel.conftest import TOOLS, write_project
 
 EXTRA_TOOLS = '''
@@ -111,3 +113,15 @@ def journal(project: Path) -> list[dict[str, Any]]:
 
 def runs_of(project: Path, tool: str) -> int:
     return sum(1 for line in journal(project) if line["tool"] == tool)
+
+
+async def two_runs(rt: Runtime) -> dict[str, str]:
+    """Two runs, ``damaged`` and ``intact``, each with a context (``<name>_ctx``) and one
+    finished call ``c1``: the run ids and context ids by name."""
+    out: dict[str, str] = {}
+    for name in ("damaged", "intact"):
+        ctx = await rt.resolve_context("app", "all")
+        env = await rt.call(ctx.context_id, "kv.get", "c1", {"key": "k"}, as_="app")
+        assert env.status is CallStatus.SUCCEEDED, env
+        out[name], out[f"{name}_ctx"] = ctx.run_id, ctx.context_id
+    return out

@@ -14,8 +14,8 @@ import pytest
 
 from charter.errors import Failure
 from charter.kernel.envelope import CallStatus
-from charter.runtime import Runtime, open_runtime
-from tests.kernel._project import runs_of, write_runtime_project
+from charter.runtime import open_runtime
+from tests.kernel._project import runs_of, two_runs, write_runtime_project
 from tests.stores.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.anyio
@@ -65,16 +65,6 @@ def _sqlite(db: Path, statement: str, *params: object) -> None:
         conn.close()
 
 
-async def _two_runs(rt: Runtime) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for name in ("damaged", "intact"):
-        ctx = await rt.resolve_context("app", "all")
-        env = await rt.call(ctx.context_id, "kv.get", "c1", {"key": "k"}, as_="app")
-        assert env.status is CallStatus.SUCCEEDED, env
-        out[name], out[f"{name}_ctx"] = ctx.run_id, ctx.context_id
-    return out
-
-
 def _refused(env: object, problem: str) -> None:
     assert getattr(env, "status", None) is CallStatus.FAILED, env
     error = getattr(env, "error", None) or {}
@@ -90,7 +80,7 @@ async def test_a_call_after_the_edit_is_refused(
     url, edit = backend
     statement, problem = DAMAGE[kind]
     async with open_runtime(project, store=url) as rt:
-        runs = await _two_runs(rt)
+        runs = await two_runs(rt)
         edit(statement, runs["damaged"])
         call = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
         _refused(call, problem)
@@ -110,7 +100,7 @@ async def test_a_resubmission_first_after_the_edit_is_refused(tmp_path: Path) ->
     project = write_runtime_project(tmp_path / "kv")
     db = tmp_path / "store.db"
     async with open_runtime(project, store=f"sqlite:///{db}") as rt:
-        runs = await _two_runs(rt)
+        runs = await two_runs(rt)
         _sqlite(db, DAMAGE["missing_middle_event"][0], runs["damaged"])
         again = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
         _refused(again, "LEDGER_GAP")
@@ -123,7 +113,7 @@ async def test_an_edit_that_changes_nothing_is_verified_and_the_run_goes_on(
     project = write_runtime_project(tmp_path / "kv")
     url, edit = backend
     async with open_runtime(project, store=url) as rt:
-        runs = await _two_runs(rt)
+        runs = await two_runs(rt)
         before = rt.store.trust.verifications
         edit("UPDATE events SET type = type WHERE run_id = ? AND seq = 3", runs["damaged"])
         env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")

@@ -20,7 +20,7 @@ import pytest
 from charter.errors import Failure
 from charter.kernel.envelope import CallStatus
 from charter.runtime import Runtime, open_runtime
-from tests.kernel._project import runs_of, write_runtime_project
+from tests.kernel._project import runs_of, two_runs, write_runtime_project
 from tests.stores.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.anyio
@@ -80,13 +80,7 @@ def project(tmp_path: Path) -> Path:
 async def _seed(project: Path, backend: Backend) -> dict[str, str]:
     """Two runs, each with a context and one finished call ``c1``."""
     async with open_runtime(project, store=backend.url) as rt:
-        out: dict[str, str] = {}
-        for name in ("damaged", "intact"):
-            ctx = await rt.resolve_context("app", "all")
-            env = await rt.call(ctx.context_id, "kv.get", "c1", {"key": "k"}, as_="app")
-            assert env.status is CallStatus.SUCCEEDED, env
-            out[name], out[f"{name}_ctx"] = ctx.run_id, ctx.context_id
-        return out
+        return await two_runs(rt)
 
 
 def _first_call(backend: Backend, run_id: str) -> tuple[Any, ...]:

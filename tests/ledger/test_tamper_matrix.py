@@ -5,10 +5,7 @@ RUN_NOT_FOUND, a server that will not start, or a run silently left out."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
-import traceback
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +14,7 @@ import httpx2
 import psycopg
 import pytest
 from fastapi import FastAPI
-from typer.testing import CliRunner
 
-from charter.cli.app import app
 from charter.errors import MigrationError, PermissionDenied
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.ledger.chain import LedgerKey
@@ -34,56 +29,24 @@ from charter.stores.migrations import POSTGRES
 from charter.stores.sqlite import SQLiteStore
 from charter.testing.clock import FakeClock
 from charter.testing.scenarios import record_sample_run, run_created
+from tests.ledger._tamper import KEY_HEX, edit, recorded_project, run_cli
 from tests.server._harness import ThreadServer, write_served_project
-from tests.stores.conftest import create_database, drop_database
 
-KEY_HEX = "11" * 32
 HEADLESS = "DELETE FROM run_heads WHERE run_id = '{run}'"
 TEXT_SEQ = "UPDATE run_heads SET seq = 'x' WHERE run_id = '{run}'"
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CHARTER_LEDGER_KEY", KEY_HEX)
-    monkeypatch.delenv("CHARTER_STORE", raising=False)
-    db = tmp_path / ".charter" / "charter.db"
-
-    async def record() -> None:
-        async with SQLiteStore.open(db, key=load_ledger_key(), clock=FakeClock()) as store:
-            await record_sample_run(store, "run-1")
-            await record_sample_run(store, "run-2")
-
-    anyio.run(record)
-    return db
-
-
-def _edit(db: Path, sql: str) -> None:
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        conn.execute(sql)
-    finally:
-        conn.close()
-
-
-def _run(*args: str) -> tuple[int, Any]:
-    """A CLI command with --json: its exit code and its document; never a traceback."""
-    result = CliRunner().invoke(app, [*args, "--json"])
-    if result.exception is not None and not isinstance(result.exception, SystemExit):
-        raise AssertionError(
-            "".join(traceback.format_exception(result.exception))
-        )  # pragma: no cover - the failure shown
-    assert "Traceback" not in result.output
-    text = result.stdout.strip()
-    return result.exit_code, json.loads(text) if text.startswith(("{", "[")) else text
+    return recorded_project(tmp_path, monkeypatch, "run-1", "run-2")
 
 
 # -- a run whose head row was deleted ---------------------------------------------------
 
 
 def test_headless_run_verify_says_head_mismatch(project: Path) -> None:
-    _edit(project, HEADLESS.format(run="run-1"))
-    code, report = _run("runs", "verify", "run-1", "--no-artifact-files")
+    edit(project, HEADLESS.format(run="run-1"))
+    code, report = run_cli("runs", "verify", "run-1", "--no-artifact-files")
     assert code == 1
     assert (report["ok"], report["reason"], report["run_id"]) == (
         False,
@@ -91,29 +54,29 @@ def test_headless_run_verify_says_head_mismatch(project: Path) -> None:
         "run-1",
     )
     assert "no head record" in report["message"]
-    code, report = _run("runs", "verify", "no-such-run", "--no-artifact-files")
+    code, report = run_cli("runs", "verify", "no-such-run", "--no-artifact-files")
     assert (code, report["reason"]) == (1, "RUN_NOT_FOUND")  # a missing run stays missing
 
 
 def test_headless_run_events_say_head_mismatch(project: Path) -> None:
-    _edit(project, HEADLESS.format(run="run-1"))
-    code, answer = _run("runs", "events", "run-1")
+    edit(project, HEADLESS.format(run="run-1"))
+    code, answer = run_cli("runs", "events", "run-1")
     assert code == 1
     assert answer["reason"] == "LEDGER_HEAD_MISMATCH", answer
     assert "no head record" in answer["error"]
 
 
 def test_headless_run_export_says_head_mismatch(project: Path, tmp_path: Path) -> None:
-    _edit(project, HEADLESS.format(run="run-1"))
-    code, answer = _run("runs", "export", "run-1", str(tmp_path / "out"), "--no-artifact-files")
+    edit(project, HEADLESS.format(run="run-1"))
+    code, answer = run_cli("runs", "export", "run-1", str(tmp_path / "out"), "--no-artifact-files")
     assert code == 1
     assert answer["reason"] == "LEDGER_HEAD_MISMATCH", answer
     assert not (tmp_path / "out").exists()
 
 
 def test_headless_run_is_listed_damaged(project: Path) -> None:
-    _edit(project, HEADLESS.format(run="run-1"))
-    code, listed = _run("runs", "ls")  # the first command after the edit: nothing flagged yet
+    edit(project, HEADLESS.format(run="run-1"))
+    code, listed = run_cli("runs", "ls")  # the first command after the edit: nothing flagged yet
     assert code == 0
     by_id = {r["run_id"]: r for r in listed}
     assert set(by_id) == {"run-1", "run-2"}
@@ -122,7 +85,7 @@ def test_headless_run_is_listed_damaged(project: Path) -> None:
 
 
 def test_headless_run_refuses_the_next_append(project: Path) -> None:
-    _edit(project, HEADLESS.format(run="run-1"))
+    edit(project, HEADLESS.format(run="run-1"))
 
     async def append() -> None:
         async with SQLiteStore.open(project, key=load_ledger_key(), clock=FakeClock()) as store:
@@ -139,12 +102,12 @@ def test_headless_run_refuses_the_next_append(project: Path) -> None:
 
 
 def test_text_head_seq_on_the_cli(project: Path) -> None:
-    _edit(project, TEXT_SEQ.format(run="run-1"))
-    code, report = _run("runs", "verify", "run-1", "--no-artifact-files")
+    edit(project, TEXT_SEQ.format(run="run-1"))
+    code, report = run_cli("runs", "verify", "run-1", "--no-artifact-files")
     assert (code, report["reason"]) == (1, "LEDGER_HEAD_MISMATCH")
-    code, answer = _run("runs", "events", "run-1")
+    code, answer = run_cli("runs", "events", "run-1")
     assert (code, answer["reason"]) == (1, "LEDGER_HEAD_MISMATCH")
-    code, listed = _run("runs", "ls")
+    code, listed = run_cli("runs", "ls")
     assert code == 0
     assert {r["run_id"]: r.get("ledger") for r in listed}["run-1"]["reason"] == (
         "LEDGER_HEAD_MISMATCH"
@@ -174,7 +137,7 @@ def test_a_schema_edited_ahead_of_its_migration_is_a_mismatch(
         f"BEGIN; {sql} DELETE FROM charter_schema WHERE version >= {version}; COMMIT;"
     )
     conn.close()
-    code, answer = _run("runs", "ls")
+    code, answer = run_cli("runs", "ls")
     assert code == 1
     assert answer["reason"] == "STORE_SCHEMA_MISMATCH", answer
     assert f"migration {version}" in answer["error"]
@@ -211,8 +174,8 @@ def test_http_and_startup_with_damaged_runs(tmp_path: Path) -> None:
         http.close()
     db = root / ".charter" / "charter.db"
     for name in ("headless", "ended_headless"):
-        _edit(db, HEADLESS.format(run=runs[name]))
-    _edit(db, TEXT_SEQ.format(run=runs["text_seq"]))
+        edit(db, HEADLESS.format(run=runs[name]))
+    edit(db, TEXT_SEQ.format(run=runs["text_seq"]))
     deploy = root / "charter.deploy.yaml"
     deploy.write_text(
         deploy.read_text() + "limits:\n  session_idle_s: 0.001\n  run_metadata_retention_s: 0.001\n"
@@ -262,7 +225,7 @@ def test_refused_run_check_takes_an_unreadable_head(project: Path) -> None:
             created = run_created()
             created = NewEvent(type=created.type, payload={**created.payload, "tenant": "acme"})
             await store.append("run-t", [created])
-            _edit(project, TEXT_SEQ.format(run="run-t"))
+            edit(project, TEXT_SEQ.format(run="run-t"))
             state = ServerState(runtime=Runtime(store), authenticator=None, ledger_key=None)  # type: ignore[arg-type]
             who = Principal(
                 name="op", tenant="acme", kind=PrincipalKind.OPERATOR, permissions=frozenset()
@@ -279,15 +242,6 @@ def test_refused_run_check_takes_an_unreadable_head(project: Path) -> None:
 
 
 # -- the same hand edits on PostgreSQL --------------------------------------------------
-
-
-@pytest.fixture
-def pg_url() -> Iterator[str]:
-    name = create_database()
-    try:
-        yield f"postgresql://postgres@127.0.0.1:5432/{name}"
-    finally:
-        drop_database(name)
 
 
 def _pg(url: str, sql: str) -> None:

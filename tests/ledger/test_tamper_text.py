@@ -5,60 +5,31 @@ or a traceback."""
 
 from __future__ import annotations
 
-import json
 import sqlite3
 from pathlib import Path
 from typing import Any
 
-import anyio
 import httpx2
 import pytest
-from typer.testing import CliRunner
 
-from charter.cli.app import app
-from charter.stores.factory import load_ledger_key
-from charter.stores.sqlite import SQLiteStore
-from charter.testing.clock import FakeClock
-from charter.testing.scenarios import record_sample_run
 from tests.console.conftest import console_app
+from tests.ledger._tamper import edit, recorded_project, run_cli
 from tests.server._harness import ThreadServer, write_served_project
 
-KEY_HEX = "11" * 32
 NOT_UTF8 = "CAST(x'ff41' AS TEXT)"
 
 
 @pytest.fixture
 def project(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("CHARTER_LEDGER_KEY", KEY_HEX)
-    monkeypatch.delenv("CHARTER_STORE", raising=False)
-    db = tmp_path / ".charter" / "charter.db"
-
-    async def record() -> None:
-        async with SQLiteStore.open(db, key=load_ledger_key(), clock=FakeClock()) as store:
-            await record_sample_run(store, "run-1")
-
-    anyio.run(record)
-    return db
+    return recorded_project(tmp_path, monkeypatch, "run-1")
 
 
 def _edit(db: Path, sql: str) -> None:
-    conn = sqlite3.connect(db, isolation_level=None)
-    try:
-        assert conn.execute(sql).rowcount == 1
-    finally:
-        conn.close()
-
-
-def _run(*args: str) -> tuple[int, Any]:
-    result = CliRunner().invoke(app, [*args, "--json"])
-    assert result.exception is None or isinstance(result.exception, SystemExit), args
-    text = result.stdout.strip()
-    return result.exit_code, json.loads(text) if text.startswith(("{", "[")) else text
+    assert edit(db, sql) == 1
 
 
 def _verify() -> dict[str, Any]:
-    code, report = _run("runs", "verify", "run-1", "--no-artifact-files")
+    code, report = run_cli("runs", "verify", "run-1", "--no-artifact-files")
     assert code == 1
     return report
 
@@ -68,10 +39,10 @@ def test_event_text_that_is_not_utf8_is_a_hash_mismatch(project: Path, column: s
     _edit(project, f"UPDATE events SET {column} = {NOT_UTF8} WHERE seq = 3")
     report = _verify()
     assert (report["ok"], report["reason"], report["seq"]) == (False, "LEDGER_HASH_MISMATCH", 3)
-    code, shown = _run("runs", "show", "run-1")
+    code, shown = run_cli("runs", "show", "run-1")
     assert code == 1
     assert "LEDGER_HASH_MISMATCH at event 3" in str(shown["error"])
-    code, listed = _run("runs", "ls")
+    code, listed = run_cli("runs", "ls")
     assert code == 0
     assert listed[0]["ledger"]["reason"] == "LEDGER_HASH_MISMATCH"
 
@@ -84,7 +55,7 @@ def test_head_hash_that_is_not_utf8_is_a_head_mismatch(project: Path) -> None:
 def test_run_row_that_is_not_utf8_is_named(project: Path) -> None:
     _edit(project, f"UPDATE runs SET data = {NOT_UTF8}")
     assert _verify()["reason"] == "SNAPSHOT_DIVERGENCE"
-    code, listed = _run("runs", "ls")
+    code, listed = run_cli("runs", "ls")
     assert code == 0
     assert listed[0]["ledger"]["reason"] == "ROW_MAC_INVALID"
 
@@ -93,17 +64,17 @@ def test_run_row_that_is_not_utf8_is_named(project: Path) -> None:
 def test_a_head_mac_that_is_not_ascii_fails_the_mac(project: Path, mac: str) -> None:
     _edit(project, f"UPDATE run_heads SET mac = {mac}")
     assert _verify()["reason"] == "LEDGER_MAC_INVALID"
-    code, shown = _run("runs", "show", "run-1")
+    code, shown = run_cli("runs", "show", "run-1")
     assert code == 1
     assert "LEDGER_MAC_INVALID" in str(shown["error"])
 
 
 def test_a_row_mac_that_is_not_ascii_fails_the_row(project: Path) -> None:
     _edit(project, "UPDATE runs SET row_mac = 'hmac-sha256:é'")
-    code, shown = _run("runs", "show", "run-1")
+    code, shown = run_cli("runs", "show", "run-1")
     assert code == 1
     assert "ROW_MAC_INVALID" in str(shown["error"])
-    code, listed = _run("runs", "ls")
+    code, listed = run_cli("runs", "ls")
     assert code == 0
     assert listed[0]["ledger"]["reason"] == "ROW_MAC_INVALID"
 
