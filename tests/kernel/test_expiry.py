@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import subprocess
 import sys
 import time
@@ -22,8 +23,10 @@ from charter.errors import PermissionDenied
 from charter.kernel.envelope import CallStatus
 from charter.ledger.calls_projection import approval_key
 from charter.ledger.projections import run_key
+from charter.stores.sqlite import SQLiteStore
+from charter.testing.clock import FakeClock
 from tests.kernel._project import write_runtime_project
-from tests.kernel.conftest import ALICE, APP, Env
+from tests.kernel.conftest import ALICE, APP, KEY, Env, make_kernel
 
 pytestmark = pytest.mark.anyio
 
@@ -194,3 +197,29 @@ def test_cli_approvals_ls_status_pending_never_lists_an_expired_approval(tmp_pat
     ).stdout
     types = [json.loads(line)["type"] for line in events.splitlines() if line.strip()]
     assert types.count("approval_expired") == 1
+
+
+async def test_the_sweep_goes_around_a_run_whose_ledger_was_damaged(
+    project: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A run found damaged while its approvals expire (its head row deleted by hand after it
+    was verified) is skipped: the sweep expires the other runs' approvals and does not fail
+    (it runs at server start-up: one damaged run must not stop the server)."""
+    clock = FakeClock(step=timedelta(0))
+    db = tmp_path / "charter.db"
+    async with SQLiteStore.open(db, key=KEY, clock=clock) as store:
+        kernel = make_kernel(project, store, clock)
+        env = Env(project=project, build=kernel.build, kernel=kernel, clock=clock, store=store)
+        damaged = await kernel.resolve_context(APP, "all")
+        intact = await kernel.resolve_context(APP, "all")
+        await request(env, damaged.context_id, "w1")
+        kept = await request(env, intact.context_id, "w1")
+        conn = sqlite3.connect(db, isolation_level=None)  # the attacker's connection
+        conn.execute("DELETE FROM run_heads WHERE run_id = ?", (damaged.run_id,))
+        conn.close()
+        past_lifetime(env)
+        swept = await env.kernel.expire_approvals()
+        assert [r.approval_id for r in swept] == [kept]
+        assert await run_status(env, intact.run_id) == "running"
+    skipped = [r.getMessage() for r in caplog.records if r.name == "charter.kernel.approvals"]
+    assert any(f"approval expiry skipped run {damaged.run_id}" in m for m in skipped), skipped
