@@ -33,8 +33,9 @@ def _table(rows: list[tuple[object, str, str, bytes | str]]) -> sqlite3.Connecti
     conn = sqlite3.connect(":memory:")
     conn.execute(
         "CREATE TABLE calls (run_id TEXT NOT NULL, context_id TEXT NOT NULL, "
-        "call_id TEXT NOT NULL, updated_seq INTEGER, data TEXT NOT NULL, row_seq INTEGER, "
-        "row_mac TEXT, PRIMARY KEY (run_id, context_id, call_id))"
+        "call_id TEXT NOT NULL, state TEXT, tool_id TEXT, tenant TEXT, updated_seq INTEGER, "
+        "parent_span_id TEXT, data TEXT NOT NULL, row_seq INTEGER, row_mac TEXT, "
+        "PRIMARY KEY (run_id, context_id, call_id))"
     )
     conn.executemany(
         "INSERT INTO calls (run_id, context_id, call_id, updated_seq, data) VALUES "

@@ -143,3 +143,23 @@ async def test_a_row_edited_under_an_open_writer_is_not_used_from_its_memory(
                 )
             ],
         )
+
+
+async def test_an_edited_indexed_column_is_never_believed(backend: tuple[Opener, Sql]) -> None:
+    """The MAC covers a row's text and key; its indexed columns are copies of the text's
+    values. A run moved to another tenant by its column is not listed as that tenant's run:
+    a listing by the column leaves it out, the tenant's run list shows only its id and the
+    problem, and the run is refused."""
+    open_store, sql = backend
+    await _seed(open_store)
+    sql("UPDATE runs SET tenant = 'evil' WHERE run_id = 'run-1'")
+    async with open_store() as store:
+        assert await store.query_rows("runs", {"tenant": "evil"}) == []
+        [listed] = await store.list_runs(tenant="evil")
+        assert listed.run == {"run_id": "run-1"}
+        assert listed.problem is not None
+        assert listed.problem.reason == "ROW_MAC_INVALID"
+        assert "runs row's tenant column" in listed.problem.message
+        with pytest.raises(RunLedgerInvalid):
+            await store.get_row(run_key("run-1"))
+        assert (await store.get_row(run_key("run-2"))) is not None

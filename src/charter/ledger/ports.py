@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from charter.ledger.chain import Head
 from charter.ledger.events import Event, NewEvent, StoredEvent
@@ -49,6 +49,9 @@ class StoredSnapshot:
     head: Head
     run: bytes | None
     tables: dict[str, list[bytes]] = field(default_factory=dict)
+    columns: dict[str, list[tuple[Any, ...]]] | None = None
+    """Each row's indexed columns as stored (``TableSpec.columns``; the run row's under
+    ``"runs"``), in the order of ``tables``; None from a store that keeps no such copies."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -272,7 +272,7 @@ async def _verify(
                     "LEDGER_HEAD_MISMATCH", beyond[0].seq, "events continue past the head"
                 )
         checker.check_head(head, key)
-        checker.compare_stored(snap.run, snap.tables)
+        checker.compare_stored(snap.run, snap.tables, snap.columns)
         if artifacts is not None:
             registered = checker.listed("artifacts")
             if registered:

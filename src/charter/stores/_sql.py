@@ -3,8 +3,12 @@ authentication of every projection row they write and read.
 
 Each projection row carries ``row_seq`` (the sequence of the event that last wrote it) and
 ``row_mac`` (:meth:`~charter.ledger.chain.LedgerKey.row_mac` over table, key, stored text and
-``row_seq``). Reads select ``data, row_seq, row_mac`` and the key columns, in that order, and
-:class:`RowOpener` serves a row only if its MAC verifies.
+``row_seq``). Reads select ``data, row_seq, row_mac``, the key columns and the indexed columns,
+in that order (:func:`read_columns`), and :class:`RowOpener` serves a row only if its MAC
+verifies and every indexed column holds what the authenticated text says: the MAC covers the
+text and the key, and the indexed columns are copies of the text's values that queries filter
+on (a tenant, a state), so a copy edited by hand must not move a row into another tenant's or
+another state's listing.
 """
 
 from __future__ import annotations
@@ -55,18 +59,27 @@ def upsert_params(
     return (*key.key, *map(row.get, spec.columns), data.decode(), seq, mac)
 
 
-def _read_columns(spec: TableSpec) -> str:
-    return ", ".join(("data", "row_seq", "row_mac", *spec.keys))
+def read_columns(spec: TableSpec, alias: str = "") -> str:
+    """What every read of ``spec``'s rows selects, in :class:`RowOpener`'s order (``alias``:
+    the table's alias in a join, with its dot)."""
+    return ", ".join(
+        f"{alias}{c}" for c in ("data", "row_seq", "row_mac", *spec.keys, *spec.columns)
+    )
+
+
+def read_width(spec: TableSpec) -> int:
+    """How many values :func:`read_columns` selects."""
+    return 3 + len(spec.keys) + len(spec.columns)
 
 
 def select_sql(spec: TableSpec, placeholder: str) -> str:
     where = " AND ".join(f"{k} = {placeholder}" for k in spec.keys)
-    return f"SELECT {_read_columns(spec)} FROM {spec.name} WHERE {where}"
+    return f"SELECT {read_columns(spec)} FROM {spec.name} WHERE {where}"
 
 
 def list_sql(spec: TableSpec, placeholder: str) -> str:
     return (
-        f"SELECT {_read_columns(spec)} FROM {spec.name} WHERE {spec.keys[0]} = {placeholder} "
+        f"SELECT {read_columns(spec)} FROM {spec.name} WHERE {spec.keys[0]} = {placeholder} "
         f"ORDER BY {spec.order_by}, {', '.join(spec.keys)}"
     )
 
@@ -79,7 +92,7 @@ def query_sql(spec: TableSpec, columns: tuple[str, ...], placeholder: str) -> st
             raise ValueError(f"{spec.name}.{column} is not a key or indexed column")
     where = " AND ".join(f"{c} = {placeholder}" for c in columns) or "TRUE"
     return (
-        f"SELECT {_read_columns(spec)} FROM {spec.name} WHERE {where} "
+        f"SELECT {read_columns(spec)} FROM {spec.name} WHERE {where} "
         f"ORDER BY {spec.order_by}, {', '.join(spec.keys)} LIMIT {placeholder}"
     )
 
@@ -111,6 +124,17 @@ def _text(value: object) -> bytes:
     return value if isinstance(value, bytes) else str(value).encode()
 
 
+def differing_column(spec: TableSpec, row: Row, stored: Sequence[Any]) -> str | None:
+    """The first indexed column of ``spec`` whose ``stored`` value is not the one ``row`` (the
+    row's text, parsed) holds — a column the row leaves out is stored NULL — or None."""
+    if len(stored) != len(spec.columns):
+        raise ValueError(f"a {spec.name} row was read without its indexed columns")
+    for name, value in zip(spec.columns, stored, strict=True):
+        if row.get(name) != value:
+            return name
+    return None
+
+
 class RowOpener:
     """Checks a projection row's MAC before it is parsed and served.
 
@@ -126,8 +150,10 @@ class RowOpener:
     def open(self, table: str, got: Sequence[Any]) -> Row:
         if not self.trust.enabled:
             return dict(loads(_text(got[0])))
+        spec = TABLES[table]
         data, seq, mac = _text(got[0]), got[1], got[2]
-        key = tuple(str(k) for k in got[3:])
+        columns_at = 3 + len(spec.keys)
+        key = tuple(str(k) for k in got[3:columns_at])
         run_id = key[0]
         self.trust.refuse_if_invalid(run_id)
         if mac is None or type(seq) is not int:  # SQLite keeps what a hand edit stores
@@ -162,7 +188,7 @@ class RowOpener:
             # from elsewhere. It is served once the events up to it are verified.
             raise RowUnsealed(run_id)
         try:
-            return dict(loads(data))
+            row = dict(loads(data))
         except ValueError:
             raise self.trust.fail(
                 RunProblem(
@@ -172,6 +198,18 @@ class RowOpener:
                     message=f"a {table} row is not JSON text",
                 )
             ) from None
+        column = differing_column(spec, row, got[columns_at:])
+        if column is not None:
+            raise self.trust.fail(
+                RunProblem(
+                    run_id=run_id,
+                    reason="ROW_MAC_INVALID",
+                    seq=seq,
+                    message=f"a {table} row's {column} column does not hold the value of the "
+                    "row's authenticated text (edited outside Charter)",
+                )
+            )
+        return row
 
     def opt(self, table: str, got: Sequence[Any] | None) -> Row | None:
         return None if got is None else self.open(table, got)

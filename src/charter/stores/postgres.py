@@ -47,6 +47,8 @@ from charter.stores._sql import (
     RowOpener,
     list_sql,
     query_sql,
+    read_columns,
+    read_width,
     seal_params,
     seal_sql,
     select_sql,
@@ -68,6 +70,10 @@ from charter.stores.postgres_errors import translate_psycopg_error as translate_
 from charter.stores.postgres_errors import translated as _translated
 
 T = TypeVar("T")
+# A listed run: its row as RowOpener reads it, then its head and its ledger flags.
+_RUN_COLUMNS = read_columns(TABLES["runs"], "r.")
+_RUN_WIDTH = read_width(TABLES["runs"])
+_RUN_KEYED = 3 + len(TABLES["runs"].keys)  # where a run row's indexed columns start
 logger = logging.getLogger(__name__)
 CHANNEL = "charter_events"
 _MIGRATION_LOCK = 0x43_68_61_72  # "Char": one advisory lock id for schema migrations
@@ -553,7 +559,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         with _translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(
-                    "SELECT r.data, r.row_seq, r.row_mac, r.run_id, h.seq, "
+                    f"SELECT {_RUN_COLUMNS}, h.seq, "
                     + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
                     + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
                     "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "
@@ -566,10 +572,10 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
     def _summary(self, got: Sequence[Any]) -> RunSummary:
         """A run listed with its ledger state (as in the SQLite store)."""
         run_id = str(got[3])
-        count, damaged = listed_count(run_id, got[4])
-        flagged = damaged or flag_problem(run_id, got[5:])
+        count, damaged = listed_count(run_id, got[_RUN_WIDTH])
+        flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :])
         try:
-            run = self._opener.open("runs", got[:4])
+            run = self._opener.open("runs", got[:_RUN_WIDTH])
         except RowUnsealed:
             run = dict(json.loads(got[0]))  # verified on first touch, not by a listing
         except RunLedgerInvalid as exc:
@@ -607,9 +613,16 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                 cur = await conn.execute(select_sql(TABLES[key.table], "%s"), key.key)
                 run = await cur.fetchone()
                 tables: dict[str, list[bytes]] = {}
+                columns = {"runs": [] if run is None else [tuple(run[_RUN_KEYED:])]}
                 for t in RUN_TABLES:
                     cur = await conn.execute(list_sql(TABLES[t], "%s"), (run_id,))
-                    tables[t] = [str(r[0]).encode() for r in await cur.fetchall()]
+                    got = await cur.fetchall()
+                    tables[t] = [str(r[0]).encode() for r in got]
+                    keyed = 3 + len(TABLES[t].keys)
+                    columns[t] = [tuple(r[keyed:]) for r in got]
                 return StoredSnapshot(
-                    head=head, run=None if run is None else str(run[0]).encode(), tables=tables
+                    head=head,
+                    run=None if run is None else str(run[0]).encode(),
+                    tables=tables,
+                    columns=columns,
                 )

@@ -65,6 +65,8 @@ from charter.stores._sql import (
     LISTING_COLUMNS,
     RowOpener,
     query_sql,
+    read_columns,
+    read_width,
     seal_params,
     seal_sql,
     select_sql,
@@ -101,7 +103,7 @@ from charter.stores.sqlite_errors import (
     translate_sqlite_error,
     write_transaction,
 )
-from charter.stores.sqlite_listing import stored_rows, text_bytes
+from charter.stores.sqlite_listing import stored_table, text_bytes
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -123,6 +125,10 @@ def _as_store_error(exc: BaseException) -> BaseException:
 
 _SCAN_BATCH = 500  # rows per scan_stored callback (a batch stays in the CPU's caches)
 _TRUST_ATTEMPTS = 4  # appends tried again after verifying what another process appended
+# A listed run: its row as RowOpener reads it, then its head and its ledger flags.
+_RUN_COLUMNS = read_columns(TABLES["runs"], "r.")
+_RUN_WIDTH = read_width(TABLES["runs"])
+_RUN_KEYED = 3 + len(TABLES["runs"].keys)  # where a run row's indexed columns start
 
 
 @dataclass(slots=True)
@@ -699,7 +705,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
 
         def go(conn: sqlite3.Connection) -> list[RunSummary]:
             cur = conn.execute(
-                "SELECT r.data, r.row_seq, r.row_mac, r.run_id, h.seq, "
+                f"SELECT {_RUN_COLUMNS}, h.seq, "
                 + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
                 + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
                 "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "
@@ -714,10 +720,10 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         """A run listed with its ledger state: a run row that fails its MAC is not served
         (only its id), and a refused or quarantined run says so."""
         run_id = str(got[3])
-        count, damaged = listed_count(run_id, got[4])
-        flagged = damaged or flag_problem(run_id, got[5:])
+        count, damaged = listed_count(run_id, got[_RUN_WIDTH])
+        flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :])
         try:
-            run = self._opener.open("runs", got[:4])
+            run = self._opener.open("runs", got[:_RUN_WIDTH])
         except RowUnsealed:
             run = dict(json.loads(got[0]))  # verified on first touch, not by a listing
         except RunLedgerInvalid as exc:
@@ -752,10 +758,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                     return None
                 key = run_key(run_id)
                 run = conn.execute(select_sql(TABLES[key.table], "?"), key.key).fetchone()
+                listed = {t: stored_table(conn, TABLES[t], run_id) for t in RUN_TABLES}
                 return StoredSnapshot(
                     head=head,
                     run=None if run is None else text_bytes(run[0]),
-                    tables={t: stored_rows(conn, TABLES[t], run_id) for t in RUN_TABLES},
+                    tables={t: rows for t, (rows, _) in listed.items()},
+                    columns={
+                        "runs": [] if run is None else [run[_RUN_KEYED:]],
+                        **{t: columns for t, (_, columns) in listed.items()},
+                    },
                 )
             finally:
                 conn.execute("COMMIT")

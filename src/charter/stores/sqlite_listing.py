@@ -11,13 +11,23 @@ from __future__ import annotations
 
 import sqlite3
 from operator import itemgetter
+from typing import Any
 
 from charter.ledger.rows import TableSpec
 from charter.stores._sql import list_sql
 
 
 def stored_rows(conn: sqlite3.Connection, spec: TableSpec, run_id: str) -> list[bytes]:
-    """``data`` of ``spec``'s rows of ``run_id`` as bytes, ordered as :func:`list_sql` orders.
+    """``data`` of ``spec``'s rows of ``run_id`` as bytes, ordered as :func:`list_sql` orders
+    (:func:`stored_table` without the indexed columns)."""
+    return stored_table(conn, spec, run_id)[0]
+
+
+def stored_table(
+    conn: sqlite3.Connection, spec: TableSpec, run_id: str
+) -> tuple[list[bytes], list[tuple[Any, ...]]]:
+    """``data`` of ``spec``'s rows of ``run_id`` as bytes, ordered as :func:`list_sql` orders,
+    and each row's indexed columns (``spec.columns``) as stored, in the same order.
 
     The rows are read with their ``order_by`` column alone and sorted by it when no two rows
     share a value (every call row has its own ``updated_seq``): the key columns only break
@@ -31,7 +41,12 @@ def stored_rows(conn: sqlite3.Connection, spec: TableSpec, run_id: str) -> list[
     an encode, and text that is not UTF-8 as its bytes, which verification then reports as a
     row that is not JSON.
     """
-    sql = f"SELECT {spec.order_by}, CAST(data AS BLOB) FROM {spec.name} WHERE {spec.keys[0]} = ?"
+    width = len(spec.columns)
+    columns = "".join(f", {c}" for c in spec.columns)
+    sql = (
+        f"SELECT {spec.order_by}, CAST(data AS BLOB){columns} FROM {spec.name} "
+        f"WHERE {spec.keys[0]} = ?"
+    )
     got = conn.execute(sql, (run_id,)).fetchall()
     if len({r[0] for r in got}) == len(got):
         try:
@@ -39,8 +54,9 @@ def stored_rows(conn: sqlite3.Connection, spec: TableSpec, run_id: str) -> list[
         except TypeError:
             pass
         else:
-            return [text_bytes(r[1]) for r in got]
-    return [text_bytes(r[0]) for r in conn.execute(list_sql(spec, "?"), (run_id,))]
+            return [text_bytes(r[1]) for r in got], [r[2:] for r in got]
+    listed = conn.execute(list_sql(spec, "?"), (run_id,)).fetchall()
+    return [text_bytes(r[0]) for r in listed], [r[len(r) - width :] for r in listed]
 
 
 _first = itemgetter(0)

@@ -1,0 +1,86 @@
+"""Indexed columns edited by hand. A projection row's MAC covers its text and its key; the
+columns queries filter on (a call's tenant and state, an approval's status) are copies of the
+text's values, outside it. A copy edited by hand must not move a row into another tenant's or
+another state's listing: the row is not served, its run is refused as for an edited row
+(``ROW_MAC_INVALID``, naming the column), and ``runs verify`` reports the column
+(``SNAPSHOT_DIVERGENCE``). SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from charter.errors import Failure
+from charter.kernel.envelope import CallStatus
+from charter.runtime import ledger_key_for, open_runtime
+from tests.kernel import test_events_edited_live as live
+from tests.kernel._project import two_runs, write_runtime_project
+from tests.kernel.test_events_edited_live import Edit
+
+pytestmark = pytest.mark.anyio
+backend = live.backend  # the fixture: a store URL (SQLite, PostgreSQL) and an edit on it
+
+
+async def test_a_call_moved_to_another_tenant_is_not_listed_there(
+    tmp_path: Path, backend: tuple[str, Edit]
+) -> None:
+    project = write_runtime_project(tmp_path / "kv")
+    url, edit = backend
+    async with open_runtime(project, store=url) as rt:
+        runs = await two_runs(rt)
+    edit("UPDATE calls SET tenant = 'evil' WHERE run_id = ?", runs["damaged"])
+    async with open_runtime(project, store=url) as rt:  # a new process: nothing verified yet
+        assert await rt.calls(tenant="evil") == []
+        assert [c.run_id for c in await rt.calls(tenant="acme")] == [runs["intact"]]
+        with pytest.raises(Failure) as caught:
+            await rt.get_call(runs["damaged_ctx"], "c1", as_="app")
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
+        assert "(ROW_MAC_INVALID" in caught.value.message
+        assert "calls row's tenant column" in caught.value.message
+        env = await rt.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        assert env.status is CallStatus.SUCCEEDED, env  # the neighbour goes on
+
+
+async def test_a_call_state_edited_under_a_live_process_is_not_believed(
+    tmp_path: Path, backend: tuple[str, Edit]
+) -> None:
+    """The same process that wrote the rows: a listing by state reads the edited column, and
+    the row's text says otherwise."""
+    project = write_runtime_project(tmp_path / "kv")
+    url, edit = backend
+    async with open_runtime(project, store=url) as rt:
+        runs = await two_runs(rt)
+        edit("UPDATE calls SET state = 'unknown' WHERE run_id = ?", runs["damaged"])
+        assert await rt.calls(tenant=None, state="unknown") == []  # left out: refused
+        assert len(await rt.calls(tenant="acme", state="succeeded")) == 1
+        env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        assert env.status is CallStatus.FAILED, env
+        assert env.error is not None
+        assert env.error["reason"] == "RUN_LEDGER_INVALID"
+        assert "state column" in env.error["message"]
+
+
+@pytest.mark.parametrize(
+    ("statement", "column"),
+    [
+        ("UPDATE calls SET state = 'failed' WHERE run_id = ?", "state"),
+        ("UPDATE calls SET tenant = 'evil' WHERE run_id = ?", "tenant"),
+        ("UPDATE runs SET tenant = 'evil' WHERE run_id = ?", "tenant"),
+        ("UPDATE contexts SET principal = 'mallory' WHERE run_id = ?", "principal"),
+    ],
+)
+async def test_verify_reports_an_edited_column(
+    tmp_path: Path, backend: tuple[str, Edit], statement: str, column: str
+) -> None:
+    project = write_runtime_project(tmp_path / "kv")
+    url, edit = backend
+    async with open_runtime(project, store=url) as rt:
+        runs = await two_runs(rt)
+    edit(statement, runs["damaged"])
+    async with open_runtime(project, store=url) as rt:
+        report = await rt.verify(runs["damaged"], ledger_key_for(project))
+        assert not report.ok
+        assert report.reason == "SNAPSHOT_DIVERGENCE", report
+        assert f"a {column} column that disagrees" in report.message
+        assert (await rt.verify(runs["intact"], ledger_key_for(project))).ok
