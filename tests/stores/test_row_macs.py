@@ -163,3 +163,24 @@ async def test_an_edited_indexed_column_is_never_believed(backend: tuple[Opener,
         with pytest.raises(RunLedgerInvalid):
             await store.get_row(run_key("run-1"))
         assert (await store.get_row(run_key("run-2"))) is not None
+
+
+async def test_a_listing_does_not_serve_a_row_without_a_mac_moved_by_its_column(
+    backend: tuple[Opener, Sql],
+) -> None:
+    """A run row without a MAC (a database from before row MACs, or one cleared by hand) is
+    listed unverified until its run's first touch — but not with a tenant column that
+    disagrees with its text: the run is refused, and only its id and the problem are listed."""
+    open_store, sql = backend
+    await _seed(open_store)
+    sql("UPDATE runs SET row_seq = NULL, row_mac = NULL, tenant = 'evil' WHERE run_id = 'run-1'")
+    sql("UPDATE runs SET row_seq = NULL, row_mac = NULL WHERE run_id = 'run-2'")
+    async with open_store() as store:
+        [listed] = await store.list_runs(tenant="evil")
+        assert listed.run == {"run_id": "run-1"}
+        assert listed.problem is not None
+        assert listed.problem.reason == "ROW_MAC_INVALID"
+        assert "tenant column" in listed.problem.message
+        everyone = {s.run["run_id"]: s for s in await store.list_runs()}
+        assert everyone["run-2"].problem is None  # unsealed, consistent: listed as read
+        assert everyone["run-2"].run["status"] == "completed"

@@ -135,6 +135,13 @@ def differing_column(spec: TableSpec, row: Row, stored: Sequence[Any]) -> str | 
     return None
 
 
+def _column_message(table: str, column: str) -> str:
+    return (
+        f"a {table} row's {column} column does not hold the value of the row's text "
+        "(edited outside Charter)"
+    )
+
+
 class RowOpener:
     """Checks a projection row's MAC before it is parsed and served.
 
@@ -205,8 +212,41 @@ class RowOpener:
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
                     seq=seq,
-                    message=f"a {table} row's {column} column does not hold the value of the "
-                    "row's authenticated text (edited outside Charter)",
+                    message=_column_message(table, column),
+                )
+            )
+        return row
+
+    def listed(self, table: str, got: Sequence[Any]) -> Row:
+        """:meth:`open` for a listing that does not verify runs: a row that only waits for
+        its run's first verified touch (no MAC yet, or written past the verified head) is
+        served as read, but never with an indexed column that disagrees with its text (a run
+        moved into another tenant's list by its column alone is refused as with a MAC)."""
+        try:
+            return self.open(table, got)
+        except RowUnsealed:
+            pass
+        spec = TABLES[table]
+        run_id = str(got[3])
+        try:
+            row = dict(loads(_text(got[0])))
+        except ValueError:
+            raise self.trust.fail(
+                RunProblem(
+                    run_id=run_id,
+                    reason="ROW_MAC_INVALID",
+                    seq=None,
+                    message=f"a {table} row is not JSON text",
+                )
+            ) from None
+        column = differing_column(spec, row, got[3 + len(spec.keys) :])
+        if column is not None:
+            raise self.trust.fail(
+                RunProblem(
+                    run_id=run_id,
+                    reason="ROW_MAC_INVALID",
+                    seq=None,
+                    message=_column_message(table, column),
                 )
             )
         return row

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -575,9 +574,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         count, damaged = listed_count(run_id, got[_RUN_WIDTH])
         flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :])
         try:
-            run = self._opener.open("runs", got[:_RUN_WIDTH])
-        except RowUnsealed:
-            run = dict(json.loads(got[0]))  # verified on first touch, not by a listing
+            run = self._opener.listed("runs", got[:_RUN_WIDTH])
         except RunLedgerInvalid as exc:
             return RunSummary(run={"run_id": run_id}, event_count=count, problem=exc.problem)
         problem = self.trust.problem(run_id) or flagged

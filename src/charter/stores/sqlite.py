@@ -25,7 +25,6 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import logging
 import queue
 import sqlite3
@@ -723,9 +722,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         count, damaged = listed_count(run_id, got[_RUN_WIDTH])
         flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :])
         try:
-            run = self._opener.open("runs", got[:_RUN_WIDTH])
-        except RowUnsealed:
-            run = dict(json.loads(got[0]))  # verified on first touch, not by a listing
+            run = self._opener.listed("runs", got[:_RUN_WIDTH])
         except RunLedgerInvalid as exc:
             return RunSummary(run={"run_id": run_id}, event_count=count, problem=exc.problem)
         problem = self.trust.problem(run_id) or flagged
