@@ -114,6 +114,24 @@ def test_text_head_seq_on_the_cli(project: Path) -> None:
     )
 
 
+# -- an indexed column edited alone (the row's text and MAC untouched) --------------------
+
+
+def test_an_edited_status_column_on_the_cli(project: Path) -> None:
+    edit(project, "UPDATE runs SET status = 'running' WHERE run_id = 'run-1'")
+    edit(project, "UPDATE tasks SET status = 'failed' WHERE run_id = 'run-2'")
+    code, listed = run_cli("runs", "ls")  # reads the run rows: run-1's column is caught
+    assert code == 0
+    ledger = {r["run_id"]: r.get("ledger") for r in listed}
+    assert ledger["run-1"]["reason"] == "ROW_MAC_INVALID"
+    assert "runs row's status column" in ledger["run-1"]["message"]
+    code, report = run_cli("runs", "verify", "run-2", "--no-artifact-files")
+    assert (code, report["reason"]) == (1, "SNAPSHOT_DIVERGENCE")
+    assert "a status column that disagrees" in report["message"]
+    code, report = run_cli("runs", "verify", "run-1", "--no-artifact-files")
+    assert (code, report["reason"]) == (1, "SNAPSHOT_DIVERGENCE")
+
+
 # -- a table or column the next migration creates, made by hand -------------------------
 
 
