@@ -94,6 +94,41 @@ def check_problem(answer: httpx2.Response, status: int, code: str, reason: str) 
     assert problem["detail"]
 
 
+async def check_transport_refusals(http: httpx2.AsyncClient, url: str, key: str) -> None:
+    """What the SDK's transport refuses before reading a message is refused as a problem
+    document with its reason, not an SDK text or a JSON-RPC error without one — and a GET,
+    which the SDK held open with nothing to send on a stateless endpoint, is answered at once."""
+    auth = {"Authorization": f"Bearer {key}"}
+    message = b'{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}'
+    json_in = {**auth, "Content-Type": "application/json"}
+    with anyio.fail_after(10):
+        for method in ("GET", "DELETE", "PUT"):
+            answer = await http.request(method, url, headers={**auth, "Accept": "*/*"})
+            check_problem(answer, 405, "invalid_input", "METHOD_NOT_ALLOWED")
+            assert answer.headers["allow"] == "POST"
+        for media in ("text/plain", "application/x-www-form-urlencoded", None):
+            headers = {**auth, "Accept": "application/json"}
+            if media is not None:
+                headers["Content-Type"] = media
+            answer = await http.post(url, content=message, headers=headers)
+            check_problem(answer, 415, "invalid_input", "UNSUPPORTED_MEDIA_TYPE")
+            assert "application/json" in answer.json()["detail"]
+        for accept in ("text/html", "text/event-stream", ""):
+            answer = await http.post(url, content=message, headers={**json_in, "Accept": accept})
+            check_problem(answer, 406, "invalid_input", "NOT_ACCEPTABLE")
+        # what the SDK serves is still served: JSON with a charset, any wildcard Accept
+        for media, accept in (
+            ("application/json; charset=utf-8", "application/json"),
+            ("application/json", "application/*"),
+            ("application/json", "text/event-stream, */*;q=0.1"),
+        ):
+            answer = await http.post(
+                url, content=message, headers={**auth, "Content-Type": media, "Accept": accept}
+            )
+            assert answer.status_code == 200, answer.text
+            assert answer.json()["result"]["tools"]
+
+
 async def test_http_acceptance(tmp_path: Path) -> None:
     keys = make_project(tmp_path)
     with charter_http(tmp_path, free_port()) as base:
@@ -114,6 +149,7 @@ async def test_http_acceptance(tmp_path: Path) -> None:
                 check_problem(refused, 401, "permission_denied", reason)
             missing = await http.post(base + "/mcp/nope", json=body)
             check_problem(missing, 404, "invalid_input", "PROFILE_UNKNOWN")
+            await check_transport_refusals(http, url, keys["app"])
         async with client(url, keys["app"]) as main, client(url, keys["viewer"]) as viewer:
             await _flow.check_listing(main, viewer)
             await _flow.check_read_and_ledger(main, tmp_path)

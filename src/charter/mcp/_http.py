@@ -23,7 +23,9 @@ from typing import Any
 
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
+from mcp.server.streamable_http import CONTENT_TYPE_JSON, check_accept_headers
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
 from charter.contracts.problem import PROBLEM_MEDIA_TYPE, problem_body
@@ -147,17 +149,64 @@ class McpEndpoint:
             denied = principal
             await _problem(send, 401, denied.code, denied.reason, denied.message, _CHALLENGE)
             return
+        if scope.get("method") != "POST":
+            await _problem(send, *_method_refused(scope))
+            return
         scope = {**scope, SCOPE_KEY: principal}
-        if scope.get("method") == "POST":
-            body, checked = await _checked_body(receive)
-            if checked.refusal is not None:
-                await _refuse(send, checked.refusal)
-                return
-            if checked.raw_arguments is not None and checked.text is not None:
-                scope[RAW_KEY] = checked.raw_arguments
-                body = checked.text.encode()
-            receive = _replay(body, receive)
+        body, checked = await _checked_body(receive)
+        # An empty body is the guard's -32700 whatever its headers (no message at all); else
+        # what the SDK's transport would refuse unread is refused first, with its reason.
+        refused = None if not body.strip() else _unservable(scope)
+        if refused is not None:
+            await _problem(send, *refused)
+            return
+        if checked.refusal is not None:
+            await _refuse(send, checked.refusal)
+            return
+        if checked.raw_arguments is not None and checked.text is not None:
+            scope[RAW_KEY] = checked.raw_arguments
+            body = checked.text.encode()
+        receive = _replay(body, receive)
         await self.manager.handle_request(scope, receive, send)
+
+
+_POST_ONLY = [(b"allow", b"POST")]
+Refused = tuple[int, ErrorCode, str, str, list[Any]]
+"""An HTTP-level refusal: status, code, reason, detail and headers of its problem document."""
+
+
+def _method_refused(scope: Scope) -> Refused:
+    """The endpoint is stateless, so there is no server-initiated stream to open (a ``GET``:
+    the SDK would hold it open, silent, for as long as the client waits) and no session to end
+    (``DELETE``): only ``POST`` is served."""
+    why = (
+        f"{scope.get('method')} is not served: this endpoint is stateless (no "
+        "server-initiated stream, no session to end); POST one JSON-RPC message"
+    )
+    return 405, ErrorCode.INVALID_INPUT, "METHOD_NOT_ALLOWED", why, _POST_ONLY
+
+
+def _unservable(scope: Scope) -> Refused | None:
+    """Why the SDK's transport would refuse this POST before reading its message — as a
+    problem document with its reason, like every other HTTP-level refusal here — or None.
+
+    The tests are the SDK's own, so a request it serves is never refused here: the body needs
+    ``Content-Type: application/json`` (its two checks: the transport security's prefix and
+    the transport's media type) and an ``Accept`` that admits JSON (its
+    ``check_accept_headers``; the answers are JSON only).
+    """
+    request = Request(scope)
+    media = request.headers.get("content-type", "")
+    if not (
+        media.lower().startswith(CONTENT_TYPE_JSON)
+        and any(part.strip() == CONTENT_TYPE_JSON for part in media.split(";")[0].split(","))
+    ):
+        why = "Content-Type must be application/json: a POST carries one JSON-RPC message"
+        return 415, ErrorCode.INVALID_INPUT, "UNSUPPORTED_MEDIA_TYPE", why, []
+    if not check_accept_headers(request)[0]:
+        why = "Accept must admit application/json (the answers are JSON, not an event stream)"
+        return 406, ErrorCode.INVALID_INPUT, "NOT_ACCEPTABLE", why, []
+    return None
 
 
 def _raw_arguments(ctx: ServerRequestContext[Any, Any]) -> str | None:
