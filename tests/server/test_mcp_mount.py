@@ -13,6 +13,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
 
+from tests.mcp.test_http import check_transport_refusals
 from tests.server._harness import Project, ThreadServer
 
 pytestmark = pytest.mark.anyio
@@ -40,6 +41,8 @@ async def test_mcp_is_mounted_in_the_api_server(project: Project, server: Thread
         assert (await http.post(url, json=body, headers=headers)).status_code == 401
         missing = await http.post(server.url + "/mcp/nope", json=body, headers=headers)
         assert missing.status_code == 404
+        # what the transport cannot serve: 405/415/406 problem documents, as standalone
+        await check_transport_refusals(http, url, project.keys["app"])
 
 
 async def test_run_resources_over_the_mounted_mcp_follow_the_tenant(
