@@ -13,7 +13,6 @@ import pytest
 from typer.testing import CliRunner
 
 from charter.cli.app import app
-from charter.errors import LedgerIntegrityError
 from charter.ledger.chain import LedgerKey
 from charter.ledger.events import NewEvent, StoredEvent
 from charter.ledger.rows import RowKey
@@ -254,13 +253,20 @@ def test_head_seq_stored_as_text_is_refused_everywhere(project: Path) -> None:
     runner = CliRunner()
     for args in (
         ["runs", "verify", "run-1", "--no-artifact-files", "--json"],
-        ["runs", "show", "run-1", "--json"],
         ["runs", "events", "run-1", "--json"],
     ):
         result = runner.invoke(app, args)
         assert result.exit_code == 1, args
         assert result.exception is None or isinstance(result.exception, SystemExit), args
         assert json.loads(result.stdout)["reason"] == "LEDGER_HEAD_MISMATCH", args
+    # reading the run's rows refuses it as any damaged run, naming the damage
+    show = runner.invoke(app, ["runs", "show", "run-1", "--json"])
+    assert show.exit_code == 1
+    assert show.exception is None or isinstance(show.exception, SystemExit)
+    answer = json.loads(show.stdout)
+    assert answer["reason"] == "RUN_LEDGER_INVALID"
+    assert "(LEDGER_HEAD_MISMATCH)" in answer["error"]
+    assert "seq is stored as TEXT" in answer["error"]
     listed = runner.invoke(app, ["runs", "ls", "--json"])
     assert listed.exit_code == 0
     [run] = json.loads(listed.stdout)
@@ -269,11 +275,17 @@ def test_head_seq_stored_as_text_is_refused_everywhere(project: Path) -> None:
 
     async def append_then_other_run() -> None:
         async with SQLiteStore.open(project, key=load_ledger_key()) as store:
-            with pytest.raises(LedgerIntegrityError) as refused:
+            # refused as any damaged run: RUN_LEDGER_INVALID naming the problem, and flagged
+            # (run_ledger_flags) for /readyz, the console and other processes
+            with pytest.raises(RunLedgerInvalid) as refused:
                 await store.append(
                     "run-1", [NewEvent(type="run_status_changed", payload={"status": "failed"})]
                 )
-            assert refused.value.reason == "LEDGER_HEAD_MISMATCH"
+            assert refused.value.problem.reason == "LEDGER_HEAD_MISMATCH"
+            assert "seq is stored as TEXT" in refused.value.problem.message
+            flagged = {s.run["run_id"]: s.problem for s in await store.list_runs()}
+            assert flagged["run-1"] is not None
+            assert flagged["run-1"].reason == "LEDGER_HEAD_MISMATCH"
             await record_sample_run(store, "run-2")  # the store goes on writing other runs
             assert (await store.head("run-2")) is not None
 

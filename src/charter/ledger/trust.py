@@ -162,11 +162,11 @@ class LedgerTrust:
             kept = self._invalid[problem.run_id]
         if first:
             logger.error(
-                "run %s refused: its ledger %s (%s at %s): %s",
+                "run %s refused: its ledger %s (%s%s): %s",
                 problem.run_id,
                 "is quarantined" if problem.quarantined else "failed verification",
                 problem.reason,
-                problem.seq,
+                "" if problem.seq is None else f" at {problem.seq}",
                 problem.message,
             )
             for listener in self._listeners:
@@ -286,7 +286,12 @@ class LedgerTrust:
     async def _verify_fully(self, store: Any, run_id: str) -> None:
         from charter.ledger.verify import verify_rebuilt  # verify imports the ports: no cycle
 
-        head = await store.head(run_id)
+        try:
+            head = await store.head(run_id)
+        except LedgerIntegrityError as exc:  # a head row that cannot be read (a text seq)
+            raise self.fail(
+                RunProblem(run_id=run_id, reason=exc.reason, seq=exc.seq, message=exc.message)
+            ) from None
         if head is None:
             # No head: a run that does not exist — unless events say it did.
             headless = headless_problem(await store.read_stored(run_id, after=0, limit=1))
