@@ -14,12 +14,16 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+import anyio
 import psycopg
 import pytest
 
 from charter.errors import Failure
 from charter.kernel.envelope import CallStatus
+from charter.ledger.chain import LedgerKey
+from charter.ledger.trust import RunProblem
 from charter.runtime import Runtime, open_runtime
+from charter.stores.factory import open_store
 from tests.kernel._project import runs_of, two_runs, write_runtime_project
 from tests.stores.conftest import create_database, drop_database
 
@@ -385,3 +389,21 @@ async def test_a_call_row_deleted_under_a_running_process_is_not_made_again(
         assert "is gone" in env.error["message"]
         assert runs_of(project, "kv.get") == 3
         await _intact_run_works(rt, runs, project)
+
+
+def test_a_finding_made_just_before_close_is_kept(project: Path, backend: Backend) -> None:
+    """A run refused on the event loop as a command ends (``charter runs show`` of a damaged
+    run: the refusal is its last read, then the loop ends) is already in run_ledger_flags
+    when the store has closed: closing waits for the finding, so the next command sees it."""
+    seen: list[tuple[Any, ...]] = []
+
+    async def refuse() -> None:
+        async with open_store(backend.url, key=LedgerKey("k", b"k" * 32)) as store:
+            store.trust.fail(
+                RunProblem(run_id="run-late", reason="LEDGER_HASH_MISMATCH", seq=3, message="x")
+            )
+        # no await between the close and this read: nothing may still be writing
+        seen.extend(backend.sql("SELECT run_id, reason, seq FROM run_ledger_flags"))
+
+    anyio.run(refuse)  # its own loop, as the CLI's: the loop ends with the command
+    assert seen == [("run-late", "LEDGER_HASH_MISMATCH", 3)]

@@ -224,7 +224,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         self.trust.on_invalid(self._on_invalid)
 
     async def aclose(self) -> None:
-        if self._background:
+        while self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self._listener is not None:
             self._listener.cancel()

@@ -212,7 +212,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
     async def aclose(self) -> None:
         if self._closed:
             return
-        if self._background:
+        await asyncio.sleep(0)  # a finding a worker thread handed over starts first
+        while self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         self._closed = True
         if self._writer is not None:
@@ -459,9 +460,18 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         loop = self._loop
         if problem.quarantined or self._closed or loop is None or loop.is_closed():
             return
-        loop.call_soon_threadsafe(self._spawn_finding, problem)
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:  # found on the loop itself: start now, so aclose() waits for it
+            self._spawn_finding(problem)
+        else:
+            loop.call_soon_threadsafe(self._spawn_finding, problem)
 
     def _spawn_finding(self, problem: RunProblem) -> None:
+        if self._closed:
+            return
         task = asyncio.ensure_future(asyncio.to_thread(self._record_finding, problem))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
