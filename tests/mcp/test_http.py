@@ -116,9 +116,11 @@ async def check_transport_refusals(http: httpx2.AsyncClient, url: str, key: str)
         for accept in ("text/html", "text/event-stream", ""):
             answer = await http.post(url, content=message, headers={**json_in, "Accept": accept})
             check_problem(answer, 406, "invalid_input", "NOT_ACCEPTABLE")
-        # what the SDK serves is still served: JSON with a charset, any wildcard Accept
+        # what the SDK serves is still served: JSON with a charset, any wildcard Accept — and
+        # media types in any case (RFC 9110: they are case-insensitive)
         for media, accept in (
             ("application/json; charset=utf-8", "application/json"),
+            ("Application/JSON; charset=UTF-8", "Application/Json"),
             ("application/json", "application/*"),
             ("application/json", "text/event-stream, */*;q=0.1"),
         ):

@@ -152,7 +152,7 @@ class McpEndpoint:
         if scope.get("method") != "POST":
             await _problem(send, *_method_refused(scope))
             return
-        scope = {**scope, SCOPE_KEY: principal}
+        scope = {**scope, SCOPE_KEY: principal, "headers": _media_type_lowered(scope)}
         body, checked = await _checked_body(receive)
         # An empty body is the guard's -32700 whatever its headers (no message at all); else
         # what the SDK's transport would refuse unread is refused first, with its reason.
@@ -184,6 +184,20 @@ def _method_refused(scope: Scope) -> Refused:
         "server-initiated stream, no session to end); POST one JSON-RPC message"
     )
     return 405, ErrorCode.INVALID_INPUT, "METHOD_NOT_ALLOWED", why, _POST_ONLY
+
+
+def _media_type_lowered(scope: Scope) -> list[tuple[bytes, bytes]]:
+    """The request's headers with its ``Content-Type`` media type in lower case (its
+    parameters as sent): media types are case-insensitive (RFC 9110, 8.3.1), and the SDK's
+    transport compares ``application/json`` case-sensitively, so ``Application/JSON`` would
+    be refused."""
+    headers: list[tuple[bytes, bytes]] = []
+    for name, value in scope.get("headers", ()):
+        if name.lower() == b"content-type":
+            media, sep, params = value.partition(b";")
+            value = media.lower() + sep + params
+        headers.append((name, value))
+    return headers
 
 
 def _unservable(scope: Scope) -> Refused | None:
