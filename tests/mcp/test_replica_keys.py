@@ -80,3 +80,35 @@ async def test_a_session_keeps_few_keys_in_memory_and_finds_the_rest(
         again = {"text": "hi", "idempotency_key": "k-0"}
         assert not (await gateway.call_tool(who, session, "svc.echo", again, 9)).is_error
         assert count(tmp_path, "echo") == 3  # k-0 was found in the store, not run again
+
+
+@pytest.mark.anyio
+async def test_a_keyed_retry_is_found_behind_many_calls_of_others_with_the_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The store lists a tenant's calls with one id by their place in their own runs: other
+    principals' calls with the same id early in short runs come before the principal's own
+    call late in a long run. The retry still finds it (it read the first 20 and ran again)."""
+    make_project(tmp_path)
+    async with open_runtime(tmp_path) as rt:
+        gateway, app, session = Gateway(rt, "main"), rt.principal("app"), McpSession()
+        for n in range(5):  # the keyed call comes late in its run
+            await gateway.call_tool(app, session, "svc.echo", {"text": "a"}, n)
+        keyed = {"text": "hi", "idempotency_key": "key-1"}
+        assert not (await gateway.call_tool(app, session, "svc.echo", keyed, 9)).is_error
+        for _ in range(25):  # another principal's calls with the id key-1, each in a fresh run
+            ctx = await rt.resolve_context("viewer", "main")
+            await rt.call(ctx.context_id, "svc.echo", "key-1", {"text": "v"}, as_="viewer")
+        before = count(tmp_path, "echo")
+        again = await keyed_echo(rt, "app")  # a new session: found through the store
+        assert (again.meta or {}).get("charter/status") == "succeeded"
+        assert count(tmp_path, "echo") == before  # not run again
+        # More calls with the key than are read, none of them the principal's: refused, not
+        # run as a new call (which might be a second run of a retry).
+        monkeypatch.setattr(_gateway, "_KEY_SCAN", 3)
+        refused = await Gateway(rt, "main").call_tool(
+            app, McpSession(request_ids_unique=False), "svc.echo", dict(keyed), None
+        )
+        assert refused.is_error
+        assert "IDEMPOTENCY_KEY_AMBIGUOUS" in str(refused.model_dump())
+        assert count(tmp_path, "echo") == before

@@ -51,7 +51,9 @@ _RENEW = frozenset({"RUN_ENDED", "RUN_TIME_BUDGET_EXCEEDED", "RUN_CALL_BUDGET_EX
 IDEMPOTENCY_KEY = "idempotency_key"
 TASK_META = "charter/task_id"
 _KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
-_KEY_SCAN = 20  # calls with one idempotency key looked at (other principals' keys may clash)
+# Calls with one idempotency key looked at: the tenant's, every principal's (the calls table
+# indexes no actor), so a common key ("1", "retry") may match many calls of others.
+_KEY_SCAN = 10_000
 NETWORK_EXECUTORS = frozenset({"http", "mcp"})
 """Executor kinds that reach over the network: their tools are always advertised open-world."""
 
@@ -206,9 +208,12 @@ class Gateway:
             context_id = ctx.context_id
         else:
             call_id = key
-            context_id = session.key_contexts.get(key) or await self._keyed_context(
-                principal, key, ctx.context_id
-            )
+            try:
+                context_id = session.key_contexts.get(key) or await self._keyed_context(
+                    principal, key, ctx.context_id
+                )
+            except Failure as exc:  # IDEMPOTENCY_KEY_AMBIGUOUS
+                return failure_result(exc, name=name)
             session.key_contexts[key] = context_id
             if len(session.key_contexts) > _KEYS_KEPT:  # the store remembers the rest
                 del session.key_contexts[next(iter(session.key_contexts))]
@@ -236,6 +241,11 @@ class Gateway:
         A retry after a reconnect, a restart of ``charter mcp`` or through another replica so
         reaches the same ``(context, call id)``: the kernel answers with the recorded outcome
         (or refuses different arguments) instead of dispatching again.
+
+        The store is asked for every call of the tenant with this id (its order is a position
+        within each run, not across runs, so the principal's call may come last). When more
+        share it than :data:`_KEY_SCAN`, none of them the principal's in this profile, the call
+        is refused (``IDEMPOTENCY_KEY_AMBIGUOUS``) rather than risk running a retry again.
         """
         calls = await self.runtime.calls(tenant=principal.tenant, call_id=key, limit=_KEY_SCAN)
         for call in calls:
@@ -244,6 +254,14 @@ class Gateway:
             ctx = await self.runtime.context_record(call.run_id, call.context_id)
             if ctx is not None and ctx.profile == self.profile:
                 return call.context_id
+        if len(calls) >= _KEY_SCAN:
+            raise InvalidInput(
+                f"at least {_KEY_SCAN} calls of this tenant use this idempotency key and "
+                "none of those read is yours in this profile, so whether this retry already "
+                "ran cannot be told: use a key of your own (a UUID)",
+                reason="IDEMPOTENCY_KEY_AMBIGUOUS",
+                details={"field": IDEMPOTENCY_KEY},
+            )
         return current
 
     def _take_key(self, name: str, args: dict[str, Any]) -> str | None:
