@@ -324,6 +324,11 @@ class Kernel:
         state = self.state
         if profile not in state.build.profiles:
             raise InvalidInput(f"unknown profile {profile!r}", reason="PROFILE_UNKNOWN")
+        # A client's text, kept in the ledger and the context row: no known secret, no value a
+        # redaction pattern matches (docs/privacy.md)
+        if objective:
+            objective = state.redactor.redact_text(objective)
+        state.redactor.refuse_in_id(session_id, "session_id")
         agent_tools: frozenset[str] | None = None
         if agent is not None:
             if agent not in state.build.agents:

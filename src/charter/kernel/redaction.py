@@ -48,7 +48,7 @@ from typing import Any, Protocol
 
 import re2
 
-from charter.errors import ConfigError
+from charter.errors import ConfigError, InvalidInput
 
 REDACTED = "[REDACTED]"
 SENSITIVE_WORDS: tuple[str, ...] = (
@@ -446,6 +446,17 @@ class Redactor:
     def contains_secret(self, text: str) -> bool:
         """True if :meth:`redact_text` would change ``text`` (a known secret or a pattern)."""
         return self.redact_text(text) != text
+
+    def refuse_in_id(self, value: str | None, field: str) -> None:
+        """``IDENTIFIER_SECRET`` when an identifier a client chose (a session id) holds a known
+        secret or a value a pattern matches: an id cannot be kept redacted (it must still
+        match and be unique), so it is refused, as an artifact name is. Never echoed."""
+        if value and self.contains_secret(value):
+            raise InvalidInput(
+                f"{field} contains a secret value; choose another (not echoed)",
+                reason="IDENTIFIER_SECRET",
+                details={"field": field},
+            )
 
     def scrub(self, text: str, values: Iterable[str] = ()) -> str:
         """:meth:`redact_text` with extra ``values`` to scrub, for this text only."""

@@ -31,6 +31,7 @@ from pydantic import (
 
 from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.principals import Principal
+from charter.kernel.redaction import Redactor
 from charter.ledger.events import Event, NewEvent
 
 EVENT_TYPE = "disclosure_reported"
@@ -299,6 +300,9 @@ class _Runtime(Protocol):
 
     async def record(self, run_id: str, events: Sequence[NewEvent]) -> None: ...
 
+    @property
+    def redactor(self) -> Redactor: ...
+
 
 async def record(
     runtime: _Runtime,
@@ -317,6 +321,11 @@ async def record(
     attachments = [f"{a['kind']}:{a['ref']}" for a in stored]
     kind: Literal["application", "chat"] = "chat" if source == "chat" else "application"
     event = report_event(report, context_id=context_id, reported_by=principal.name, source=kind)
+    payload = dict(event.payload)
+    for name in ("model", "request_id"):  # the client's free text: no known secret is kept
+        if isinstance(payload.get(name), str):
+            payload[name] = runtime.redactor.redact_text(payload[name])
+    event = NewEvent(type=event.type, payload=payload, at=event.at)
     await runtime.record(context.run_id, [event])
     flags = report_flags(context, report, attachments=attachments)
     return {

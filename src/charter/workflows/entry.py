@@ -81,6 +81,7 @@ async def create_catalog_run(
     *,
     session_id: str | None = None,
 ) -> str:
+    rt.redactor.refuse_in_id(session_id, "session_id")
     runs = WorkflowRuns(build=rt.build, store=rt.store, artifacts=rt.artifacts)
     return await runs.create_run(
         workflow,

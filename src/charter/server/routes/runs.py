@@ -51,6 +51,7 @@ async def create_run(
         return await _manifest(state, run_id)
     if body is not None and body.inputs:
         raise InvalidInput("inputs need a workflow", reason="RUN_INPUTS_MISMATCH")
+    state.runtime.redactor.refuse_in_id(body.session_id if body else None, "session_id")
     run_id = new_id(ADHOC_SLUG)
     await state.runtime.record(
         run_id,
