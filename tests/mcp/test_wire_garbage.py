@@ -140,8 +140,11 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
     (call(11, [1, 2]), 11, -32602, "PARAMS_INVALID", "/params/arguments"),
     (call(12, SECRET), 12, -32602, "PARAMS_INVALID", "/params/arguments"),
     (call(13, {}, name=123), 13, -32602, "PARAMS_INVALID", "/params/name"),
-    # a duplicate key outside the arguments: the message itself is ambiguous
-    (b'{"jsonrpc":"2.0","id":16,"id":17,"method":"tools/list"}', 17, -32600,
+    # a duplicate key outside the arguments: the message itself is ambiguous — and with two
+    # ids, which one to answer cannot be told: null (JSON-RPC 2.0, 5)
+    (b'{"jsonrpc":"2.0","id":16,"id":17,"method":"tools/list"}', None, -32600,
+     "ARGS_DUPLICATE_KEY", ""),
+    (b'{"jsonrpc":"2.0","id":17,"method":"tools/list","method":"x"}', 17, -32600,
      "ARGS_DUPLICATE_KEY", ""),
     ({"jsonrpc": "1.0", "id": 18, "method": "tools/list"}, 18, -32600, "MESSAGE_INVALID", None),
     # an id that is not a string or an integer: the SDK took these for notifications and

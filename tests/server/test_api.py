@@ -325,6 +325,21 @@ def test_standalone_approval_token_and_rejection(
         with pytest.raises(PermissionDenied) as info:
             anonymous.approve(first.approval["id"], token=project.approval_token, tenant="globex")
         assert info.value.reason == "APPROVAL_NOT_FOUND"
+        # two names for the tenant that disagree are refused, whichever would have won
+        url = f"{server.url}/v1/approvals/{first.approval['id']}/approve"
+        for headers, body, auth in (
+            ({"X-Charter-Tenant": "acme"}, {"tenant": "globex"}, None),
+            ({"X-Charter-Tenant": "globex"}, {"tenant": "acme"}, None),
+            ({}, {"tenant": "globex"}, project.keys["alice"]),
+        ):
+            if auth is None:
+                headers = {**headers, "X-Charter-Approval-Token": project.approval_token}
+            else:
+                headers = {**headers, "Authorization": f"Bearer {auth}"}
+            answer = httpx2.post(url, headers=headers, json=body, trust_env=False)
+            assert answer.status_code == 422, answer.text
+            assert answer.json()["reason"] == "TENANT_CONFLICT"
+            assert "tenant" in answer.text
         row = anonymous.approve(first.approval["id"], token=project.approval_token, tenant="acme")
         assert row["status"] == "approved"
         rejected = anonymous.reject(

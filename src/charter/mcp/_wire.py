@@ -15,7 +15,8 @@ would never see with a JSON-RPC error naming the problem (never the offending va
   ``tools/call`` whose ``name`` is not a string or whose ``arguments`` are not an object.
 
 Each error carries ``data: {reason, pointer}`` (a JSON pointer into the message) and answers
-the request's ``id`` when one can be read, else ``id: null``. What passes goes to the SDK as
+the request's ``id`` when one can be read, else ``id: null`` (also for a message that gives
+its ``id`` twice). What passes goes to the SDK as
 it came.
 """
 
@@ -148,6 +149,11 @@ class Checked:
 
 
 def _request_id(message: dict[str, Any]) -> str | int | None:
+    """The request's id, or None when there is none to answer — not a string or an integer,
+    or given more than once (which one the client means cannot be told: ``id: null``)."""
+    pairs = getattr(message, "pairs", None)
+    if pairs is not None and sum(1 for key, _ in pairs if key == "id") > 1:
+        return None
     ident = message.get("id")
     if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
         return ident

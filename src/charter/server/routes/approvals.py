@@ -12,6 +12,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Depends, Query, Request
 
+from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
 from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER
 from charter.server.intake import JsonRoute
@@ -63,18 +64,29 @@ async def _decide(
     body = body or DecisionRequest()
     token = request.headers.get(APPROVAL_TOKEN_HEADER)
     if request.headers.get("authorization") or not token:
+        principal = principal_of(request)
+        _one_tenant(principal.tenant, body.tenant, "the body's tenant is not yours")
         decided = await state.runtime.decide(
-            approval_id, approve=approve, as_=principal_of(request), reason=body.reason
+            approval_id, approve=approve, as_=principal, reason=body.reason
         )
     else:
+        header = request.headers.get(TENANT_HEADER)
+        _one_tenant(header, body.tenant, f"{TENANT_HEADER} and the body's tenant differ")
         decided = await state.runtime.decide(
             approval_id,
             approve=approve,
             token=token,
-            tenant=request.headers.get(TENANT_HEADER) or body.tenant,
+            tenant=header or body.tenant,
             reason=body.reason,
         )
     return decided.listed()
+
+
+def _one_tenant(given: str | None, body: str | None, why: str) -> None:
+    """Two names for the tenant that disagree are refused, not resolved by precedence (a proxy
+    or a log may read the other one)."""
+    if given and body and given != body:
+        raise InvalidInput(why, reason="TENANT_CONFLICT", details={"field": "tenant"})
 
 
 DECISION_RESPONSES = problem_responses(401, 403, 404, 409, 422)
