@@ -107,3 +107,28 @@ async def test_async_client_streams_and_resumes(server: ThreadServer, project: P
                 if len(got) == 3:
                     break
         assert got == [3, 4, 5]
+
+
+def test_the_accept_header_is_negotiated_with_its_weights(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """``q=0`` means "not acceptable" (RFC 9110): such a client gets JSON, not a stream it
+    refused; SSE when the stream is named and weighted at least as JSON."""
+    run = clients["app"].create_run()
+    url = f"{server.url}/v1/runs/{run['run_id']}/events"
+    auth = {"Authorization": f"Bearer {project.keys['app']}"}
+    with httpx2.Client(timeout=30, trust_env=False) as http:
+        for accept in (
+            "text/event-stream;q=0, application/json",
+            "application/json, text/event-stream;q=0.5",
+            "*/*",
+            "",
+        ):
+            # streamed: a stream sent by mistake fails here instead of hanging the read
+            with http.stream("GET", url, headers={**auth, "Accept": accept}) as answer:
+                assert answer.headers["content-type"].startswith("application/json"), accept
+                assert b'"run_id"' in answer.read()
+        for accept in ("text/event-stream", "Text/Event-Stream, application/json;q=0.9"):
+            with http.stream("GET", url, headers={**auth, "Accept": accept}) as response:
+                assert response.headers["content-type"].startswith("text/event-stream"), accept
+                assert _read_frames(response, 1)[0] == [1]

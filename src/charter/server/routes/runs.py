@@ -125,7 +125,7 @@ async def run_events(
     await state.check_run(run_id, principal)
     resume = parse_last_event_id(last_event_id)
     start = max(after, resume) if resume is not None else after
-    if "text/event-stream" in request.headers.get("accept", ""):
+    if wants_event_stream(request.headers.get("accept", "")):
         return EventSourceResponse(
             event_stream(
                 state.runtime.store, run_id, after=start, keepalive_s=state.sse_keepalive_s
@@ -219,3 +219,24 @@ async def end_task(
     return await state.runtime.operations.end_task(
         run_id, task_id, _TASK_ACTIONS[action], reason=body.reason, as_=principal
     )
+
+
+def wants_event_stream(accept: str) -> bool:
+    """Whether ``Accept`` asks for the SSE stream: ``text/event-stream`` named with a weight
+    above zero and not below ``application/json``'s (``q=0`` is "not acceptable", RFC 9110
+    12.5.1). Without it, JSON (``*/*`` included)."""
+    weights: dict[str, float] = {}
+    for item in accept.split(","):
+        media, *params = (part.strip() for part in item.split(";"))
+        q = 1.0
+        for param in params:
+            name, _, value = param.partition("=")
+            if name.strip().lower() == "q":
+                try:
+                    q = float(value)
+                except ValueError:
+                    q = 0.0
+        media = media.lower()
+        weights[media] = max(weights.get(media, 0.0), q)
+    sse = weights.get("text/event-stream", 0.0)
+    return sse > 0 and sse >= weights.get("application/json", 0.0)
