@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 import typer
 
 from charter._version import __version__
-from charter.cli._output import fail, reported_errors
+from charter.cli._output import fail, log_level_option, reported_errors
 from charter.deploy.audit_settings import audit_sinks
 from charter.deploy.deployment import load_deployment
 from charter.errors import ConfigError
@@ -44,7 +44,7 @@ def serve(
     deploy: Path | None = typer.Option(
         None, "--deploy", envvar="CHARTER_DEPLOY", help="Deployment file."
     ),
-    log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error"),
+    log_level: str = log_level_option("info", "debug | info | warning | error"),
 ) -> None:
     """Serve the HTTP API (/v1, /docs, /console, /mcp/PROFILE, /healthz, /readyz, /metrics)
     until interrupted. At a terminal, print where each is and where the operator key comes

@@ -120,6 +120,7 @@ def connect_failure(exc: BaseException, url: str) -> CharterError:
         retryable=True,
     )
 
+
 _STORAGE_FAILURES = (
     psycopg.errors.IoError,
     psycopg.errors.DiskFull,
