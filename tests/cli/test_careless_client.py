@@ -243,3 +243,45 @@ def test_input_that_looks_like_markup_is_printed_as_it_is(demo: Path, tmp_path: 
     made = charter("init", "odd[/]name", cwd=tmp_path)
     assert made.returncode == 0, made.stderr
     assert "Next: cd 'odd[/]name' && charter build" in made.stdout
+
+
+@pytest.mark.parametrize(
+    ("argv", "param", "bound"),
+    [
+        (["runs", "ls", "--limit", "99999999999999999999"], "limit", "1000"),
+        (["runs", "events", "run-x", "--after", "99999999999999999999"], "after", str(2**62)),
+        (["tasks", "handoff", "run-x", "t1", "--max-tool-calls", "1" + "0" * 20],
+         "max_tool_calls", str(2**53 - 1)),
+        (["mcp", "reader", "--transport", "http", "--port", "99999999999999999"], "port", "65535"),
+    ],
+)  # fmt: skip
+def test_an_integer_option_past_its_bound_is_a_usage_error_naming_it(
+    demo: Path, argv: list[str], param: str, bound: str
+) -> None:
+    """A number too big for SQL (or a port) was an OverflowError reported as internal."""
+    if argv[0] != "mcp":  # mcp speaks MCP on stdout: it has no --json
+        done = charter(*argv, "--json", cwd=demo)
+        assert done.returncode == 2, done.stdout + done.stderr
+        body = json_error(done)
+        assert body["reason"] == "USAGE"
+        assert body["param"] == param
+        assert bound in body["error"]
+    plain = charter(*argv, cwd=demo, columns=200)
+    assert plain.returncode == 2
+    assert "Traceback" not in plain.stderr
+    assert "internal error" not in plain.stderr
+    assert f"--{param.replace('_', '-')}" in plain.stderr
+    assert bound in plain.stderr
+
+
+@pytest.mark.parametrize("command", [["serve", "--port", "0"], ["mcp", "reader"]])
+def test_an_unknown_log_level_is_a_usage_error_listing_the_levels(
+    demo: Path, command: list[str]
+) -> None:
+    done = charter(*command, "--log-level", "bogus", cwd=demo)
+    assert done.returncode == 2, done.stdout + done.stderr
+    assert "internal error" not in done.stderr
+    assert "Traceback" not in done.stderr
+    assert "--log-level" in done.stderr
+    for level in ("debug", "info", "warning", "error"):
+        assert level in done.stderr

@@ -37,6 +37,18 @@ console = Console(highlight=False, soft_wrap=True)
 err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 JSON_OPTION = typer.Option(False, "--json", help="Print machine-readable JSON instead of text.")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+
+
+def _log_level(value: str) -> str:
+    if value.lower() not in LOG_LEVELS:
+        raise typer.BadParameter(f"{value!r} is not one of {', '.join(LOG_LEVELS)}")
+    return value.lower()
+
+
+def log_level_option(default: str, help: str) -> Any:
+    """``--log-level``: one of :data:`LOG_LEVELS` (any case), else a usage error (exit 2)."""
+    return typer.Option(default, "--log-level", callback=_log_level, help=help)
 
 
 def show_envelope(title: str, env: Envelope) -> None:

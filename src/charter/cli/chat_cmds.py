@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,7 @@ import typer
 from rich.markup import escape
 
 from charter.cli._output import JSON_OPTION, console, err_console, fail, reported_errors
-from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE
+from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, remote_key
 from charter.client import AsyncClient
 from charter.errors import TransientExternal
 from charter.proposals import ProposalService, load_proposal_settings
@@ -201,10 +200,7 @@ def chat(
     """Chat with an agent: streamed text, tool activity and pending approvals as they come."""
 
     async def remote(url: str) -> bool:
-        key = os.environ.get("CHARTER_API_KEY")
-        if not key:
-            fail("--server needs the API key in CHARTER_API_KEY", as_json=as_json)
-        async with AsyncClient(url, key) as client:
+        async with AsyncClient(url, remote_key(url, as_json)) as client:
             return await _loop(_remote_turns(client, profile, agent), message, as_json)
 
     async def local() -> bool:

@@ -23,6 +23,8 @@ from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
 from charter.client import Client
+from charter.client._common import check_api_key, check_base_url
+from charter.errors import InvalidInput
 from charter.kernel.contexts import tool_schemas
 from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
@@ -92,11 +94,23 @@ def _run(
     raise AssertionError("unreachable")  # pragma: no cover - reported_errors exits
 
 
-def _client(server: str, as_json: bool) -> Client:
+def remote_key(server: str, as_json: bool) -> str:
+    """The API key for ``--server``, from ``CHARTER_API_KEY``, once the server URL and the key
+    are known to be usable: a bad one is invalid input naming the option or variable (never
+    the key), not a failed connection that a script would retry."""
     key = os.environ.get("CHARTER_API_KEY")
     if not key:
         fail("--server needs the API key in CHARTER_API_KEY", as_json=as_json)
-    return Client(server, api_key=key)
+    try:
+        check_base_url(server, name="--server")
+        check_api_key(key, name="CHARTER_API_KEY")
+    except InvalidInput as exc:
+        fail(str(exc.message), as_json=as_json, reason=exc.reason)
+    return key
+
+
+def _client(server: str, as_json: bool) -> Client:
+    return Client(server, api_key=remote_key(server, as_json))
 
 
 def _remote(server: str, as_json: bool, fn: Callable[[Client], T]) -> T:

@@ -16,7 +16,7 @@ from typing import Any
 
 import typer
 
-from charter.cli._output import err_console, fail, reported_errors
+from charter.cli._output import err_console, fail, log_level_option, reported_errors
 from charter.cli.kernel_cmds import DEPLOY, PROJECT, STORE
 
 
@@ -36,12 +36,12 @@ def mcp(
         None, "--agent", help="With --run: the context's agent (default: the task's role)."
     ),
     host: str = typer.Option("127.0.0.1", "--host", help="HTTP: the address to listen on."),
-    port: int = typer.Option(8765, "--port", help="HTTP: the port to listen on."),
+    port: int = typer.Option(8765, "--port", min=0, max=65535, help="HTTP: the port to listen on."),
     project: Path = PROJECT,
     store: str | None = STORE,
     deploy: Path | None = DEPLOY,
-    log_level: str = typer.Option(
-        "warning", "--log-level", help="debug | info | warning | error (JSON lines on stderr)."
+    log_level: str = log_level_option(
+        "warning", "debug | info | warning | error (JSON lines on stderr)."
     ),
 ) -> None:
     """Serve a profile's tools over MCP, every call governed by the kernel."""
@@ -54,8 +54,6 @@ def mcp(
     if task is not None and run is None:
         fail("--task needs --run RUN")
     bound = (run, task, agent)
-    if log_level.lower() not in ("debug", "info", "warning", "error"):
-        fail("--log-level must be debug, info, warning or error")
     from charter.server.logs import configure_logging
 
     # every record (the MCP SDK's, HTTP clients') goes to stderr through the redacting filter

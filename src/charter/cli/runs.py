@@ -59,6 +59,10 @@ PROJECT_OPTION = typer.Option(
     Path("."), "--project", "-p", help="The project directory (its store, deployment and key)."
 )
 T = TypeVar("T")
+# The bounds the HTTP API puts on the same values (GET /v1/runs?limit, …/events?after): past
+# them a value cannot reach SQL (SQLite's integers are 64-bit), so it is a usage error here.
+LIST_MAX = 1000
+SEQ_MAX = 2**62
 
 DEPLOY_OPTION = typer.Option(
     None,
@@ -128,7 +132,9 @@ def _ledger_state(problem: RunProblem | None) -> str:
 
 @app.command("ls")
 def list_runs(
-    limit: int = typer.Option(50, "--limit", min=1, help="At most this many runs."),
+    limit: int = typer.Option(
+        50, "--limit", min=1, max=LIST_MAX, help=f"At most this many runs (1 to {LIST_MAX})."
+    ),
     everything: bool = typer.Option(
         False, "--all", help="Also list session runs that ended (idle-closed or renewed)."
     ),
@@ -284,7 +290,9 @@ def _event_text(event: Event) -> str:
 @app.command("events")
 def events(
     run_id: str,
-    after: int = typer.Option(0, "--after", min=0, help="Only events after this sequence."),
+    after: int = typer.Option(
+        0, "--after", min=0, max=SEQ_MAX, help="Only events after this sequence."
+    ),
     follow: bool = typer.Option(
         False, "--follow", "-f", help="Keep waiting for new events until the run ends."
     ),

@@ -10,18 +10,22 @@ import errno
 import socket
 import sys
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
 from charter._version import __version__
-from charter.cli._output import fail, reported_errors
+from charter.cli._output import fail, log_level_option, reported_errors
 from charter.deploy.audit_settings import audit_sinks
 from charter.deploy.deployment import load_deployment
 from charter.errors import ConfigError
 from charter.kernel.audit import JsonlAuditSink
 from charter.runtime import Runtime, open_runtime
+
+if TYPE_CHECKING:
+    from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 
 def serve(
@@ -40,7 +44,7 @@ def serve(
     deploy: Path | None = typer.Option(
         None, "--deploy", envvar="CHARTER_DEPLOY", help="Deployment file."
     ),
-    log_level: str = typer.Option("info", "--log-level", help="debug | info | warning | error"),
+    log_level: str = log_level_option("info", "debug | info | warning | error"),
 ) -> None:
     """Serve the HTTP API (/v1, /docs, /console, /mcp/PROFILE, /healthz, /readyz, /metrics)
     until interrupted. At a terminal, print where each is and where the operator key comes
@@ -57,6 +61,8 @@ def serve(
         if not deploy.is_file():
             fail(f"--env {env}: there is no {deploy}")
 
+    if not project.exists():
+        fail(f"--project {project}: there is no such directory or Build file")
     with reported_errors():  # a bad deployment file: one line, before anything listens
         _preflight(project, deploy)
     # Bind first: a busy port fails here, before the runtime opens or anything logs "ready".
@@ -64,14 +70,19 @@ def serve(
     base = _base_url(host, sock.getsockname()[1])
     banner = sys.stdout.isatty()
 
+    failed: list[Exception] = []  # why the runtime could not open, reported after uvicorn
+
     @asynccontextmanager
     async def opener() -> AsyncIterator[Runtime]:
-        async with open_runtime(project, store=store, deploy=deploy) as rt:
+        async with _started(failed, open_runtime(project, store=store, deploy=deploy)) as rt:
             if env is not None and rt.deployment.environment != env:
-                raise ConfigError(
-                    f"--env {env}: the deployment file is for environment "
-                    f"{rt.deployment.environment!r}"
+                failed.append(
+                    ConfigError(
+                        f"--env {env}: the deployment file is for environment "
+                        f"{rt.deployment.environment!r}"
+                    )
                 )
+                raise _StartupFailed
             if banner:
                 print(serve_banner(rt, base), flush=True)
             yield rt
@@ -80,13 +91,62 @@ def serve(
     with sock, reported_errors():
         app = create_app(opener=opener)
         config = uvicorn.Config(
-            app,
+            _quiet_startup_failure(app, failed),
             log_config=None,
             access_log=False,
             lifespan="on",
             timeout_graceful_shutdown=5,
         )
-        uvicorn.Server(config).run(sockets=[sock])
+        try:
+            uvicorn.Server(config).run(sockets=[sock])
+        except SystemExit:
+            if not failed:
+                raise
+        if failed:  # one line and exit 1, as every other command (no traceback, not exit 3)
+            raise failed[0]
+
+
+class _StartupFailed(Exception):
+    """The runtime did not open; the reason is reported once uvicorn has stopped."""
+
+
+@asynccontextmanager
+async def _started(
+    failed: list[Exception], opening: AbstractAsyncContextManager[Runtime]
+) -> AsyncIterator[Runtime]:
+    """Enter ``opening``; an error on the way in is kept in ``failed`` for the command to
+    report, and the lifespan fails without it (uvicorn would log its traceback)."""
+    try:
+        rt = await opening.__aenter__()
+    except Exception as exc:
+        failed.append(exc)
+        raise _StartupFailed from None
+    try:
+        yield rt
+    except BaseException as exc:
+        if not await opening.__aexit__(type(exc), exc, exc.__traceback__):
+            raise
+    else:
+        await opening.__aexit__(None, None, None)
+
+
+def _quiet_startup_failure(app: ASGIApp, failed: list[Exception]) -> ASGIApp:
+    """``app`` whose lifespan start-up failure carries no message when the command reports
+    it itself (Starlette sends the traceback there and uvicorn logs it)."""
+
+    async def wrapped(scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan":
+            await app(scope, receive, send)
+            return
+
+        async def quiet(message: Message) -> None:
+            if message["type"] == "lifespan.startup.failed" and failed:
+                message = {**message, "message": ""}
+            await send(message)
+
+        await app(scope, receive, quiet)
+
+    return wrapped
 
 
 def _preflight(project: Path, deploy: Path | None) -> None:

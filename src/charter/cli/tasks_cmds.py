@@ -150,6 +150,9 @@ def _inputs(
     return chosen
 
 
+JSON_INT_MAX = 2**53 - 1  # the largest integer a handoff (JSON, RFC 8785) can hold exactly
+
+
 @tasks_app.command("handoff")
 def tasks_handoff(
     run_id: str = RUN,
@@ -163,9 +166,15 @@ def tasks_handoff(
     ),
     objective: str | None = typer.Option(None, "--objective", help="Default: the task title."),
     constraints: list[str] = typer.Option([], "--constraint", help="A constraint (repeatable)."),
-    max_tool_calls: int = typer.Option(10, "--max-tool-calls", min=1, help="Budget."),
-    timeout_seconds: int = typer.Option(600, "--timeout-seconds", min=1, help="Budget."),
-    max_tokens: int = typer.Option(4000, "--max-tokens", min=1, help="Budget (not enforced)."),
+    max_tool_calls: int = typer.Option(
+        10, "--max-tool-calls", min=1, max=JSON_INT_MAX, help="Budget."
+    ),
+    timeout_seconds: int = typer.Option(
+        600, "--timeout-seconds", min=1, max=JSON_INT_MAX, help="Budget."
+    ),
+    max_tokens: int = typer.Option(
+        4000, "--max-tokens", min=1, max=JSON_INT_MAX, help="Budget (not enforced)."
+    ),
     as_: str | None = AS,
     server: str | None = SERVER,
     project: Path = PROJECT,

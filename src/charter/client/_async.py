@@ -33,6 +33,9 @@ class AsyncClient:
         timeout: float = 60.0,
         transport: httpx2.AsyncBaseTransport | None = None,
     ) -> None:
+        c.check_base_url(base_url)
+        if api_key:
+            c.check_api_key(api_key)
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self._http = httpx2.AsyncClient(
             base_url=base_url.rstrip("/"),

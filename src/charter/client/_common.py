@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import json
 import mimetypes
+import urllib.parse
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -33,6 +34,31 @@ from charter.kernel.envelope import CallStatus, Envelope, Metrics
 APPROVAL_TOKEN_HEADER = "X-Charter-Approval-Token"
 TENANT_HEADER = "X-Charter-Tenant"
 ENVELOPE_STATUSES = frozenset({200, 202, 403, 409, 422, 429})
+
+
+def check_api_key(key: str, *, name: str = "api_key") -> None:
+    """Refuse an API key that cannot go in an ``Authorization`` header as it is (the key is
+    never echoed): printable ASCII, no whitespace."""
+    if not key or not all("!" <= ch <= "~" for ch in key):
+        raise InvalidInput(
+            f"{name}: an API key is printable ASCII without whitespace (the key is not shown)",
+            reason="API_KEY_INVALID",
+        )
+
+
+def check_base_url(url: str, *, name: str = "base_url") -> None:
+    """Refuse a server address that is not an ``http://`` or ``https://`` URL with a host."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        host = parts.hostname
+    except ValueError:
+        parts, host = None, None
+    if parts is None or parts.scheme not in ("http", "https") or not host:
+        shown = f" {url!r}" if "@" not in url and url.isprintable() and len(url) <= 200 else ""
+        raise InvalidInput(
+            f"{name}{shown}: the server is an http:// or https:// URL (http://HOST:PORT)",
+            reason="SERVER_URL_INVALID",
+        )
 
 
 @contextmanager

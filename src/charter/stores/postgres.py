@@ -65,6 +65,7 @@ from charter.stores.flags import (
 from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
+from charter.stores.postgres_errors import LOG_SCRUB, connect_failure, mask_url
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
 from charter.stores.postgres_errors import translated as _translated
 
@@ -211,13 +212,32 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         finally:
             await store.aclose()
 
+    def __repr__(self) -> str:
+        return f"PostgresStore({mask_url(self.url)!r})"
+
     async def start(self) -> None:
+        LOG_SCRUB.learn(self.url)
+        try:
+            await self._start()
+        except BaseException:
+            LOG_SCRUB.forget(self.url)
+            raise
+
+    async def _start(self) -> None:
+        # One direct connection first: a bad URL, a refused connection, an unknown role or a
+        # wrong password fails at once with its reason (the pool would retry it in the
+        # background until open_timeout and say only PoolTimeout).
+        try:
+            async with asyncio.timeout(self._open_timeout):
+                first = await psycopg.AsyncConnection.connect(self.url, autocommit=True)
+        except (psycopg.Error, TimeoutError) as exc:
+            raise connect_failure(exc, self.url) from None
         with _translated():
-            await self._pool.open(wait=True, timeout=self._open_timeout)
-            async with self._pool.connection() as conn:
+            async with first as conn:
                 await migrate(conn, where="(postgresql)")
                 cur = await conn.execute("SELECT coalesce(max(id), 0) FROM ledger_edits")
                 self._edits_seen = int((await cur.fetchone() or (0,))[0])
+            await self._pool.open(wait=True, timeout=self._open_timeout)
         for problem in await self.run_flags():
             if problem.quarantined:
                 self.trust.quarantine(problem)
@@ -232,6 +252,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                 await self._listener
             self._listener = None
         await self._pool.close()
+        LOG_SCRUB.forget(self.url)
 
     # -- run-time trust ------------------------------------------------------------------
 

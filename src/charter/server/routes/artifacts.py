@@ -20,6 +20,7 @@ from typing import Annotated, Any
 import anyio.to_thread
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import StreamingResponse
+from starlette.exceptions import HTTPException
 
 from charter.artifacts.records import MEDIA_TYPE, ArtifactRecord, Producer, Trust
 from charter.errors import Failure, InvalidInput, PermissionDenied, ResourceLimit
@@ -58,7 +59,10 @@ async def _chunks(request: Request) -> tuple[str | None, str | None, AsyncIterat
     ctype = request.headers.get("content-type", "")
     if not ctype.lower().startswith("multipart/form-data"):
         return None, ctype or None, request.stream()
-    form = await request.form(max_files=1, max_fields=4)
+    try:
+        form = await request.form(max_files=1, max_fields=4)
+    except HTTPException as exc:  # Starlette's multipart parser refused the form
+        raise _form_invalid(str(exc.detail)) from None
     upload = form.get("file")
     if upload is None or isinstance(upload, str):
         await form.close()
@@ -76,6 +80,20 @@ async def _chunks(request: Request) -> tuple[str | None, str | None, AsyncIterat
         name if isinstance(name, str) and name else upload.filename,
         upload.content_type,
         read(),
+    )
+
+
+def _form_invalid(detail: str) -> InvalidInput:
+    """A multipart body the parser could not read: what is wrong with the form (its messages
+    are fixed texts, never the body's content)."""
+    if detail.startswith("Too many files"):
+        why = "it holds more than one file (send one `file` part)"
+    elif detail.startswith("Too many fields"):
+        why = "it holds too many fields (send a `file` part and an optional `name`)"
+    else:
+        why = detail.rstrip(".") or "it cannot be parsed"
+    return InvalidInput(
+        f"the multipart/form-data body is malformed: {why}", reason="BODY_MALFORMED"
     )
 
 
