@@ -13,7 +13,7 @@ from typing import Annotated, Any
 from fastapi import APIRouter, Body, Depends, Query, Request
 
 from charter.kernel.principals import Principal
-from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER
+from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER, credential_header
 from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.schemas import ApprovalStatus, DecisionRequest
@@ -61,8 +61,8 @@ async def _decide(
     state: ServerState,
 ) -> dict[str, Any]:
     body = body or DecisionRequest()
-    token = request.headers.get(APPROVAL_TOKEN_HEADER)
-    if request.headers.get("authorization") or not token:
+    token = credential_header(request.headers, APPROVAL_TOKEN_HEADER)
+    if any(request.headers.getlist("authorization")) or not token:
         decided = await state.runtime.decide(
             approval_id, approve=approve, as_=principal_of(request), reason=body.reason
         )
@@ -71,7 +71,7 @@ async def _decide(
             approval_id,
             approve=approve,
             token=token,
-            tenant=request.headers.get(TENANT_HEADER) or body.tenant,
+            tenant=credential_header(request.headers, TENANT_HEADER) or body.tenant,
             reason=body.reason,
         )
     return decided.listed()
