@@ -114,3 +114,56 @@ def test_verify_over_the_api_checks_artifact_files(
     assert report["ok"] is False
     assert report["reason"] == "ARTIFACT_INTEGRITY_MISMATCH"
     assert report["artifact_id"] == record["artifact_id"]
+
+
+@pytest.mark.parametrize(
+    "given", ["text/html\r\nX-Evil:1", "not a type", "text", "\x00", "", "TEXT/<b>"]
+)
+def test_an_invalid_media_type_is_refused_not_replaced(
+    clients: dict[str, Client], served: Project, server: ThreadServer, given: str
+) -> None:
+    """``?media_type=`` that is not a media type is 422 ``ARTIFACT_MEDIA_TYPE_INVALID`` naming
+    the parameter (as the CLI's ``--media-type``), with nothing stored; it used to be
+    registered as ``application/octet-stream`` (201)."""
+    app = clients["app"]
+    run_id = _run(app)
+    url = f"{server.url}/v1/runs/{run_id}/artifacts"
+    auth = {"Authorization": f"Bearer {served.keys['app']}"}
+    for sent in (
+        {"params": {"name": "m1.txt", "media_type": given}, "content": b"hello"},
+        {"params": {"media_type": given}, "files": {"file": ("m1.txt", b"hello", "text/plain")}},
+    ):
+        response = httpx2.post(url, headers=auth, **sent)  # type: ignore[arg-type]
+        assert response.status_code == 422, response.text
+        problem = response.json()
+        assert (problem["code"], problem["reason"]) == (
+            "invalid_input",
+            "ARTIFACT_MEDIA_TYPE_INVALID",
+        )
+        assert "media_type" in problem["detail"]
+        assert "evil" not in response.text.lower()
+    assert app.list_artifacts(run_id) == []
+    good = httpx2.post(
+        url, headers=auth, params={"name": "m1.txt", "media_type": " Text/Plain "}, content=b"hi"
+    )
+    assert good.status_code == 201, good.text
+    assert good.json()["media_type"] == "text/plain"
+
+
+def test_a_body_content_type_that_is_no_media_type_is_registered_as_octet_stream(
+    clients: dict[str, Client], served: Project, server: ThreadServer
+) -> None:
+    """Only the explicit parameter is refused: a body's own Content-Type the client may not
+    control (a quoted charset, say) falls back to application/octet-stream, as documented."""
+    run_id = _run(clients["app"])
+    response = httpx2.post(
+        f"{server.url}/v1/runs/{run_id}/artifacts",
+        headers={
+            "Authorization": f"Bearer {served.keys['app']}",
+            "Content-Type": 'text/plain; charset="utf-8"',
+        },
+        params={"name": "q.txt"},
+        content=b"hi",
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["media_type"] == "application/octet-stream"

@@ -132,3 +132,51 @@ def test_the_accept_header_is_negotiated_with_its_weights(
             with http.stream("GET", url, headers={**auth, "Accept": accept}) as response:
                 assert response.headers["content-type"].startswith("text/event-stream"), accept
                 assert _read_frames(response, 1)[0] == [1]
+
+
+def test_resuming_past_the_head_waits_instead_of_reporting_a_gap(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """A ``Last-Event-ID`` (or ``?after=``) the run has not reached is no ledger damage: the
+    stream keeps waiting as at the head (JSON answers no events) and continues strictly after
+    that id once the run gets there."""
+    cl = clients["app"]
+    run = cl.create_run()  # events 1-3
+    headers = {"Authorization": f"Bearer {project.keys['app']}", "Accept": "text/event-stream"}
+    url = f"{server.url}/v1/runs/{run['run_id']}/events"
+    for extra, query in (({"Last-Event-ID": "1000"}, ""), ({}, "?after=5")):
+        lines: list[str] = []
+        with (
+            httpx2.Client(timeout=30) as http,
+            http.stream("GET", url + query, headers={**headers, **extra}) as response,
+        ):
+            assert response.status_code == 200
+            for line in response.iter_lines():
+                lines.append(line)
+                if line == ": ping":
+                    break
+        assert not any(x.startswith("event: error") for x in lines), lines
+        assert not any(x.startswith("id: ") for x in lines), lines
+    seen: list[dict[str, object]] = []
+
+    def follow() -> None:
+        seen.extend(cl.stream_events(run["run_id"], after=5))
+
+    reader = threading.Thread(target=follow)
+    reader.start()
+    anyio.run(_input_then_finish, project, run["run_id"])
+    reader.join(timeout=30)
+    assert not reader.is_alive(), "the stream did not end with the run"
+    assert [(e["seq"], e["payload"]) for e in seen] == [(6, {"status": "completed"})]
+
+
+async def _input_then_finish(project: Project, run_id: str) -> None:
+    from charter.runtime import open_runtime
+
+    await anyio.sleep(0.3)
+    async with open_runtime(project.root, store="sqlite:///.charter/charter.db") as rt:
+        for status in ("input_required", "running", "completed"):  # events 4, 5, 6
+            await rt.store.append(
+                run_id, [NewEvent(type="run_status_changed", payload={"status": status})]
+            )
+            await anyio.sleep(0.1)

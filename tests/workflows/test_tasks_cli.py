@@ -157,3 +157,18 @@ def test_operators_end_tasks_and_runs_from_the_shell(shell: Shell) -> None:
     out = refused(shell("alice", "runs", "fail", run_id, "--reason", "again", "--json"), 1)
     assert "RUN_TERMINAL" in out
     assert ok(shell(None, "runs", "verify", run_id, "--json"))["ok"] is True
+
+
+def test_a_missing_task_is_reported_alike_locally_and_over_http(shell: Shell) -> None:
+    """``TASK_NOT_FOUND`` is the not-found answer of every resource (code permission_denied,
+    a 404 over HTTP), the same from the local runtime and from a server."""
+    run_id = ok(shell("alice", "runs", "create", "quarterly-report", "--json"))["run_id"]
+    for argv in (
+        ["tasks", "handoff", run_id, "nope"],
+        ["tasks", "start", run_id, "nope"],
+        ["tasks", "complete", run_id, "nope"],
+        ["tasks", "cancel", run_id, "nope", "--reason", "x"],
+    ):
+        body = json.loads(refused(shell("alice", *argv, "--json"), 1))
+        assert (body["code"], body["reason"]) == ("permission_denied", "TASK_NOT_FOUND"), argv
+        assert "nope" in body["error"]

@@ -147,3 +147,28 @@ def test_the_python_client_drives_tasks(live: Any) -> None:
         with pytest.raises(PermissionDenied) as hidden:
             intruder.tasks(run_id)
         assert hidden.value.reason == "RUN_NOT_FOUND"
+
+
+def test_a_missing_task_answers_404_like_every_missing_resource(live: Any) -> None:
+    """``TASK_NOT_FOUND`` is a 404 (it was 422), on every task endpoint: read, handoff, start,
+    complete, and the operators' cancel, fail and skip."""
+    server, keys = live
+    headers = {"Authorization": f"Bearer {keys['alice']}"}
+    with httpx2.Client(base_url=server.url, headers=headers, timeout=30) as alice:
+        run_id = alice.post("/v1/runs", json={"workflow": "quarterly-report"}).json()["run_id"]
+        tasks = alice.get(f"/v1/runs/{run_id}/tasks").json()
+        base = f"/v1/runs/{run_id}/tasks/nope"
+        answers = [
+            alice.get(base),
+            alice.post(f"{base}/handoff", json=_handoff(tasks[0], {})),
+            alice.post(f"{base}/start"),
+            alice.post(f"{base}/complete"),
+            *(alice.post(f"{base}/{a}", json={"reason": "x"}) for a in ("cancel", "fail", "skip")),
+        ]
+        for res in answers:
+            assert res.status_code == 404, (res.request.url, res.text)
+            problem = res.json()
+            assert (problem["reason"], problem["status"]) == ("TASK_NOT_FOUND", 404)
+            assert "nope" in problem["detail"]
+        # a task that exists still answers
+        assert alice.get(f"/v1/runs/{run_id}/tasks/retrieve").status_code == 200

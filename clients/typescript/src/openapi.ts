@@ -18,8 +18,8 @@ export interface components {
       call_id: string;
       arguments?: {
         [key: string]: unknown;
-      } | null;
-      arguments_json?: string | null;
+      };
+      arguments_json?: string;
       approval_id?: string | null;
       task_id?: string | null;
     };

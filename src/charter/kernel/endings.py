@@ -117,7 +117,7 @@ class RunEndings:
         lifecycle.ensure_run_open(lifecycle.parse_run_status(run["status"]))
         task = await self.store.get_row(task_key(run_id, task_id))
         if task is None:
-            raise InvalidInput(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+            raise PermissionDenied(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
         error = _error(note) if status == "failed" else None
         lifecycle.check_task_transition(
             lifecycle.parse_task_status(task["status"]), lifecycle.parse_task_status(status), error

@@ -3,6 +3,8 @@
 A subscriber remembers the last ``(seq, hash)`` it saw; every new event must carry the next
 sequence number, link to that hash, and hash correctly, or the subscription fails with a
 :class:`~charter.errors.LedgerIntegrityError` naming the reason and sequence number.
+Starting after a sequence number the run has not reached yet is not damage: there is nothing
+to read (a follower waits until the run gets there, then continues from that event's hash).
 """
 
 from __future__ import annotations
@@ -27,6 +29,22 @@ async def read_events(
     return out
 
 
+async def _anchor(log: EventLog, run_id: str, after: int) -> str | None:
+    """The stored hash of event ``after`` to continue from, or None while the run's head is
+    below ``after`` (a position the run has not reached is no gap: there is nothing to read
+    yet, as in JSON mode). At or below the head the event must exist: a missing one is damage
+    (``LEDGER_GAP``). The head is read first, so an append in between cannot look like a gap."""
+    head = await log.head(run_id)
+    if head is not None and head.seq < after:
+        return None
+    known = await log.read_stored(run_id, after=after - 1, limit=1)
+    if not known or known[0].seq != after:
+        raise LedgerIntegrityError(
+            f"event {after} is missing", reason="LEDGER_GAP", seq=after, run_id=run_id
+        )
+    return known[0].hash
+
+
 async def subscribe(
     log: EventLog,
     run_id: str,
@@ -39,16 +57,14 @@ async def subscribe(
     """Yield the run's events with ``seq > after``; with ``follow``, wait for new ones."""
     last_seq = after
     last_hash = after_hash
-    if last_hash is None:
-        if after == 0:
-            last_hash = GENESIS_HASH
-        else:
-            known = await log.read_stored(run_id, after=after - 1, limit=1)
-            if not known or known[0].seq != after:
-                raise LedgerIntegrityError(
-                    f"event {after} is missing", reason="LEDGER_GAP", seq=after, run_id=run_id
-                )
-            last_hash = known[0].hash
+    if last_hash is None and after == 0:
+        last_hash = GENESIS_HASH
+    while last_hash is None:
+        last_hash = await _anchor(log, run_id, after)
+        if last_hash is None:  # the run has not reached ``after`` yet: not damage, just early
+            if not follow:
+                return
+            await log.wait_for_events(run_id, after=after - 1, timeout=poll_s)
     while True:
         rows = await log.read_stored(run_id, after=last_seq, limit=500)
         for row in rows:

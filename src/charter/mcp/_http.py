@@ -74,17 +74,16 @@ async def _problem(
     await _respond(send, status, body, headers, PROBLEM_MEDIA_TYPE.encode())
 
 
-def _authorization(scope: Scope) -> str | None:
-    for name, value in scope.get("headers", ()):
-        if name == b"authorization":
-            text: str = value.decode("latin-1")
-            return text
-    return None
+def _authorizations(scope: Scope) -> list[str]:
+    """Every ``Authorization`` header of an ASGI request (ASGI names are lower-case)."""
+    return [v.decode("latin-1") for n, v in scope.get("headers", ()) if n == b"authorization"]
 
 
 def bearer(scope: Scope) -> str | None:
-    """The bearer credential of an ASGI request, or ``None``."""
-    kind, _, token = (_authorization(scope) or "").partition(" ")
+    """The bearer credential of an ASGI request, or ``None`` (also when there are several
+    ``Authorization`` headers: none of them is *the* credential)."""
+    sent = _authorizations(scope)
+    kind, _, token = (sent[0] if len(sent) == 1 else "").partition(" ")
     if kind.lower() == "bearer" and token.strip():
         return token.strip()
     return None
@@ -96,9 +95,13 @@ _CHALLENGE = [(b"www-authenticate", b'Bearer realm="charter"')]
 def _who(scope: Scope, authenticate: Authenticate) -> Principal | PermissionDenied:
     """The principal the request's bearer credential names, or why there is none (the
     ``/v1`` API's reasons: ``AUTH_MISSING``, ``AUTH_INVALID``, or the authenticator's own)."""
+    sent = _authorizations(scope)
+    if len(sent) > 1:  # ambiguous, as on /v1: a proxy in front may have read the other one
+        why = f"the Authorization header was sent {len(sent)} times: send one credential"
+        return PermissionDenied(why, reason="AUTH_INVALID")
     token = bearer(scope)
     if token is None:
-        if _authorization(scope):
+        if any(sent):
             why = "the Authorization header must be 'Bearer <credential>'"
             return PermissionDenied(why, reason="AUTH_INVALID")
         return PermissionDenied("send Authorization: Bearer <credential>", reason="AUTH_MISSING")

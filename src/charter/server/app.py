@@ -40,6 +40,7 @@ from charter.server.console import create_console
 from charter.server.jwt_config import JwtConfig, load_jwt_config
 from charter.server.logs import log
 from charter.server.mcp_mount import McpMount
+from charter.server.methods import allowed_methods
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
 from charter.server.routes import (
@@ -209,6 +210,10 @@ def _handlers(app: FastAPI) -> None:
 
     @app.exception_handler(StarletteHTTPException)
     async def on_http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:  # every method the path serves, not its first route's
+            allow = allowed_methods(request.app, request.scope)
+            headers = {**(headers or {}), **({"Allow": allow} if allow else {})}
         reason = {400: "BODY_MALFORMED", 404: "ROUTE_NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
             exc.status_code, "REQUEST_INVALID"
         )
@@ -220,7 +225,7 @@ def _handlers(app: FastAPI) -> None:
             reason=reason,
             detail=detail,
             status=exc.status_code,
-            headers=getattr(exc, "headers", None),
+            headers=headers,
         )
 
     @app.exception_handler(UserError)

@@ -11,12 +11,15 @@
 Every failure is a :class:`~charter.errors.PermissionDenied` with an ``AUTH_*`` reason, which
 the server answers as ``401`` problem+json. The credential never appears in a message or log.
 The standalone approval token travels in its own header (``X-Charter-Approval-Token``) and is
-accepted only by the approve/reject endpoints.
+accepted only by the approve/reject endpoints. A credential header sent twice (two
+``Authorization`` headers, say) is ``AUTH_INVALID`` — never "the first one wins": a proxy or
+another reader in front of the server may have taken the other one (:func:`credential_header`).
 """
 
 from __future__ import annotations
 
 import jwt
+from starlette.datastructures import Headers
 
 from charter.deploy.deployment import Deployment
 from charter.errors import PermissionDenied
@@ -29,6 +32,18 @@ TENANT_HEADER = "X-Charter-Tenant"
 
 def _denied(message: str, reason: str) -> PermissionDenied:
     return PermissionDenied(message, reason=reason)
+
+
+def credential_header(headers: Headers, name: str) -> str | None:
+    """The one value of the credential header ``name`` (``None`` when absent). Sent more than
+    once it is ambiguous — which one counts would depend on who reads the request — so it is
+    refused as ``AUTH_INVALID`` whatever the values."""
+    values = headers.getlist(name)
+    if len(values) > 1:
+        raise _denied(
+            f"the {name} header was sent {len(values)} times: send one credential", "AUTH_INVALID"
+        )
+    return values[0] if values else None
 
 
 class Authenticator:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.json_schema import SkipJsonSchema
 
 SchemaFormat = Literal["charter", "openai", "anthropic", "mcp"]
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired", "consumed"]
@@ -60,6 +61,11 @@ class ContextOut(BaseModel):
     tool_schemas: list[dict[str, Any]]
 
 
+def _no_default(schema: dict[str, Any]) -> None:
+    """An optional member that may not be null documents no ``default: null``."""
+    schema.pop("default", None)
+
+
 class CallRequest(BaseModel):
     """Documented shape of a call body (the server reads it strictly; see docs/server.md)."""
 
@@ -67,11 +73,18 @@ class CallRequest(BaseModel):
 
     tool: str = Field(description="The tool's model-facing name or id.")
     call_id: str = Field(description="Your id for this call, unique within the context.")
-    arguments: dict[str, Any] | None = Field(
-        default=None, description="The arguments object (its exact text reaches the kernel)."
+    # Optional but never null: a member that is there is not an absent one (``null`` is
+    # rejected ARGS_NOT_OBJECT; both members, one null included, are refused) — routes/calls.py
+    arguments: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None,
+        description="The arguments object (its exact text reaches the kernel); `{}` when "
+        "neither this nor `arguments_json` is given. Not null.",
+        json_schema_extra=_no_default,
     )
-    arguments_json: str | None = Field(
-        default=None, description="Or: the arguments object as JSON text."
+    arguments_json: str | SkipJsonSchema[None] = Field(
+        default=None,
+        description="Or: the arguments object as JSON text (not both). Not null.",
+        json_schema_extra=_no_default,
     )
     approval_id: str | None = None
     task_id: str | None = Field(

@@ -19,7 +19,7 @@ from charter.kernel.principals import Principal
 from charter.ledger.chain import LedgerKey
 from charter.ledger.trust import LEDGER_DAMAGE
 from charter.runtime import Runtime
-from charter.server.auth import Authenticator
+from charter.server.auth import Authenticator, credential_header
 from charter.server.metrics import ServerMetrics
 
 ReadinessCheck = Callable[[Runtime], Awaitable[Sequence[dict[str, Any]]]]
@@ -89,7 +89,8 @@ def state_of(request: Request) -> ServerState:
 
 def principal_of(request: Request) -> Principal:
     """The authenticated caller (``401`` problem otherwise); remembered for the access log."""
-    principal = state_of(request).authenticator.principal(request.headers.get("authorization"))
+    authorization = credential_header(request.headers, "Authorization")
+    principal = state_of(request).authenticator.principal(authorization)
     request.state.principal = principal
     return principal
 

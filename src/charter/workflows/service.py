@@ -81,7 +81,9 @@ class WorkflowRuns:
         for t in pinned_entry(workflow).tasks:
             if t.id == task_id:
                 return t
-        raise InvalidInput(f"no task {task_id!r} in the pinned workflow", reason="TASK_NOT_FOUND")
+        raise PermissionDenied(
+            f"no task {task_id!r} in the pinned workflow", reason="TASK_NOT_FOUND"
+        )
 
     @staticmethod
     def contract_tasks(run: RunRow) -> tuple[TaskContract, ...]:
@@ -94,7 +96,7 @@ class WorkflowRuns:
     async def _task(self, run_id: str, task_id: str) -> TaskRow:
         row = await self.store.read_view(TaskRow, run_id, task_id)
         if row is None:
-            raise InvalidInput(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+            raise PermissionDenied(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
         return row
 
     async def _verify(self, run_id: str, artifact_ids: Sequence[str]) -> None:
@@ -199,7 +201,7 @@ class WorkflowRuns:
         self.contract(run, task_id)
         tasks = await self.tasks(run_id)
         if task_id not in tasks:
-            raise InvalidInput(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+            raise PermissionDenied(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
         handoff = rules.check_start(run, tasks[task_id], tasks)
         await self._verify(run_id, handoff.get("input_artifact_ids", []))
         await self.store.append(

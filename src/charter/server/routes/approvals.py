@@ -14,7 +14,7 @@ from fastapi import APIRouter, Body, Depends, Query, Request
 
 from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
-from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER
+from charter.server.auth import APPROVAL_TOKEN_HEADER, TENANT_HEADER, credential_header
 from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.schemas import ApprovalStatus, DecisionRequest
@@ -62,15 +62,15 @@ async def _decide(
     state: ServerState,
 ) -> dict[str, Any]:
     body = body or DecisionRequest()
-    token = request.headers.get(APPROVAL_TOKEN_HEADER)
-    if request.headers.get("authorization") or not token:
+    token = credential_header(request.headers, APPROVAL_TOKEN_HEADER)
+    if any(request.headers.getlist("authorization")) or not token:
         principal = principal_of(request)
         _one_tenant(principal.tenant, body.tenant, "the body's tenant is not yours")
         decided = await state.runtime.decide(
             approval_id, approve=approve, as_=principal, reason=body.reason
         )
     else:
-        header = request.headers.get(TENANT_HEADER)
+        header = credential_header(request.headers, TENANT_HEADER)
         _one_tenant(header, body.tenant, f"{TENANT_HEADER} and the body's tenant differ")
         decided = await state.runtime.decide(
             approval_id,

@@ -48,10 +48,28 @@ def content_disposition(path: str) -> str:
 
 
 def _media_type(value: str | None) -> str:
+    """The media type a body or file part declared in its ``Content-Type``; one that is not a
+    plain ``type/subtype`` (or none) is registered as ``application/octet-stream``."""
     if not value:
         return DEFAULT_MEDIA_TYPE
     value = value.strip().lower()
     return value if MEDIA_TYPE.fullmatch(value) else DEFAULT_MEDIA_TYPE
+
+
+def _given_media_type(value: str | None) -> str | None:
+    """The ``media_type`` query parameter, checked before any byte is read: given, it must be
+    a media type (``ARTIFACT_MEDIA_TYPE_INVALID`` otherwise, as ``charter artifacts put
+    --media-type`` refuses it) — never silently replaced. The value is not echoed."""
+    if value is None:
+        return None
+    value = value.strip().lower()
+    if MEDIA_TYPE.fullmatch(value) is None:
+        raise InvalidInput(
+            "the media_type query parameter must be type/subtype (lower case, at most four "
+            "simple parameters)",
+            reason="ARTIFACT_MEDIA_TYPE_INVALID",
+        )
+    return value
 
 
 async def _chunks(request: Request) -> tuple[str | None, str | None, AsyncIterator[bytes]]:
@@ -119,6 +137,7 @@ async def upload(
     media_type: Annotated[str | None, Query(max_length=200)] = None,
 ) -> dict[str, Any]:
     await state.check_run(run_id, principal)
+    given_type = _given_media_type(media_type)
     service = state.runtime.artifacts
     limit = state.runtime.deployment.artifacts.max_upload_bytes
     form_name, form_type, chunks = await _chunks(request)
@@ -155,7 +174,7 @@ async def upload(
             run_id,
             stored,
             type="upload",
-            media_type=_media_type(media_type or form_type),
+            media_type=given_type or _media_type(form_type),
             producer=Producer(),
             trust=Trust.UNTRUSTED,
         )

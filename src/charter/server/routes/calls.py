@@ -132,13 +132,7 @@ async def make_call(request: Request) -> JSONResponse:
     call_id = required_str(body, "call_id")
     approval_id = optional_str(body, "approval_id")
     task_id = optional_str(body, "task_id")  # a call into a catalog run names its task
-    raw_args = optional_str(body, "arguments")  # the member's exact text (kept raw)
-    if raw_args is not None and raw_args.strip() == "null":
-        raw_args = None
-    args_json = optional_str(body, "arguments_json", text=True)
-    if raw_args is not None and args_json is not None:
-        raise InvalidInput("give arguments or arguments_json, not both", reason="REQUEST_INVALID")
-    arguments = raw_args if raw_args is not None else (args_json if args_json else "{}")
+    arguments = _arguments(body)
     started = time.perf_counter()
     envelope = await state.runtime.call(
         context_id,
@@ -162,6 +156,23 @@ async def make_call(request: Request) -> JSONResponse:
     request.state.run_id = envelope.run_id
     request.state.call_id = envelope.call_id
     return envelope_json(envelope)
+
+
+def _arguments(body: dict[str, Any]) -> str:
+    """The arguments' JSON text for the kernel's strict parser: ``arguments`` as written, or
+    ``arguments_json``; ``{}`` only when neither member is there. A member that is there is
+    never taken for an absent one: ``null`` in either reaches the parser as ``null`` (rejected
+    ``ARGS_NOT_OBJECT`` and audited, as ``"arguments_json": "null"`` always was), and naming
+    both — one of them ``null`` included — is refused before anything is recorded."""
+    if "arguments" in body and "arguments_json" in body:
+        raise InvalidInput("give arguments or arguments_json, not both", reason="REQUEST_INVALID")
+    if "arguments" in body:
+        raw = optional_str(body, "arguments")  # the member's exact text (kept raw)
+        return raw if raw is not None else "null"
+    if "arguments_json" in body:
+        text = optional_str(body, "arguments_json", text=True)
+        return text if text is not None else "null"
+    return "{}"
 
 
 THROTTLED = frozenset({"RATE_LIMITED", "CONCURRENCY_LIMITED"})

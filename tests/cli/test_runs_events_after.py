@@ -1,0 +1,38 @@
+"""``charter runs events RUN --after N`` past the run's last event prints nothing and exits 0,
+as the HTTP API's JSON answer is empty there; it is not a ledger-integrity error (the run has
+no gap), through the real ``charter`` command."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.cli.test_first_hour import charter
+
+
+@pytest.fixture
+def demo(tmp_path: Path) -> Path:
+    made = charter("init", "demo", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr
+    return tmp_path / "demo"
+
+
+def test_after_past_the_last_event_is_empty_not_a_gap(demo: Path) -> None:
+    made = charter("call", "notes.search", "--profile", "reader", "--as", "app",
+                   "--call-id", "s1", "--args", '{"query": "x"}', "--json", cwd=demo)  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    run_id = json.loads(made.stdout)["run_id"]
+    lines = charter("runs", "events", run_id, "--json", cwd=demo).stdout.splitlines()
+    head = json.loads(lines[-1])["seq"]
+    assert head == len(lines)
+
+    for after in (head + 1, 100_000):
+        done = charter("runs", "events", run_id, "--after", str(after), cwd=demo)
+        assert (done.returncode, done.stdout, done.stderr) == (0, "", "")
+        as_json = charter("runs", "events", run_id, "--after", str(after), "--json", cwd=demo)
+        assert (as_json.returncode, as_json.stdout) == (0, ""), as_json.stderr
+    last = charter("runs", "events", run_id, "--after", str(head - 1), "--json", cwd=demo)
+    assert [json.loads(x)["seq"] for x in last.stdout.splitlines()] == [head]
+    assert charter("runs", "verify", run_id, cwd=demo).returncode == 0
