@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import inspect
+import re
+
 import typer
 
 from charter._version import __version__
@@ -75,3 +78,47 @@ def _root(
 
 
 app.add_typer(bench_cmds.app, name="bench")
+
+
+_ITEM = re.compile(r"^(?:[-*•] |\d+[.)] )")
+
+
+def _unwrapped(text: str) -> str:
+    """A docstring as ``--help`` shows it: each paragraph's lines joined (the source wraps
+    them at 100 columns; the terminal wraps them again), list items kept one per line, and
+    ````code```` as `code` (the help is not reStructuredText)."""
+    paragraphs = []
+    for paragraph in re.split(r"\n\s*\n", text.strip()):
+        items: list[str] = []
+        for line in paragraph.splitlines():
+            line = line.strip()
+            if items and not _ITEM.match(line):
+                items[-1] += " " + line
+            else:
+                items.append(line)
+        paragraphs.append("\n".join(items))
+    return "\n\n".join(paragraphs).replace("``", "`")
+
+
+def _tidy_help(typer_app: typer.Typer) -> None:
+    """Give every command and group of ``typer_app`` its unwrapped help (:func:`_unwrapped`)."""
+    info = typer_app.info
+    if isinstance(info.help, str):
+        info.help = _unwrapped(info.help)
+    for command in typer_app.registered_commands:
+        text = command.help or (inspect.getdoc(command.callback) if command.callback else None)
+        if text:
+            command.help = _unwrapped(text)
+    for group in typer_app.registered_groups:
+        if isinstance(group.help, str):
+            group.help = _unwrapped(group.help)
+        if group.typer_instance is not None:
+            _tidy_help(group.typer_instance)
+    callback = typer_app.registered_callback
+    if callback is not None:
+        text = callback.help or (inspect.getdoc(callback.callback) if callback.callback else None)
+        if isinstance(text, str):
+            callback.help = _unwrapped(text)
+
+
+_tidy_help(app)
