@@ -5,6 +5,7 @@ twice; a run's terminal status ends the stream."""
 from __future__ import annotations
 
 import threading
+import time
 
 import anyio
 import httpx2
@@ -170,13 +171,34 @@ def test_resuming_past_the_head_waits_instead_of_reporting_a_gap(
     assert [(e["seq"], e["payload"]) for e in seen] == [(6, {"status": "completed"})]
 
 
-async def _input_then_finish(project: Project, run_id: str) -> None:
+async def _input_then_finish(project: Project, run_id: str, wait_s: float = 0.3) -> None:
     from charter.runtime import open_runtime
 
-    await anyio.sleep(0.3)
+    await anyio.sleep(wait_s)
     async with open_runtime(project.root, store="sqlite:///.charter/charter.db") as rt:
         for status in ("input_required", "running", "completed"):  # events 4, 5, 6
             await rt.store.append(
                 run_id, [NewEvent(type="run_status_changed", payload={"status": status})]
             )
-            await anyio.sleep(0.1)
+            await anyio.sleep(wait_s / 3)
+
+
+def test_a_stream_of_an_ended_run_ends_once_everything_is_sent(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """A client resuming at or past the end of an ended run gets the rest, then the stream
+    ends (it waited forever: the terminal event it ends on was already behind it)."""
+    run = clients["app"].create_run()  # events 1-3
+    anyio.run(_input_then_finish, project, run["run_id"], 0.0)  # 4-6, the run completed
+    url = f"{server.url}/v1/runs/{run['run_id']}/events"
+    headers = {"Authorization": f"Bearer {project.keys['app']}", "Accept": "text/event-stream"}
+    with httpx2.Client(timeout=10, trust_env=False) as http:
+        for resume, sent in (("5", [6]), ("6", []), ("60", [])):
+            ids: list[int] = []
+            deadline = time.monotonic() + 10  # pings keep a stream that never ends alive
+            with http.stream("GET", url, headers={**headers, "Last-Event-ID": resume}) as stream:
+                for line in stream.iter_lines():
+                    assert time.monotonic() < deadline, f"the stream did not end ({resume})"
+                    if line.startswith("id: "):
+                        ids.append(int(line[4:]))
+            assert ids == sent, resume

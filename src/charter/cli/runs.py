@@ -36,7 +36,7 @@ from charter.ledger.export import export_run, verify_directory
 from charter.ledger.lifecycle import RUN_TERMINAL
 from charter.ledger.ports import Store
 from charter.ledger.projections import artifact_index, manifest
-from charter.ledger.subscribe import subscribe
+from charter.ledger.subscribe import run_has_ended, subscribe
 from charter.ledger.trust import RunProblem
 from charter.ledger.verify import VerifyReport, verify_run
 from charter.runtime import ledger_key_for
@@ -308,7 +308,13 @@ def events(
             if headless is not None:
                 raise headless.error(run_id)
             raise InvalidInput(f"no run {run_id}", reason="RUN_NOT_FOUND", run_id=run_id)
-        async for event in subscribe(s, run_id, after=after, follow=follow, poll_s=0.5):
+
+        def ended() -> Awaitable[bool]:
+            return run_has_ended(s, run_id)
+
+        async for event in subscribe(
+            s, run_id, after=after, follow=follow, poll_s=0.5, ended=ended
+        ):
             if as_json:
                 sys.stdout.write(json.dumps(event.to_dict(), sort_keys=True) + "\n")
             else:

@@ -9,12 +9,24 @@ to read (a follower waits until the run gets there, then continues from that eve
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 from charter.errors import LedgerIntegrityError
 from charter.ledger.events import GENESIS_HASH, Event, decode
+from charter.ledger.lifecycle import RUN_TERMINAL
 from charter.ledger.ports import EventLog
 from charter.ledger.verify import LedgerProblem, check_row
+from charter.ledger.views import RunRow
+
+_TERMINAL = frozenset(s.value for s in RUN_TERMINAL)
+
+
+async def run_has_ended(store: Any, run_id: str) -> bool:
+    """Whether the run's row says it has ended (a follower then stops once it has read
+    everything: no event will come)."""
+    run = await store.read_view(RunRow, run_id)
+    return run is not None and run.status in _TERMINAL
 
 
 async def read_events(
@@ -53,8 +65,11 @@ async def subscribe(
     after_hash: str | None = None,
     follow: bool = True,
     poll_s: float = 1.0,
+    ended: Callable[[], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[Event]:
-    """Yield the run's events with ``seq > after``; with ``follow``, wait for new ones."""
+    """Yield the run's events with ``seq > after``; with ``follow``, wait for new ones — until
+    ``ended`` (when given) says the run is over and everything has been read (a follower
+    that starts at or past the head of an ended run stops instead of waiting forever)."""
     last_seq = after
     last_hash = after_hash
     if last_hash is None and after == 0:
@@ -62,7 +77,7 @@ async def subscribe(
     while last_hash is None:
         last_hash = await _anchor(log, run_id, after)
         if last_hash is None:  # the run has not reached ``after`` yet: not damage, just early
-            if not follow:
+            if not follow or (ended is not None and await _over(log, run_id, after, ended)):
                 return
             await log.wait_for_events(run_id, after=after - 1, timeout=poll_s)
     while True:
@@ -78,6 +93,17 @@ async def subscribe(
             yield decode(row)
         if rows:
             continue
-        if not follow:
+        if not follow or (ended is not None and await _over(log, run_id, last_seq, ended)):
             return
         await log.wait_for_events(run_id, after=last_seq, timeout=poll_s)
+
+
+async def _over(
+    log: EventLog, run_id: str, read: int, ended: Callable[[], Awaitable[bool]]
+) -> bool:
+    """The run has ended and holds nothing after ``read`` (its head read after the status, so
+    a last event appended in between is still read)."""
+    if not await ended():
+        return False
+    head = await log.head(run_id)
+    return head is None or head.seq <= read

@@ -15,7 +15,7 @@ that reconnects with ``Last-Event-ID`` gets every later event exactly once.
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
@@ -56,8 +56,11 @@ async def event_stream(
     after: int,
     keepalive_s: float = 15.0,
     batch: int = 500,
+    ended: Callable[[], Awaitable[bool]] | None = None,
 ) -> AsyncIterator[bytes]:
-    """SSE frames for the run's events after ``after``, following until the run ends."""
+    """SSE frames for the run's events after ``after``, following until the run ends: its
+    terminal status event is sent, or — a client resuming at or past it — ``ended`` says
+    the run is over and nothing is left to send."""
     yield format_sse_event(comment="charter run events", retry=RETRY_MS)
     last = after
     last_hash: str | None = None
@@ -68,7 +71,7 @@ async def event_stream(
             data = json.dumps({"reason": exc.reason, "seq": exc.seq, "message": exc.message})
             yield format_sse_event(event="error", data_str=data)
             return
-        ended = False
+        finished = False
         for event in events:
             last, last_hash = event.seq, event.hash
             yield format_sse_event(
@@ -77,10 +80,15 @@ async def event_stream(
                 data_str=json.dumps(event.to_dict(), separators=(",", ":"), ensure_ascii=False),
             )
             if event.type == "run_status_changed" and event.payload.get("status") in _TERMINAL:
-                ended = True
-        if ended:
+                finished = True
+        if finished:
             return
         if len(events) == batch:
             continue
+        if not events and ended is not None and await ended():
+            head = await log.head(run_id)
+            if head is None or head.seq <= last:
+                return
+            continue  # the run's last events came in meanwhile: send them first
         if not await log.wait_for_events(run_id, after=last, timeout=keepalive_s):
             yield KEEPALIVE_COMMENT

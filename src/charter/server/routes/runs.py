@@ -17,6 +17,7 @@ from charter.kernel.principals import Principal
 from charter.ledger.events import Event, NewEvent
 from charter.ledger.ids import new_id
 from charter.ledger.projections import artifact_index, manifest
+from charter.ledger.subscribe import run_has_ended
 from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
 from charter.server.schemas import EndRequest, EventsOut, VerifyOut
@@ -128,7 +129,11 @@ async def run_events(
     if wants_event_stream(request.headers.get("accept", "")):
         return EventSourceResponse(
             event_stream(
-                state.runtime.store, run_id, after=start, keepalive_s=state.sse_keepalive_s
+                state.runtime.store,
+                run_id,
+                after=start,
+                keepalive_s=state.sse_keepalive_s,
+                ended=lambda: run_has_ended(state.runtime.store, run_id),
             ),
             headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
         )
