@@ -195,3 +195,32 @@ def test_a_client_gone_mid_upload_is_no_server_error(
     assert after.get("500", 0) == before.get("500", 0)
     assert clients["app"].list_artifacts(run["run_id"]) == []
     assert not list(project.root.rglob("partial*"))
+
+
+def test_a_client_gone_during_a_slow_call_counts_as_499(
+    server: ThreadServer, clients: dict[str, Client], project: Project
+) -> None:
+    """A client that hangs up while its call runs gets no answer: the request is the
+    client's 499 in the metrics, not a 200 nobody received (the call itself completes)."""
+    ctx = clients["app"].resolve_context("all")
+    route = "/contexts/{context_id}/calls"
+    before = _requests_by_status(server, route)
+    body = {"tool": "kv.slow", "call_id": "gone-1", "arguments": {"seconds": 1.0}}
+    with pytest.raises(httpx2.TimeoutException):
+        httpx2.post(
+            f"{server.url}/v1/contexts/{ctx['context_id']}/calls",
+            json=body,
+            headers={"Authorization": f"Bearer {project.keys['app']}"},
+            timeout=0.3,
+            trust_env=False,
+        )
+    deadline = time.monotonic() + 10
+    after = before
+    while time.monotonic() < deadline:
+        after = _requests_by_status(server, route)
+        if after != before:
+            break
+        time.sleep(0.1)
+    assert after.get("499", 0) == before.get("499", 0) + 1, after
+    assert after.get("200", 0) == before.get("200", 0), after
+    assert clients["app"].get_call(ctx["context_id"], "gone-1")["state"] == "succeeded"

@@ -16,6 +16,7 @@ import re
 import time
 from typing import Any
 
+import anyio
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
@@ -92,6 +93,10 @@ class ServerMiddleware:
             nonlocal status
             if message["type"] == "http.response.start":
                 status = message["status"]
+                if not _streams(message) and await _gone(receive):
+                    # The client hung up while the request was served (a slow call): the
+                    # answer goes nowhere. Counted as the client's 499, as a hang-up mid-body.
+                    status = 499
                 message["headers"] = [
                     *message.get("headers", []),
                     (b"x-charter-trace-id", trace_id.encode("latin-1")),
@@ -173,3 +178,19 @@ def _replay(messages: list[Message], receive: Receive) -> Receive:
         return await receive()
 
     return replay
+
+
+def _streams(start: Message) -> bool:
+    """Whether a response is streamed (no ``Content-Length``: an event stream, a download),
+    which may watch the connection itself: only a whole answer is checked."""
+    return not any(name.lower() == b"content-length" for name, _ in start.get("headers", ()))
+
+
+async def _gone(receive: Receive) -> bool:
+    """Whether the client has already disconnected, without waiting: one ``receive`` that
+    is cancelled unless a message is ready (as Starlette's ``Request.is_disconnected``)."""
+    message: Message = {}
+    with anyio.CancelScope() as scope:
+        scope.cancel()
+        message = await receive()
+    return message.get("type") == "http.disconnect"
