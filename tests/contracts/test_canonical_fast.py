@@ -70,10 +70,7 @@ def old_canonical_bytes(value: Any) -> bytes:
             "a string contains a lone surrogate", reason="ARGS_LONE_SURROGATE"
         ) from None
     except rfc8785.CanonicalizationError as exc:
-        raise InvalidInput(
-            f"value cannot be canonicalized as JSON: {type(exc).__name__}",
-            reason="CANONICALIZATION_FAILED",
-        ) from None
+        raise canonical.domain_error(value, exc) from None
 
 
 # -- values ---------------------------------------------------------------------------------

@@ -153,10 +153,48 @@ def canonical_bytes(value: Any) -> bytes:
     except UnicodeEncodeError:
         raise _lone_surrogate() from None
     except rfc8785.CanonicalizationError as exc:
-        raise InvalidInput(
-            f"value cannot be canonicalized as JSON: {type(exc).__name__}",
-            reason="CANONICALIZATION_FAILED",
-        ) from None
+        raise domain_error(value, exc) from None
+
+
+def domain_error(value: Any, exc: Exception) -> InvalidInput:
+    """``CANONICALIZATION_FAILED`` for ``value``, saying what and where (a JSON pointer)."""
+    where = _out_of_domain(value, "")
+    what = (
+        f"an integer beyond ±{_SAFE_INT} (JSON numbers keep no more exactly)"
+        if isinstance(exc, rfc8785.IntegerDomainError)
+        else "a number that is not finite"
+        if isinstance(exc, rfc8785.FloatDomainError)
+        else "a value that is not JSON"
+    )
+    return InvalidInput(
+        f"value cannot be canonicalized as JSON: {what}" + (f" at {where}" if where else ""),
+        reason="CANONICALIZATION_FAILED",
+        details={"field": where} if where else None,
+    )
+
+
+def _out_of_domain(value: Any, path: str) -> str | None:
+    """The JSON pointer of the first number canonical JSON cannot hold (an integer beyond
+    ±2**53-1, a float that is not finite), or None."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, bool):
+            continue
+        if isinstance(node, int) and abs(node) > _SAFE_INT:
+            return where or "/"
+        if isinstance(node, float) and (node != node or node in (float("inf"), float("-inf"))):
+            return where or "/"
+        if isinstance(node, dict):
+            items = [(v, f"{where}/{_escape(str(k))}") for k, v in node.items()]
+            stack.extend(reversed(items))
+        elif isinstance(node, list | tuple):
+            stack.extend(reversed([(v, f"{where}/{i}") for i, v in enumerate(node)]))
+    return None
+
+
+def _escape(key: str) -> str:
+    return key.replace("~", "~0").replace("/", "~1")
 
 
 def _simple_noting(value: dict[Any, Any], proven: dict[int, Any]) -> bool:
