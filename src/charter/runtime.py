@@ -68,7 +68,7 @@ from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock, system_clock
-from charter.ledger.events import Event, NewEvent, StoredEvent
+from charter.ledger.events import Event, NewEvent, StoredEvent, created_tenant
 from charter.ledger.export_staging import records_dir, sweep_exports
 from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
@@ -295,6 +295,15 @@ class Runtime:
         """A run's events after ``after`` as stored (unchecked: ``charter runs verify``
         checks them)."""
         return await self.store.read_stored(run_id, after=after, limit=limit)
+
+    async def stored_tenant(self, run_id: str) -> str | None:
+        """The tenant a run's first event names as stored (unchecked), or None: who may
+        still verify, or be told about, a run refused for its ledger (its rows are not
+        served)."""
+        first = await self.store.read_stored(run_id, after=0, limit=1)
+        if not first or first[0].seq != 1 or first[0].type != "run_created":
+            return None
+        return created_tenant(first[0].data)
 
     async def run(self, run_id: str) -> RunRow | None:
         return await self.store.read_view(RunRow, run_id)

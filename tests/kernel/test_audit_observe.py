@@ -85,7 +85,12 @@ async def test_the_cli_counts_what_enforce_would_have_denied(observed: tuple[Pat
     later = charter(
         root, store, "audit", "observe", "--as", "alice", "--since", "2999-01-01", "--json"
     )
-    assert json.loads(later.stdout) == {"observed_calls": 0, "runs_scanned": 4, "would_deny": []}
+    assert json.loads(later.stdout) == {
+        "observed_calls": 0,
+        "runs_scanned": 4,
+        "runs_refused": [],
+        "would_deny": [],
+    }
     table = charter(root, store, "audit", "observe", "--as", "alice", "--until", "2999-12-31")
     assert table.returncode == 0, table.stderr
     assert "TOOL_DISABLED" in table.stdout

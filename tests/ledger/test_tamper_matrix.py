@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
-from typing import Any
 
 import anyio
 import httpx2
@@ -15,6 +14,7 @@ import psycopg
 import pytest
 from fastapi import FastAPI
 
+from charter import runtime as charter_runtime
 from charter.errors import MigrationError, PermissionDenied
 from charter.kernel.principals import Principal, PrincipalKind
 from charter.ledger.chain import LedgerKey
@@ -235,8 +235,7 @@ def test_refused_run_check_takes_an_unreadable_head(project: Path) -> None:
         async def run(self, run_id: str) -> None:
             await self.store.head(run_id)  # the head row with its seq as text: raises
 
-        async def stored_events(self, run_id: str, *, after: int, limit: int) -> Any:
-            return await self.store.read_stored(run_id, after=after, limit=limit)
+        stored_tenant = charter_runtime.Runtime.stored_tenant
 
     async def check() -> None:
         async with SQLiteStore.open(project, key=load_ledger_key(), clock=FakeClock()) as store:

@@ -49,11 +49,16 @@ def audit_observe(
         time_bound(until, "until")
         summaries = await rt.run_summaries(tenant=principal.tenant, limit=RUN_SCAN)
         runs = [str(s.run["run_id"]) for s in summaries if s.problem is None]
+        refused = [
+            {"run_id": str(s.run["run_id"]), "reason": s.problem.reason}
+            for s in summaries
+            if s.problem is not None
+        ]
 
         async def events(run_id: str, after: int, limit: int) -> Any:
             return await rt.events(run_id, after=after, limit=limit)
 
-        report = await observe_report(runs, events, since=since, until=until)
+        report = await observe_report(runs, events, since=since, until=until, refused=refused)
         return report.to_dict()
 
     report = _run(project, store, deploy, as_json, go)
@@ -65,6 +70,12 @@ def audit_observe(
         f"{report['observed_calls']} observed call(s) in {report['runs_scanned']} run(s)",
         markup=False,
     )
+    for refused in report["runs_refused"]:
+        console.print(
+            f"run {refused['run_id']} not read: its ledger is refused ({refused['reason']}); "
+            "see charter runs verify",
+            markup=False,
+        )
     if not rows:
         console.print("Nothing enforce would have refused.")
         return

@@ -177,6 +177,24 @@ class StoredEvent:
     data: bytes = field(repr=False)
 
 
+def created_tenant(data: object) -> str | None:
+    """The ``tenant`` a stored ``run_created`` event's bytes name, unchecked, or None (not
+    that event, not JSON, no tenant): who may still see a run whose rows are not served."""
+    if isinstance(data, (bytearray, memoryview)):
+        data = bytes(data)
+    if not isinstance(data, (bytes, str)):
+        return None
+    try:
+        event = json.loads(data)
+    except ValueError:
+        return None
+    if not isinstance(event, dict) or event.get("type") != "run_created":
+        return None
+    payload = event.get("payload")
+    tenant = payload.get("tenant") if isinstance(payload, dict) else None
+    return tenant if isinstance(tenant, str) else None
+
+
 _STORED = slot_setters(StoredEvent, ("run_id", "seq", "type", "at", "prev_hash", "hash", "data"))
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from charter.errors import InvalidInput
 from charter.ledger.events import Event
+from charter.ledger.trust import LEDGER_DAMAGE, damage_reason
 
 _AT = re.compile(r"^\d{4}-\d{2}-\d{2}(?:[T ]\d{2}(?::\d{2}(?::\d{2}(?:\.\d+)?)?)?Z?)?$")
 PAGE = 1000
@@ -61,11 +62,15 @@ class ObserveReport:
     rows: list[ObservedRow]
     observed_calls: int  # calls that ran in observe mode in the range
     runs_scanned: int
+    runs_refused: list[dict[str, Any]]
+    """Runs left out because their ledger is refused (damaged or quarantined): each one's
+    ``run_id`` and ``reason``; one damaged run never stops the report."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "observed_calls": self.observed_calls,
             "runs_scanned": self.runs_scanned,
+            "runs_refused": self.runs_refused,
             "would_deny": [r.to_dict() for r in self.rows],
         }
 
@@ -76,40 +81,70 @@ async def observe_report(
     *,
     since: str | None = None,
     until: str | None = None,
+    refused: Sequence[dict[str, Any]] = (),
 ) -> ObserveReport:
     """Count what enforce would have decided against observed calls, by tool and reason.
 
     ``events(run_id, after, limit)`` reads a run's events in order (the runtime's
-    :meth:`~charter.runtime.Runtime.events`)."""
+    :meth:`~charter.runtime.Runtime.events`); ``refused`` names runs already known refused
+    (``run_id``, ``reason``), reported with those found damaged while reading."""
     since = time_bound(since, "since")
     until = time_bound(until, "until")
     found: dict[tuple[str, str, str], ObservedRow] = {}
     observed = 0
+    refused = list(refused)
+    known = len(refused)
     for run_id in run_ids:
-        after = 0
-        while True:
-            page = await events(run_id, after, PAGE)
-            for event in page:
-                p = event.payload
-                if event.type != "tool_progress" or p.get("stage") != "started":
-                    continue
-                if p.get("mode") != "observe":
-                    continue
-                if (since and event.at < since) or (until and event.at[: len(until)] > until):
-                    continue
-                observed += 1
-                would = (p.get("execution_audit") or {}).get("would") or []
-                for entry in would:
-                    key = (str(p.get("tool_id")), str(entry.get("phase")), str(entry.get("reason")))
-                    row = found.get(key)
-                    if row is None:
-                        found[key] = ObservedRow(*key, count=1, first_at=event.at, last_at=event.at)
-                        continue
-                    row.count += 1
-                    row.first_at = min(row.first_at, event.at)
-                    row.last_at = max(row.last_at, event.at)
-            if len(page) < PAGE:
-                break
-            after = page[-1].seq
+        try:
+            seen = await _observed(run_id, events, since, until)
+        except LEDGER_DAMAGE as exc:
+            refused.append({"run_id": run_id, "reason": damage_reason(exc)})
+            continue
+        for at, key in seen:
+            observed += key is None
+            if key is None:
+                continue
+            row = found.get(key)
+            if row is None:
+                found[key] = ObservedRow(*key, count=1, first_at=at, last_at=at)
+                continue
+            row.count += 1
+            row.first_at = min(row.first_at, at)
+            row.last_at = max(row.last_at, at)
     rows = sorted(found.values(), key=lambda r: (-r.count, r.tool, r.reason))
-    return ObserveReport(rows=rows, observed_calls=observed, runs_scanned=len(run_ids))
+    return ObserveReport(
+        rows=rows,
+        observed_calls=observed,
+        runs_scanned=len(run_ids) - (len(refused) - known),
+        runs_refused=refused,
+    )
+
+
+async def _observed(
+    run_id: str,
+    events: Callable[[str, int, int], Awaitable[Sequence[Event]]],
+    since: str | None,
+    until: str | None,
+) -> list[tuple[str, tuple[str, str, str] | None]]:
+    """One run's observed calls in the range, read whole before any is counted (a run found
+    damaged part way counts nothing): per call ``(at, None)``, then ``(at, (tool, phase,
+    reason))`` per decision enforce would have taken."""
+    seen: list[tuple[str, tuple[str, str, str] | None]] = []
+    after = 0
+    while True:
+        page = await events(run_id, after, PAGE)
+        for event in page:
+            p = event.payload
+            if event.type != "tool_progress" or p.get("stage") != "started":
+                continue
+            if p.get("mode") != "observe":
+                continue
+            if (since and event.at < since) or (until and event.at[: len(until)] > until):
+                continue
+            seen.append((event.at, None))
+            for entry in (p.get("execution_audit") or {}).get("would") or []:
+                key = (str(p.get("tool_id")), str(entry.get("phase")), str(entry.get("reason")))
+                seen.append((event.at, key))
+        if len(page) < PAGE:
+            return seen
+        after = page[-1].seq

@@ -32,7 +32,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from charter.errors import CharterError, InternalFailure, LedgerIntegrityError
+from charter.errors import CharterError, Failure, InternalFailure, LedgerIntegrityError
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.checker import headless_problem, storage_class
 from charter.ledger.events import StoredEvent
@@ -84,11 +84,18 @@ class RunLedgerInvalid(InternalFailure):
         self.problem = problem
 
 
-LEDGER_DAMAGE: tuple[type[CharterError], ...] = (RunLedgerInvalid, LedgerIntegrityError)
+LEDGER_DAMAGE: tuple[type[Failure], ...] = (RunLedgerInvalid, LedgerIntegrityError)
 """What a read or an append of a damaged run raises: the run refused (run-time trust), or
 its ledger found damaged by a read that checks as it goes (a head row a hand edit left
 unreadable, an event that breaks the chain). Upkeep that walks many runs skips such a run
 and logs it: one damaged run never stops the others' upkeep or a server's start."""
+
+
+def damage_reason(exc: Exception) -> str:
+    """The ledger problem a :data:`LEDGER_DAMAGE` error names (``LEDGER_GAP``…): a refused
+    run's first problem, or the read's own reason."""
+    problem = getattr(exc, "problem", None)
+    return str(getattr(problem, "reason", None) or getattr(exc, "reason", "RUN_LEDGER_INVALID"))
 
 
 def skipped_damaged(log: logging.Logger, what: str, run_id: str, exc: CharterError) -> None:

@@ -27,6 +27,7 @@ from mcp.shared.exceptions import MCPError
 from charter.errors import Failure
 from charter.kernel.principals import Principal
 from charter.ledger.projections import manifest
+from charter.ledger.trust import LEDGER_DAMAGE, damage_reason
 from charter.ledger.views import ArtifactRow, ContextRow, RunRow
 from charter.runtime import Runtime
 
@@ -35,6 +36,7 @@ MANIFEST = "manifest.json"
 MAX_READ_BYTES = 8 * 1024 * 1024
 PAGE_RUNS = 50  # runs of the tenant looked at per resources/list page
 INVALID_PARAMS = -32602
+INTERNAL_ERROR = -32603
 TEXT_TYPES = ("text/", "application/json", "application/xml", "application/yaml")
 
 TEMPLATES = [
@@ -114,8 +116,14 @@ class Resources:
         page = list(summaries)[offset : offset + PAGE_RUNS]
         out: list[types.Resource] = []
         for summary in page:
-            run = await self.runtime.run(summary.run["run_id"])
-            if run is None or not await self.belongs(run, principal, own):
+            if summary.problem is not None:
+                continue  # refused for its ledger: its rows are not served
+            try:
+                run = await self.runtime.run(summary.run["run_id"])
+                if run is None or not await self.belongs(run, principal, own):
+                    continue
+                artifacts = await self.runtime.artifact_rows(run.run_id)
+            except LEDGER_DAMAGE:  # found damaged now: left out, the others still listed
                 continue
             out.append(
                 types.Resource(
@@ -125,7 +133,7 @@ class Resources:
                     mime_type="application/json",
                 )
             )
-            for art in await self.runtime.artifact_rows(run.run_id):
+            for art in artifacts:
                 out.append(
                     types.Resource(
                         name=f"{run.run_id}/{art.path}",
@@ -145,16 +153,31 @@ class Resources:
         self, principal: Principal, own: str | None, uri: str
     ) -> types.ReadResourceResult:
         run_id, name = parse_uri(uri)
-        run = await self.runtime.run(run_id)
-        if not await self.belongs(run, principal, own):
-            raise _missing()
-        if name is None:
-            return types.ReadResourceResult(contents=[await self._manifest(run_id, uri)])
-        rows = await self.runtime.artifact_rows(run_id)
+        try:
+            run = await self.runtime.run(run_id)
+            if not await self.belongs(run, principal, own):
+                raise _missing()
+            if name is None:
+                return types.ReadResourceResult(contents=[await self._manifest(run_id, uri)])
+            rows = await self.runtime.artifact_rows(run_id)
+        except LEDGER_DAMAGE as exc:
+            raise await self._refused(run_id, principal, exc) from None
         found = [a for a in rows if a.artifact_id == name] or [a for a in rows if a.path == name]
         if not found:
             raise _missing()
         return types.ReadResourceResult(contents=[await self._artifact(found[0], uri)])
+
+    async def _refused(self, run_id: str, principal: Principal, exc: Failure) -> MCPError:
+        """What a read of a run refused for its ledger answers: the damage, to the tenant its
+        first event names (as the HTTP API's verify route has it); like a missing resource
+        to anyone else."""
+        if await self.runtime.stored_tenant(run_id) != principal.tenant:
+            return _missing()
+        return MCPError(
+            INTERNAL_ERROR,
+            str(exc),
+            data={"code": exc.code.value, "reason": exc.reason, "problem": damage_reason(exc)},
+        )
 
     async def _manifest(self, run_id: str, uri: str) -> types.TextResourceContents:
 
@@ -177,7 +200,7 @@ class Resources:
         try:
             data = await self.runtime.artifacts.read_bytes(art.run_id, art.artifact_id)
         except Failure as exc:  # a checksum or size mismatch, a missing file: never the bytes
-            raise MCPError(INVALID_PARAMS, f"{exc.code.value} {exc.reason}: {exc}") from None
+            raise MCPError(INVALID_PARAMS, str(exc)) from None
         media = art.media_type or "application/octet-stream"
         if media.startswith(TEXT_TYPES):
             try:

@@ -6,7 +6,6 @@ the dependencies below, never from module globals, so several apps can live in o
 
 from __future__ import annotations
 
-import json
 from collections import OrderedDict
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -70,14 +69,7 @@ class ServerState:
             return
         except LEDGER_DAMAGE:  # refused, or its head row unreadable: its events tell
             pass
-        tenant = None
-        first = await self.runtime.stored_events(run_id, after=0, limit=1)
-        if first and first[0].seq == 1 and first[0].type == "run_created":
-            try:
-                payload = json.loads(first[0].data).get("payload")
-                tenant = payload.get("tenant") if isinstance(payload, dict) else None
-            except (ValueError, AttributeError):
-                tenant = None
+        tenant = await self.runtime.stored_tenant(run_id)
         if tenant is None or tenant != principal.tenant:
             raise PermissionDenied("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
 

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from charter.ledger.checker import storage_class
+from charter.ledger.events import created_tenant
+from charter.ledger.ports import RunSummary
 from charter.ledger.trust import RunProblem
 
 FLAG_COLUMNS = ("reason", "seq", "message", "found_at", "quarantined_at", "quarantined_by")
@@ -56,3 +58,37 @@ def listed_count(run_id: str, seq: object) -> tuple[int, RunProblem | None]:
     else:
         message = f"its head row is damaged: its seq is stored as {storage_class(seq)}"
     return 0, RunProblem(run_id=run_id, reason="LEDGER_HEAD_MISMATCH", seq=None, message=message)
+
+
+# Runs whose head is stored but whose run row is not (deleted outside Charter): a listing
+# joins from ``runs``, so without this they would silently drop out of every list. The
+# anti-join reads ``run_heads`` whole (its primary key), once per listing.
+ROWLESS_SQL = (
+    "SELECT h.run_id, h.seq, e.data, "
+    + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
+    + " FROM run_heads h LEFT JOIN runs r ON r.run_id = h.run_id "
+    "LEFT JOIN events e ON e.run_id = h.run_id AND e.seq = 1 "
+    "LEFT JOIN run_ledger_flags f ON f.run_id = h.run_id "
+    "WHERE r.run_id IS NULL ORDER BY h.run_id"
+)
+
+
+def rowless_summaries(rows: Sequence[Sequence[Any]], tenant: str | None) -> list[RunSummary]:
+    """Listing entries for :data:`ROWLESS_SQL`'s rows: each run listed by its id as damaged
+    (``SNAPSHOT_DIVERGENCE``, or the finding a process recorded), for the tenant its
+    ``run_created`` event names as stored — the run row that would say is gone, and a run
+    whose first event names no tenant is listed for no tenant."""
+    found = []
+    for got in rows:
+        run_id, seq, data = str(got[0]), got[1], got[2]
+        if tenant is not None and created_tenant(data) != tenant:
+            continue
+        count = seq if type(seq) is int else 0
+        problem = flag_problem(run_id, got[3:]) or RunProblem(
+            run_id=run_id,
+            reason="SNAPSHOT_DIVERGENCE",
+            seq=None,
+            message="the run has events but no run row (deleted outside Charter)",
+        )
+        found.append(RunSummary(run={"run_id": run_id}, event_count=count, problem=problem))
+    return found

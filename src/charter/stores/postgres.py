@@ -56,11 +56,13 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     FLAG_COLUMNS,
+    ROWLESS_SQL,
     SELECT_FLAGS,
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
     flag_problem,
     listed_count,
+    rowless_summaries,
 )
 from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
@@ -587,7 +589,9 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                     params,
                 )
                 rows = await cur.fetchall()
-        return [self._summary(got) for got in rows]
+                cur = await conn.execute(ROWLESS_SQL)
+                rowless = rowless_summaries(await cur.fetchall(), tenant)
+        return (rowless + [self._summary(got) for got in rows])[:limit]
 
     def _summary(self, got: Sequence[Any]) -> RunSummary:
         """A run listed with its ledger state (as in the SQLite store)."""

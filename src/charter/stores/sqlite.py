@@ -72,11 +72,13 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     FLAG_COLUMNS,
+    ROWLESS_SQL,
     SELECT_FLAGS,
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
     flag_problem,
     listed_count,
+    rowless_summaries,
 )
 from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
@@ -721,7 +723,9 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 f"{where}ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
                 params,
             )
-            return [self._summary(got) for got in cur]
+            listed = [self._summary(got) for got in cur]
+            rowless = rowless_summaries(conn.execute(ROWLESS_SQL).fetchall(), tenant)
+            return (rowless + listed)[:limit]
 
         return await self._read(go)
 

@@ -51,7 +51,14 @@ _CALL_EVENTS = frozenset(
 async def tenant_runs(console: Console, tenant: str) -> list[dict[str, Any]]:
     state = console.state
     summaries = await state.runtime.run_summaries(limit=LIST_SCAN, tenant=tenant)
-    return [{**s.run, "event_count": s.event_count} for s in summaries]
+    return [
+        {
+            **s.run,
+            "event_count": s.event_count,
+            "ledger": None if s.problem is None else s.problem.to_dict(),
+        }
+        for s in summaries
+    ]
 
 
 @router.get("/runs", response_class=HTMLResponse)
@@ -70,15 +77,20 @@ async def runs_page(
         await tenant_runs(console_of(request), who.principal.tenant),
         everything=bool(ended) or bool(status),
     )
-    statuses = sorted({str(r["status"]) for r in runs})
-    workflows = sorted({str(r["workflow_slug"]) for r in runs})
+    # A refused run is listed by its id alone (its rows are not served): shown whatever the
+    # filters, since it is what an operator must look at.
+    statuses = sorted({str(r["status"]) for r in runs if "status" in r})
+    workflows = sorted({str(r["workflow_slug"]) for r in runs if "workflow_slug" in r})
     shown = [
         r
         for r in runs
-        if (not status or r["status"] == status)
-        and (not workflow or r["workflow_slug"] == workflow)
-        and (not since or str(r["created_at"]) >= since)
-        and (not until or str(r["created_at"])[: len(until)] <= until)
+        if "status" not in r
+        or (
+            (not status or r["status"] == status)
+            and (not workflow or r["workflow_slug"] == workflow)
+            and (not since or str(r["created_at"]) >= since)
+            and (not until or str(r["created_at"])[: len(until)] <= until)
+        )
     ]
     return render(
         request,

@@ -73,14 +73,25 @@ async def create_run(
     return await _manifest(state, run_id)
 
 
-@router.get("/runs", responses=problem_responses(401, 422), summary="Your tenant's runs")
+@router.get(
+    "/runs",
+    responses=problem_responses(401, 422),
+    summary="Your tenant's runs; `ledger` names why a run is refused (damaged, quarantined)",
+)
 async def list_runs(
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
     limit: Annotated[int, Query(ge=1, le=LIST_SCAN)] = 50,
 ) -> list[dict[str, Any]]:
     summaries = await state.runtime.run_summaries(limit=limit, tenant=principal.tenant)
-    return [{**s.run, "event_count": s.event_count} for s in summaries]
+    return [
+        {
+            **s.run,
+            "event_count": s.event_count,
+            "ledger": None if s.problem is None else s.problem.to_dict(),
+        }
+        for s in summaries
+    ]
 
 
 async def _manifest(state: ServerState, run_id: str) -> dict[str, Any]:
