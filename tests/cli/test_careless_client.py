@@ -285,3 +285,33 @@ def test_an_unknown_log_level_is_a_usage_error_listing_the_levels(
     assert "--log-level" in done.stderr
     for level in ("debug", "info", "warning", "error"):
         assert level in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        (b"\xff\xfe{\x00}\x00", "byte order mark"),  # UTF-16, as a Windows shell may pipe it
+        (b'\xef\xbb\xbf{"query": "x"}', "byte order mark"),
+        (b'{"query": "caf\xe9"}', "not UTF-8 text (byte 0xe9 at offset 14)"),
+    ],
+)
+def test_arguments_on_stdin_that_are_not_utf8_are_named(demo: Path, data: bytes, said: str) -> None:
+    """``--args -`` reads standard input as UTF-8: anything else is refused saying so, before
+    a context is made (it was read as text that decodes to lone surrogates, and rejected as
+    ``ARGS_LONE_SURROGATE`` "at character 0")."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
+    argv = [CHARTER, "call", "notes.search", "--args", "-", "--call-id", "c1"]
+    argv += ["--profile", "reader", "--as", "app", "--json"]
+    done = subprocess.run(argv, cwd=demo, input=data, capture_output=True, env=env, check=False)
+    body = json_error(
+        subprocess.CompletedProcess(done.args, done.returncode, done.stdout.decode(), "")
+    )
+    assert done.returncode == 1
+    assert (body["code"], body["reason"]) == ("invalid_input", "BODY_MALFORMED")
+    assert said in body["error"]
+    assert body["error"].startswith("--args -: standard input")
+    assert not (demo / ".charter" / "charter.db").exists()  # nothing was made
+    plain = subprocess.run(
+        argv[:-1], cwd=demo, input=b'{"query": "x"}', capture_output=True, env=env, check=False
+    )
+    assert plain.returncode == 0, plain.stderr

@@ -145,6 +145,29 @@ def fail(
     raise typer.Exit(code)
 
 
+def read_stdin_text(option: str, *, as_json: bool = False) -> str:
+    """Standard input as UTF-8 text, for an option given ``-``: bytes that are not UTF-8 (a
+    UTF-16 file, say) or a byte order mark are refused saying so and where, as the HTTP API
+    refuses such a body (``BODY_MALFORMED``), never read as text that happens to decode."""
+    data = sys.stdin.buffer.read()
+    if data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
+        fail(
+            f"{option} -: standard input starts with a byte order mark; give UTF-8 text "
+            "without one",
+            as_json=as_json,
+            reason="BODY_MALFORMED",
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        fail(
+            f"{option} -: standard input is not UTF-8 text "
+            f"(byte 0x{data[exc.start]:02x} at offset {exc.start})",
+            as_json=as_json,
+            reason="BODY_MALFORMED",
+        )
+
+
 def user_error_reason(exc: UserError) -> str:
     """The upper-case reason a developer mistake is reported with."""
     if isinstance(exc, BuildError):

@@ -21,7 +21,15 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
+from charter.cli._output import (
+    JSON_OPTION,
+    console,
+    fail,
+    print_json,
+    print_table,
+    read_stdin_text,
+    reported_errors,
+)
 from charter.client import Client
 from charter.client._common import check_api_key, check_base_url
 from charter.errors import InvalidInput
@@ -280,7 +288,7 @@ def call(
         )
     if fresh and as_ is None and not server:
         fail("a fresh context needs --as PRINCIPAL", as_json=as_json)
-    raw = sys.stdin.read() if args == "-" else args
+    raw = read_stdin_text("--args", as_json=as_json) if args == "-" else args
 
     def remote(cl: Client) -> Envelope:
         ctx_id = context

@@ -10,7 +10,6 @@ that created it; any principal of the tenant may list its tasks.
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,14 @@ from rich.markup import escape
 from rich.table import Table
 
 from charter.cli import runs
-from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table
+from charter.cli._output import (
+    JSON_OPTION,
+    console,
+    fail,
+    print_json,
+    print_table,
+    read_stdin_text,
+)
 from charter.cli.endings_cmds import tasks_app
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, _principal, _remote, _run
 from charter.client import Client
@@ -190,7 +196,10 @@ def tasks_handoff(
     given: dict[str, Any] | None = None
     if file is not None:
         try:
-            text = sys.stdin.read() if file == "-" else Path(file).read_text(encoding="utf-8")
+            if file == "-":
+                text = read_stdin_text("--file", as_json=as_json)
+            else:
+                text = Path(file).read_text(encoding="utf-8")
             loaded = json.loads(text)
         except (OSError, ValueError) as exc:
             fail(f"--file {file}: {type(exc).__name__}: {exc}", as_json=as_json)
