@@ -611,7 +611,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             with lenient_text(conn):  # hand-edited TEXT that is not UTF-8: read it, report it
                 return fn(conn)
         except sqlite3.Error as exc:
-            raise translate_sqlite_error(exc) from None
+            raise translate_sqlite_error(exc, path=str(self.path)) from None
 
     async def schema_versions(self) -> tuple[int, int]:
         sql = f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"

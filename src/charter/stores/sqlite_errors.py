@@ -13,10 +13,13 @@ _OPEN_REASONS = {26: "STORE_NOT_A_DATABASE", 14: "STORE_CANNOT_OPEN", 8: "STORE_
 """SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_READONLY: what opening a database file can meet."""
 
 
-def translate_sqlite_error(exc: sqlite3.Error, *, opening: str | None = None) -> StoreError:
+def translate_sqlite_error(
+    exc: sqlite3.Error, *, opening: str | None = None, path: str | None = None
+) -> StoreError:
     """Map a ``sqlite3`` exception onto the store error family (the only place that does).
     ``opening``: the database file being opened, named in the message with a specific reason
-    (not a database, cannot be opened, read-only) so the operator knows which file to fix."""
+    (not a database, cannot be opened, read-only) so the operator knows which file to fix;
+    ``path``: the file an operation on an open database read (named when it is damaged)."""
     name = type(exc).__name__
     code = getattr(exc, "sqlite_errorcode", None)
     if opening is not None:
@@ -30,6 +33,21 @@ def translate_sqlite_error(exc: sqlite3.Error, *, opening: str | None = None) ->
         )
     if isinstance(exc, sqlite3.IntegrityError):
         return StoreConflict(f"sqlite: uniqueness or integrity rule violated ({name})")
+    primary = code & 0xFF if isinstance(code, int) else None
+    if primary in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB met after opening
+        file = path or "FILE"
+        named = f"{path} " if path else ""
+        return StoreError(
+            f"sqlite: the database file {named}is damaged ({exc}); stop the processes "
+            f"that use it, check it with sqlite3 {file} 'PRAGMA integrity_check' and restore "
+            "it from a backup (runs exported with charter runs export verify on their own)",
+            reason="STORE_CORRUPT",
+        )
+    if primary == 10:  # SQLITE_IOERR on a read: the disk failed under it
+        return StoreError(
+            f"sqlite: the storage failed while reading the database ({exc}); check the disk",
+            reason="STORE_FAILED",
+        )
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
         return StoreError("sqlite: the database is locked", reason="STORE_BUSY", retryable=True)
     return StoreError(f"sqlite: {name}: {exc}")
