@@ -68,14 +68,20 @@ from charter.kernel.settings import KernelSettings
 from charter.kernel.store import KernelStore
 from charter.ledger.chain import LedgerKey
 from charter.ledger.clock import Clock, system_clock
-from charter.ledger.events import Event, NewEvent, StoredEvent, created_tenant
+from charter.ledger.events import Event, NewEvent, StoredEvent
 from charter.ledger.export_staging import records_dir, sweep_exports
 from charter.ledger.ports import RunSnapshot, RunSummary
 from charter.ledger.subscribe import read_events
-from charter.ledger.trust import RunProblem
+from charter.ledger.trust import RunProblem, stored_tenant
 from charter.ledger.verify import VerifyReport, verify_run
 from charter.ledger.views import ApprovalRow, ArtifactRow, CallRow, ContextRow, RunRow, TaskRow
-from charter.project.build import Build, build_project, load_build, resolve_build_path
+from charter.project.build import (
+    Build,
+    build_project,
+    keep_build,
+    load_build,
+    resolve_build_path,
+)
 from charter.proof import disclosure
 from charter.proposals.calls import store_proposal
 from charter.stores.factory import DEFAULT_STORE_URL, open_store
@@ -300,10 +306,7 @@ class Runtime:
         """The tenant a run's first event names as stored (unchecked), or None: who may
         still verify, or be told about, a run refused for its ledger (its rows are not
         served)."""
-        first = await self.store.read_stored(run_id, after=0, limit=1)
-        if not first or first[0].seq != 1 or first[0].type != "run_created":
-            return None
-        return created_tenant(first[0].data)
+        return await stored_tenant(self.store, run_id)
 
     async def run(self, run_id: str) -> RunRow | None:
         return await self.store.read_view(RunRow, run_id)
@@ -489,7 +492,9 @@ def _resolve_source(
         raise UserError(f"{path} is neither a project directory nor a Build file")
     if build_ref is not None:
         return load_build(resolve_build_path(build_ref, path)), path
-    return build_project(path), path
+    build = build_project(path)
+    keep_build(build, path)
+    return build, path
 
 
 def _http_endpoint(binding: Binding) -> HttpEndpoint:

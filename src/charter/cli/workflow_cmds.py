@@ -22,7 +22,13 @@ from charter.cli._output import (
 from charter.cli.kernel_cmds import SERVER, _principal, _remote
 from charter.deploy.deployment import deployment_path, load_deployment
 from charter.errors import ConfigError, UserError
-from charter.project.build import Build, build_project, load_build, resolve_build_path
+from charter.project.build import (
+    Build,
+    PinnedBuilds,
+    build_project,
+    load_build,
+    resolve_build_path,
+)
 from charter.project.suite import suite_from_build
 from charter.proof.context_tests import SuiteReport, run_tests
 from charter.proof.corpus import Waiver
@@ -168,7 +174,10 @@ def promote(
 def replay(
     run_id: str = typer.Argument(..., help="The run to replay."),
     build: str | None = typer.Option(
-        None, "--build", help="A candidate Build; default: the project's latest Build."
+        None,
+        "--build",
+        help="A candidate Build to replay against (latest, a digest or a file), to see what "
+        "it would decide differently; default: the Build each context was resolved under.",
     ),
     project: Path = PROJECT_OPTION,
     store: str = runs.STORE_OPTION,
@@ -181,11 +190,14 @@ def replay(
     ),
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Verify a run's ledger and re-evaluate every recorded decision against a Build (one
-    read of the run), as the deployment's principals and enablement; never dispatches.
-    Exits 1 when the ledger fails verification."""
+    """Verify a run's ledger and re-evaluate every recorded decision (one read of the run)
+    against the Build each context was pinned to, or a candidate Build, as the deployment's
+    principals and enablement; never dispatches. Exits 1 when the ledger fails
+    verification."""
     with reported_errors(as_json):
-        b = _build(build or "latest", project)
+        b: Build | PinnedBuilds = (
+            _build(build, project) if build is not None else PinnedBuilds(project)
+        )
         path = deployment_path(deploy, project_dir=project)
         deployment = load_deployment(path, project_dir=project) if path is not None else None
         key = ledger_key_for(project, deploy, deployment=deployment)
@@ -205,7 +217,7 @@ def replay(
                     key,
                     principals=principals,
                     enablement=enablement,
-                    agents=frozenset(b.agents),
+                    agents=b.agents() if isinstance(b, PinnedBuilds) else frozenset(b.agents),
                 )
 
         got = anyio.run(main)
@@ -223,7 +235,10 @@ def replay(
             }
         )
         return
-    table = Table(title=f"replay of {escape(run_id)} against {escape(b.digest[:19])}")
+    against = "its pinned Build" if report.pinned else "candidate"
+    digests = ", ".join(d[:19] for d in report.build_digest.split(", ") if d)
+    title = f"replay of {run_id} against {against} {digests}"
+    table = Table(title=escape(title))
     for col in ("seq", "call", "tool", "recorded", "replayed", "reason", "assumed"):
         table.add_column(col)
     for c in report.calls:

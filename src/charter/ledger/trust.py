@@ -35,7 +35,7 @@ from typing import Any, Protocol
 from charter.errors import CharterError, Failure, InternalFailure, LedgerIntegrityError
 from charter.ledger.chain import Head, LedgerKey
 from charter.ledger.checker import headless_problem, storage_class
-from charter.ledger.events import StoredEvent
+from charter.ledger.events import StoredEvent, created_tenant
 from charter.ledger.rows import RowKey
 
 logger = logging.getLogger("charter.ledger.trust")
@@ -125,6 +125,15 @@ class _Reader(Protocol):
     async def head(self, run_id: str) -> Head | None: ...
 
     async def read_stored(self, run_id: str, *, after: int = 0, limit: int = 1000) -> Any: ...
+
+
+async def stored_tenant(store: _Reader, run_id: str) -> str | None:
+    """The tenant a run's first event names as stored (unchecked), or None: who may still
+    verify, or be told about, a run refused for its ledger (its rows are not served)."""
+    first = await store.read_stored(run_id, after=0, limit=1)
+    if not first or first[0].seq != 1 or first[0].type != "run_created":
+        return None
+    return created_tenant(first[0].data)
 
 
 class LedgerTrust:

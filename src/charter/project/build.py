@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import os
 import tempfile
 from collections.abc import Iterable, Mapping
@@ -39,6 +40,7 @@ BUILD_SCHEMA_VERSION = 1
 RUNTIME_V1 = "charter.runtime.v1"
 RUNTIME_V2 = "charter.runtime.v2"
 SUPPORTED_RUNTIMES: tuple[str, ...] = (RUNTIME_V1, RUNTIME_V2)
+logger = logging.getLogger(__name__)
 BUILDS_DIR = Path(".charter") / "builds"
 LATEST_FILE = "LATEST"
 
@@ -364,15 +366,68 @@ def build_filename(digest: str) -> str:
     return digest.replace(":", "-") + ".json"
 
 
-def save_build(build: Build, root: str | os.PathLike[str]) -> Path:
-    """Write the Build under ``<root>/.charter/builds/`` atomically; record it as latest."""
+def save_build(build: Build, root: str | os.PathLike[str], *, latest: bool = True) -> Path:
+    """Write the Build under ``<root>/.charter/builds/`` atomically; record it as latest
+    unless ``latest`` is false (a Build kept because calls were governed by it)."""
     directory = Path(root) / BUILDS_DIR
     directory.mkdir(parents=True, exist_ok=True)
     target = directory / build_filename(build.digest)
     if not target.exists():
         _atomic_write(target, build.to_json())
-    _atomic_write(directory / LATEST_FILE, build.digest + "\n")
+    if latest:
+        _atomic_write(directory / LATEST_FILE, build.digest + "\n")
     return target
+
+
+def keep_build(build: Build, project: str | os.PathLike[str]) -> None:
+    """Keep the Build that will govern calls under ``.charter/builds/`` (not as latest), so
+    that ``charter runs replay`` finds each context's pinned Build after the source changed.
+    Best effort: a project directory that cannot be written to only loses that."""
+    try:
+        save_build(build, project, latest=False)
+    except OSError as exc:
+        logger.debug("could not keep Build %s under %s: %s", build.digest, project, exc)
+
+
+class PinnedBuilds:
+    """The Build of a digest a run's context was resolved under, for replaying it as it was
+    governed: the Build file kept under ``<root>/.charter/builds/`` (every runtime opened on
+    a project keeps the Build it compiled there), else the project's current source when it
+    compiles to that digest. Each digest is looked up once."""
+
+    def __init__(self, root: str | os.PathLike[str]) -> None:
+        self.root = Path(root)
+        self.found: dict[str, Build] = {}
+        self.current: Build | None = None
+
+    def __call__(self, digest: str) -> Build:
+        if digest in self.found:
+            return self.found[digest]
+        path = self.root / BUILDS_DIR / build_filename(digest)
+        build = load_build(path) if path.is_file() else self.source()
+        if build.digest != digest:
+            raise UserError(
+                f"the run was governed by Build {digest}, which is neither kept in "
+                f"{self.root / BUILDS_DIR} nor what the project's source compiles to now "
+                f"({build.digest}); replay it against a candidate with --build (latest, a "
+                "digest or a Build file)"
+            )
+        self.found[digest] = build
+        return build
+
+    def source(self) -> Build:
+        """The Build the project's source compiles to now (compiled once)."""
+        if self.current is None:
+            self.current = build_project(self.root)
+        return self.current
+
+    def agents(self) -> frozenset[str] | None:
+        """The agent names of the project's current source (what a run's task roles are
+        evaluated against), or None when it does not compile (then not checked)."""
+        try:
+            return frozenset(self.source().agents)
+        except UserError:
+            return None
 
 
 def latest_build_path(root: str | os.PathLike[str]) -> Path:

@@ -22,7 +22,7 @@ withdrawn — no permissions for an unknown principal; for enablement, the deplo
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -122,7 +122,11 @@ def _call_replay(
 class ReplayReport:
     run_id: str
     build_digest: str
+    """The candidate Build's digest, or — replayed against each context's pinned Build — the
+    pinned digest when the run's contexts share one (their digests, comma-separated, when a
+    deploy changed the Build during the run)."""
     events: int
+    pinned: bool = False  # against the Builds the contexts were resolved under
     calls: tuple[CallReplay, ...] = field(default_factory=tuple)
     assumed_permissions: bool = False
     assumed_principals: tuple[str, ...] = ()  # recorded principals the deployment lacks
@@ -156,6 +160,7 @@ class ReplayReport:
         return {
             "run_id": self.run_id,
             "build_digest": self.build_digest,
+            "pinned": self.pinned,
             "events": self.events,
             "assumed_permissions": self.assumed_permissions,
             "assumed_principals": list(self.assumed_principals),
@@ -168,10 +173,14 @@ class ReplayReport:
         }
 
 
+BuildOf = Callable[[str], Build]
+"""The Build of a digest a context was resolved under (raises when it cannot be found)."""
+
+
 def replay_events(
     run_id: str,
     events: Sequence[Mapping[str, Any]],
-    build: Build,
+    build: Build | BuildOf,
     *,
     principals: Mapping[str, Principal] | None = None,
     enablement: Enablement | None = None,
@@ -185,18 +194,24 @@ def replay_events(
 
 class Replay:
     """:func:`replay_events` one event at a time: :meth:`add` each event in seq order, then
-    :meth:`report` (a verified replay feeds it as verification parses each event)."""
+    :meth:`report` (a verified replay feeds it as verification parses each event).
+
+    ``build`` is a candidate Build every context is replayed against, or a function giving
+    the Build of a digest: each context is then replayed against the Build it was resolved
+    under (its pinned Build, named in its ``context_resolved`` event)."""
 
     def __init__(
         self,
         run_id: str,
-        build: Build,
+        build: Build | BuildOf,
         *,
         principals: Mapping[str, Principal] | None = None,
         enablement: Enablement | None = None,
     ) -> None:
         self.run_id = run_id
-        self.build = build
+        self.candidate = build if isinstance(build, Build) else None
+        self.pinned = None if isinstance(build, Build) else build
+        self.builds: dict[str, Build] = {}  # context id -> its Build
         self.principals = principals or {}
         self.enablement = enablement if enablement is not None else ALL_ENABLED
         self.assumed_enablement = enablement is None
@@ -228,11 +243,17 @@ class Replay:
             permissions=frozenset({"*"}),
         ), True
 
+    def _build_of(self, context_id: str) -> Build:
+        """The Build a context's calls are replayed against."""
+        if self.candidate is not None:
+            return self.candidate
+        return self.builds[context_id]
+
     def _decide(
         self, ctx_row: Mapping[str, Any], tool: str
     ) -> tuple[str, str | None, tuple[str, ...]]:
         """The decision, and the assumptions it depends on (it changes without them)."""
-        build = self.build
+        build = self._build_of(ctx_row["context_id"])
         who, assumed_who = self._principal_of(ctx_row)
         profile, agent = ctx_row["profile"], ctx_row.get("agent")
         ctx = synthetic_context(build, who, profile, agent)
@@ -303,6 +324,10 @@ class Replay:
         elif typ == "context_resolved":
             self.contexts[p["context_id"]] = p
             self.decided.pop(p["context_id"], None)
+            if self.pinned is not None:
+                digest = str(p.get("build_digest"))
+                known = next((b for b in self.builds.values() if b.digest == digest), None)
+                self.builds[p["context_id"]] = known or self.pinned(digest)
             return None
         elif typ == "approval_requested":
             self.approvals[p["approval_id"]] = p
@@ -317,7 +342,7 @@ class Replay:
         if seen is None:
             seen = self.seen[key[0]] = set()
         seen.add(key[1])
-        build = self.build
+        build = self._build_of(key[0])
         tool = p.get("tool_id") or ""
         by_tool = self.decided.get(key[0])
         if by_tool is None:
@@ -352,9 +377,14 @@ class Replay:
         return (key[0], key[1], tool, recorded, replayed, reason, replayed != recorded, assumed)
 
     def report(self) -> ReplayReport:
+        if self.candidate is not None:
+            digest = self.candidate.digest
+        else:
+            digest = ", ".join(dict.fromkeys(b.digest for b in self.builds.values()))
         return ReplayReport(
             run_id=self.run_id,
-            build_digest=self.build.digest,
+            build_digest=digest,
+            pinned=self.candidate is None,
             events=self.events,
             calls=tuple(self.calls),
             assumed_permissions=self.assumed,
@@ -380,7 +410,7 @@ async def read_events(store: Store, run_id: str, *, batch: int = 5000) -> list[d
 async def replay_run(
     store: Store,
     run_id: str,
-    build: Build,
+    build: Build | BuildOf,
     *,
     principals: Mapping[str, Principal] | None = None,
     enablement: Enablement | None = None,

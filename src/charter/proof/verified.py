@@ -27,7 +27,7 @@ from charter.ledger.ports import Store
 from charter.ledger.verify import Take, VerifyReport, take_verified
 from charter.project.build import Build
 from charter.proof.evaluate import Evaluation, Evaluator
-from charter.proof.replay import Replay, ReplayReport
+from charter.proof.replay import BuildOf, Replay, ReplayReport
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -51,15 +51,16 @@ class VerifiedReplay:
 async def replay_verified(
     store: Store,
     run_id: str,
-    build: Build,
+    build: Build | BuildOf,
     key: LedgerKey,
     *,
     principals: Mapping[str, Principal] | None = None,
     enablement: Enablement | None = None,
     agents: frozenset[str] | None = None,
 ) -> VerifiedReplay:
-    """Verify ``run_id`` and, when it verifies, replay it against ``build`` and evaluate it
-    (as the deployment's ``principals`` and ``enablement``; ``None``: assumed, and said)."""
+    """Verify ``run_id`` and, when it verifies, replay it against ``build`` (a candidate, or
+    the function giving each context's pinned Build) and evaluate it (as the deployment's
+    ``principals`` and ``enablement``; ``None``: assumed, and said)."""
     replay = Replay(run_id, build, principals=principals, enablement=enablement)
     evaluator = Evaluator(run_id, agents=agents)
     feed = _Feed(replay.take, evaluator.take)
