@@ -9,14 +9,16 @@ the events. Ad-hoc runs (chats, MCP sessions) never pass through here.
 
 from __future__ import annotations
 
+import contextlib
 import secrets
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from charter.artifacts.records import Producer, Trust
+from charter.artifacts.names import normal_path
+from charter.artifacts.records import MEDIA_TYPE, Producer, StoredObject, Trust
 from charter.artifacts.service import ArtifactService
-from charter.errors import InvalidInput, PermissionDenied
+from charter.errors import Failure, InvalidInput, PermissionDenied
 from charter.kernel import task_rules as rules
 from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent
@@ -127,6 +129,7 @@ class WorkflowRuns:
             )
         if inputs and self.artifacts is None:
             raise InvalidInput("input artifacts need an artifact store", reason="NO_ARTIFACTS")
+        inputs = self._checked_inputs(inputs)  # refused before anything is recorded
         run_id = new_id(slug, hex_source=self._hex)
         events = [
             NewEvent(
@@ -155,21 +158,82 @@ class WorkflowRuns:
                 )
             )
         await self.store.append(run_id, events)
-        for item in inputs:
-            assert self.artifacts is not None
-            stored = await self.artifacts.write_bytes(run_id, item.path, item.data)
-            await self.artifacts.register(
-                run_id,
-                stored,
-                type=item.type,
-                media_type=item.media_type,
-                producer=Producer(),
-                trust=Trust.UNTRUSTED,
-            )
+        await self._register_inputs(run_id, inputs)
         await self.store.append(
             run_id, [NewEvent(type="run_status_changed", payload={"status": "running"})]
         )
         return run_id
+
+    def _checked_inputs(self, inputs: Sequence[RunInput]) -> list[RunInput]:
+        """The inputs with their paths and media types normalised; what the artifact store
+        or the registration would refuse is refused here, naming the input, before the run
+        exists (a refusal after its first events would leave it in ``planning``)."""
+        out: list[RunInput] = []
+        seen: dict[str, str] = {}
+        for item in inputs:
+            try:
+                path = normal_path(item.path)
+                if self.artifacts is not None:
+                    self.artifacts.check_name(path)
+            except Failure as exc:
+                raise InvalidInput(
+                    f"input {item.type}: {exc.message}",
+                    reason=exc.reason,
+                    details={"input": item.type, "field": "path"},
+                ) from None
+            media_type = item.media_type.strip().lower()
+            if MEDIA_TYPE.fullmatch(media_type) is None:
+                raise InvalidInput(
+                    f"input {item.type}: media_type must be type/subtype (lower case, at most "
+                    "four simple parameters)",
+                    reason="ARTIFACT_MEDIA_TYPE_INVALID",
+                    details={"input": item.type, "field": "media_type"},
+                )
+            folded = path.casefold()
+            if folded in seen:
+                raise InvalidInput(
+                    f"inputs {seen[folded]} and {item.type} name the same path",
+                    reason="RUN_INPUT_INVALID",
+                    details={"input": item.type, "field": "path"},
+                )
+            seen[folded] = item.type
+            out.append(RunInput(type=item.type, path=path, data=item.data, media_type=media_type))
+        return out
+
+    async def _register_inputs(self, run_id: str, inputs: Sequence[RunInput]) -> None:
+        """Write and register the inputs; if the store fails part-way (a full disk, a
+        quota), the files not registered are removed and the run fails with the reason —
+        never left in ``planning``."""
+        if not inputs:
+            return
+        assert self.artifacts is not None
+        written: list[StoredObject] = []
+        try:
+            for item in inputs:
+                stored = await self.artifacts.write_bytes(run_id, item.path, item.data)
+                written.append(stored)
+                await self.artifacts.register(
+                    run_id,
+                    stored,
+                    type=item.type,
+                    media_type=item.media_type,
+                    producer=Producer(),
+                    trust=Trust.UNTRUSTED,
+                )
+        except Failure as exc:
+            error = {
+                "code": exc.code.value,
+                "message": f"the run's inputs could not be stored ({exc.reason})",
+                "retryable": exc.retryable,
+                "details": {"reason": exc.reason},
+            }
+            await self.store.append(
+                run_id,
+                [NewEvent(type="run_status_changed", payload={"status": "failed", "error": error})],
+            )
+            with contextlib.suppress(Failure):  # best effort: a file left is never registered
+                await self.artifacts.rollback(run_id, written)
+            raise
 
     async def record_handoff(self, run_id: str, task_id: str, handoff: Mapping[str, Any]) -> str:
         run = await self.run(run_id)
