@@ -23,6 +23,7 @@ from charter.kernel import task_rules as rules
 from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
+from charter.ledger.trust import LedgerTrust, RunLedgerInvalid, RunProblem
 from charter.ledger.views import ArtifactRow, RunRow, TaskRow
 from charter.project.build import Build
 from charter.project.catalog import TaskContract
@@ -72,6 +73,28 @@ class WorkflowRuns:
         rows = await self.store.find_views(TaskRow, run_id=run_id, limit=10_000)
         return {r.task_id: r for r in rows}
 
+    async def contract_rows(self, run: RunRow) -> dict[str, TaskRow]:
+        """The rows of every task the run's pinned workflow names; one of them missing is
+        ledger damage (the run's first append created them all), never a task to skip."""
+        rows = await self.tasks(run.run_id)
+        for t in self.contract_tasks(run):
+            if t.id not in rows:
+                raise self.row_gone(run.run_id, t.id)
+        return rows
+
+    def row_gone(self, run_id: str, task_id: str) -> RunLedgerInvalid:
+        """The refusal of a run whose row of a pinned task is gone (deleted outside Charter):
+        the store's trust refuses the run from then on, as for any damage it finds."""
+        problem = RunProblem(
+            run_id=run_id,
+            reason="SNAPSHOT_DIVERGENCE",
+            seq=None,
+            message=f"the tasks row of task {task_id!r}, which the pinned workflow names, "
+            "is gone (deleted outside Charter)",
+        )
+        trust = getattr(self.store, "trust", None)
+        return trust.fail(problem) if isinstance(trust, LedgerTrust) else RunLedgerInvalid(problem)
+
     async def artifact_rows(self, run_id: str) -> list[ArtifactRow]:
         return await self.store.find_views(ArtifactRow, run_id=run_id, limit=100_000)
 
@@ -95,10 +118,13 @@ class WorkflowRuns:
             raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
         return tuple(pinned_entry(workflow).tasks)
 
-    async def _task(self, run_id: str, task_id: str) -> TaskRow:
-        row = await self.store.read_view(TaskRow, run_id, task_id)
+    async def task_row(self, run: RunRow, task_id: str) -> TaskRow:
+        """The row of a task of the pinned workflow (``TASK_NOT_FOUND`` for one it does not
+        name; ledger damage when its row is gone)."""
+        self.contract(run, task_id)
+        row = await self.store.read_view(TaskRow, run.run_id, task_id)
         if row is None:
-            raise PermissionDenied(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+            raise self.row_gone(run.run_id, task_id)
         return row
 
     async def _verify(self, run_id: str, artifact_ids: Sequence[str]) -> None:
@@ -238,7 +264,7 @@ class WorkflowRuns:
     async def record_handoff(self, run_id: str, task_id: str, handoff: Mapping[str, Any]) -> str:
         run = await self.run(run_id)
         contract = self.contract(run, task_id)
-        task = await self._task(run_id, task_id)
+        task = (await self.contract_rows(run))[task_id]
         if task.status == "running":
             # The running attempt keeps the handoff it started with (its budgets included).
             raise InvalidInput(
@@ -263,9 +289,7 @@ class WorkflowRuns:
     async def start_task(self, run_id: str, task_id: str) -> None:
         run = await self.run(run_id)
         self.contract(run, task_id)
-        tasks = await self.tasks(run_id)
-        if task_id not in tasks:
-            raise PermissionDenied(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+        tasks = await self.contract_rows(run)
         handoff = rules.check_start(run, tasks[task_id], tasks)
         await self._verify(run_id, handoff.get("input_artifact_ids", []))
         await self.store.append(
@@ -285,7 +309,7 @@ class WorkflowRuns:
     async def complete_task(self, run_id: str, task_id: str) -> None:
         run = await self.run(run_id)
         contract = self.contract(run, task_id)
-        task = await self._task(run_id, task_id)
+        task = (await self.contract_rows(run))[task_id]
         artifacts = await self.artifact_rows(run_id)
         rules.check_complete(contract, task, artifacts)
         mine = [a.artifact_id for a in artifacts if a.producer.get("task_id") == task_id]
@@ -318,7 +342,8 @@ class WorkflowRuns:
         if not isinstance(workflow, Mapping) or "entries" not in workflow:
             raise InvalidInput("this run has no catalog workflow", reason="RUN_HAS_NO_TASKS")
         entry = pinned_entry(workflow).to_dict()
-        gaps = rules.run_gaps(entry, await self.tasks(run_id), await self.artifact_rows(run_id))
+        tasks = await self.contract_rows(run)
+        gaps = rules.run_gaps(entry, tasks, await self.artifact_rows(run_id))
         status = "partial" if gaps else "completed"
         await self.store.append(
             run_id,
