@@ -82,7 +82,9 @@ class RunControl:
 
     def _service(self) -> WorkflowRuns:
         rt = self.runtime
-        return WorkflowRuns(build=rt.build, store=rt.store, artifacts=rt.artifacts)
+        return WorkflowRuns(
+            build=rt.build, store=rt.store, artifacts=rt.artifacts, redact=rt.redactor.redact
+        )
 
     async def _run(self, run_id: str, who: Principal, *, drive: bool) -> RunRow:
         run = await self.runtime.run(run_id)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +28,7 @@ from charter.ledger.views import ArtifactRow, RunRow, TaskRow
 from charter.project.build import Build
 from charter.project.catalog import TaskContract
 from charter.project.pinning import pin, pinned_entry
-from charter.workflows.handoff import validate_handoff
+from charter.workflows.handoff import OPTIONAL, validate_handoff
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,11 +55,14 @@ class WorkflowRuns:
         store: KernelStore,
         artifacts: ArtifactService | None = None,
         hex_source: Any = secrets.token_hex,
+        redact: Callable[[Any], Any] | None = None,
     ) -> None:
         self.build = build
         self.store = store
         self.artifacts = artifacts
         self._hex = hex_source
+        # the deployment redactor's: a handoff's free text is recorded redacted
+        self.redact = redact
 
     # -- reading -----------------------------------------------------------------------
 
@@ -273,6 +276,10 @@ class WorkflowRuns:
             )
         artifacts = {a.artifact_id: a for a in await self.artifact_rows(run_id)}
         normalised = validate_handoff(handoff, contract, artifacts)
+        if self.redact is not None:  # the client's own text (docs/privacy.md)
+            for name in ("objective", "constraints", *OPTIONAL):
+                if name in normalised:
+                    normalised[name] = self.redact(normalised[name])
         await self._verify(run_id, normalised["input_artifact_ids"])
         handoff_id = new_id("handoff", hex_source=self._hex)
         await self.store.append(
