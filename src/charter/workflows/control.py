@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from charter.errors import PermissionDenied
 from charter.kernel.principals import Principal, PrincipalKind
-from charter.ledger.views import RunRow, TaskRow
+from charter.ledger.views import RunRow
 from charter.workflows.entry import create_catalog_run
 from charter.workflows.service import RunInput, WorkflowRuns
 
@@ -82,7 +82,9 @@ class RunControl:
 
     def _service(self) -> WorkflowRuns:
         rt = self.runtime
-        return WorkflowRuns(build=rt.build, store=rt.store, artifacts=rt.artifacts)
+        return WorkflowRuns(
+            build=rt.build, store=rt.store, artifacts=rt.artifacts, redact=rt.redactor.redact
+        )
 
     async def _run(self, run_id: str, who: Principal, *, drive: bool) -> RunRow:
         run = await self.runtime.run(run_id)
@@ -117,18 +119,16 @@ class RunControl:
     async def tasks(self, run_id: str, *, as_: str | Principal) -> list[dict[str, Any]]:
         """The run's tasks (rows) with their pinned ``contract``, in the catalog's order."""
         run = await self._run(run_id, self.runtime.principal(as_), drive=False)
-        rows = {t.task_id: t for t in await self.runtime.tasks(run_id)}
+        rows = await self._service().contract_rows(run)
         return [
             {**rows[c.id].to_dict(), "contract": c.to_dict()}
             for c in WorkflowRuns.contract_tasks(run)
-            if c.id in rows
         ]
 
     async def task(self, run_id: str, task_id: str, *, as_: str | Principal) -> dict[str, Any]:
         run = await self._run(run_id, self.runtime.principal(as_), drive=False)
         contract = WorkflowRuns.contract(run, task_id)
-        row = await self.runtime.store.read_view(TaskRow, run_id, task_id)
-        assert row is not None  # the pinned contract has it, so the run created it
+        row = await self._service().task_row(run, task_id)
         return {**row.to_dict(), "contract": contract.to_dict()}
 
     async def record_handoff(
