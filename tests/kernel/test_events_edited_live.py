@@ -12,6 +12,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from charter.artifacts.records import Producer, Trust
 from charter.errors import Failure
 from charter.kernel.envelope import CallStatus
 from charter.runtime import open_runtime
@@ -123,3 +124,73 @@ async def test_an_edit_that_changes_nothing_is_verified_and_the_run_goes_on(
         assert env.status is CallStatus.SUCCEEDED, env
         assert rt.store.trust.verifications == before + 1
         assert rt.store.trust.invalid == {}
+
+
+ROWS_DELETED = {
+    "calls": "DELETE FROM calls WHERE run_id = ?",
+    "run_calls": "DELETE FROM run_calls WHERE run_id = ?",
+    "runs": "DELETE FROM runs WHERE run_id = ?",
+}
+
+
+@pytest.mark.parametrize("table", sorted(ROWS_DELETED))
+async def test_rows_deleted_under_another_process_are_noticed(
+    tmp_path: Path, table: str, backend: tuple[str, Edit]
+) -> None:
+    """A run's rows deleted outside Charter while a process that did not write them has
+    verified the run (a second replica): the triggers of migration 14 (13 on PostgreSQL) note
+    the run, so that process verifies it again and refuses it, instead of serving the run
+    without the row or building on it (a call row gone: its resubmission dispatched again)."""
+    project = write_runtime_project(tmp_path / "kv")
+    url, edit = backend
+    async with open_runtime(project, store=url) as writer:
+        runs = await two_runs(writer)
+    async with open_runtime(project, store=url) as rt:  # another process's view
+        assert (await rt.run(runs["damaged"])) is not None  # verified, rows served
+        edit(ROWS_DELETED[table], runs["damaged"])
+        again = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
+        _refused(again, "SNAPSHOT_DIVERGENCE")
+        assert runs_of(project, "kv.get") == 2  # nothing dispatched again
+        other = await rt.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        assert other.status is CallStatus.SUCCEEDED, other
+
+
+async def test_a_deleted_context_row_is_a_context_that_is_gone(
+    tmp_path: Path, backend: tuple[str, Edit]
+) -> None:
+    """A context row deleted under a process that never held it: its calls find no context
+    (denied, nothing dispatched), and the run itself is refused once touched."""
+    project = write_runtime_project(tmp_path / "kv")
+    url, edit = backend
+    async with open_runtime(project, store=url) as writer:
+        runs = await two_runs(writer)
+    async with open_runtime(project, store=url) as rt:
+        assert (await rt.run(runs["damaged"])) is not None
+        edit("DELETE FROM contexts WHERE run_id = ?", runs["damaged"])
+        again = await rt.call(runs["damaged_ctx"], "kv.get", "c9", {"key": "k"}, as_="app")
+        assert again.status is CallStatus.DENIED, again
+        assert runs_of(project, "kv.get") == 2
+        with pytest.raises(Failure) as caught:
+            await rt.resolve_context("app", "all", run_id=runs["damaged"])
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
+        assert "SNAPSHOT_DIVERGENCE" in str(caught.value)
+
+
+async def test_a_deleted_artifact_row_is_noticed_by_a_read(tmp_path: Path) -> None:
+    """SQLite: the next read of the run's rows notices the deletion (it listed no artifact)."""
+    project = write_runtime_project(tmp_path / "kv")
+    db = tmp_path / "store.db"
+    async with open_runtime(project, store=f"sqlite:///{db}") as writer:
+        runs = await two_runs(writer)
+        stored = await writer.artifacts.write_bytes(runs["damaged"], "a.txt", b"a")
+        await writer.artifacts.register(
+            runs["damaged"], stored, type="note", media_type="text/plain",
+            producer=Producer(), trust=Trust.INTERNAL,
+        )  # fmt: skip
+    async with open_runtime(project, store=f"sqlite:///{db}") as rt:
+        assert len(await rt.artifact_rows(runs["damaged"])) == 1
+        _sqlite(db, "DELETE FROM artifacts WHERE run_id = ?", runs["damaged"])
+        with pytest.raises(Failure) as caught:
+            await rt.artifact_rows(runs["damaged"])
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
+        assert "SNAPSHOT_DIVERGENCE" in str(caught.value)

@@ -50,6 +50,12 @@ async def _shape_postgres_calls(conn: Any) -> None:
 # for SQLite, an async one for PostgreSQL) for rewrites SQL cannot express.
 Statement = str | Callable[[Any], Any]
 
+ROW_TABLES = (
+    "run_heads", "runs", "tasks", "artifacts", "contexts", "calls", "approvals", "run_calls",
+    "proposals",
+)  # fmt: skip
+"""The tables holding a run's head and projection rows (each keyed by ``run_id``)."""
+
 SQLITE: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE events (
@@ -199,6 +205,15 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
             INSERT INTO ledger_edits (run_id, seq, op) VALUES (old.run_id, old.seq, 'delete');
         END""",
     ),
+    # A run's rows deleted outside Charter (which never deletes one): a row MAC finds a row
+    # edited, not a row gone, so the same table notes the run of each deleted row, and a
+    # running process verifies the run again before it serves or builds on its rows.
+    tuple(
+        f"""CREATE TRIGGER {table}_row_deleted AFTER DELETE ON {table} BEGIN
+            INSERT INTO ledger_edits (run_id, seq, op) VALUES (old.run_id, NULL, 'delete {table}');
+        END"""
+        for table in ROW_TABLES
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -313,6 +328,19 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
         END $$""",
         """CREATE TRIGGER events_edited AFTER UPDATE OR DELETE ON events
             FOR EACH ROW EXECUTE FUNCTION charter_note_event_edit()""",
+    ),
+    (  # a run's rows deleted outside Charter (the SQLite list's migration 14)
+        """CREATE FUNCTION charter_note_row_delete() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO ledger_edits (run_id, seq, op)
+                VALUES (OLD.run_id, NULL, 'delete ' || TG_TABLE_NAME);
+            RETURN NULL;
+        END $$""",
+        *(
+            f"""CREATE TRIGGER {table}_row_deleted AFTER DELETE ON {table}
+                FOR EACH ROW EXECUTE FUNCTION charter_note_row_delete()"""
+            for table in ROW_TABLES
+        ),
     ),
 )
 

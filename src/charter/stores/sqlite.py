@@ -701,10 +701,12 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         columns = tuple(where)
         sql = query_sql(TABLES[table], columns, "?")
         params = (*where.values(), limit)
-        listing = LISTING_COLUMNS.issuperset(columns)
-        opener = self._opener
+        listing, opener, run = LISTING_COLUMNS.issuperset(columns), self._opener, ""
+        if isinstance(where.get("run_id"), str):  # one run's rows: checked as list_rows does
+            run = where["run_id"]
+            await self.trust.ensure(self, run)
         return await self._read_checked(
-            lambda c: opener.many(table, c.execute(sql, params).fetchall(), listing=listing)
+            lambda c: opener.many(table, c.execute(sql, params).fetchall(), listing=listing), run
         )
 
     async def list_runs(
