@@ -12,7 +12,8 @@ answer, as a broken proxy or a compromised executor would:
   signature removed), ``bad_signature`` (signed with another key), ``schema`` (a signed
   result that breaks the result schema), ``gzip`` (a signed gzip body), ``drop`` (the
   connection closed mid-body), ``late`` (the answer held until ``POST /_control
-  {"release": true}``);
+  {"release": true}``), ``deep_error`` (a signed ``status: failed`` whose error details nest
+  600 levels deep);
 - ``/describe``: ``digest`` (``shop.lookup`` reported with another digest), ``order_digest``
   / ``order_version`` (``shop.order`` reported with another digest / version);
 - ``v2``: everything is served by an app whose ``shop.order`` gained an optional parameter
@@ -66,6 +67,7 @@ AFTER_RUNNING = frozenset(
         "gzip",
         "drop",
         "late",
+        "deep_error",
     }
 )
 
@@ -223,6 +225,14 @@ async def _spoiled(scope: Scope, receive: Any, send: Any, mode: str) -> None:
         )
         await send({"type": "http.response.body", "body": body[:5], "more_body": True})
         raise RuntimeError("the scripted executor drops the connection mid-body")
+    elif mode == "deep_error":
+        details: dict[str, Any] = {}
+        for _ in range(600):
+            details = {"d": details}
+        error = {"code": "internal", "reason": "DEEP", "message": "deep", "details": details}
+        body = json.dumps(
+            {"call_id": json.loads(request)["call_id"], "status": "failed", "error": error}
+        ).encode()
     elif mode == "late":
         STATE["held"] += 1
         try:

@@ -625,6 +625,11 @@ class HttpExecutor:
         reason = error.get("reason")
         message = error.get("message")
         valid_codes = {c.value for c in ErrorCode}
+        details = error.get("details") if isinstance(error.get("details"), dict) else {}
+        try:  # bounded depth: scrubbing details nested hundreds deep would overflow the stack
+            details = ensure_json(details)
+        except Failure:
+            details = {}
         return failure_from(
             code if isinstance(code, str) and code in valid_codes else default_code,
             reason
@@ -633,10 +638,7 @@ class HttpExecutor:
             self._redact(str(message)[:2000], request)
             if isinstance(message, str)
             else "the executor reported a failure",
-            details=scrub_details(
-                error.get("details") if isinstance(error.get("details"), dict) else {},
-                lambda text: self._redact(text, request),
-            ),
+            details=scrub_details(details, lambda text: self._redact(text, request)),
             retryable=bool(error.get("retryable")) and request.contract.read_only,
             call_id=request.context.call_id,
             run_id=request.context.run_id,
