@@ -30,3 +30,25 @@ async def test_a_failure_whose_details_nest_too_deep_is_recorded_without_them(
         "failed",
         "DEEP",
     )
+
+
+async def test_a_write_that_ran_and_returned_no_json_is_unknown_and_never_repeated(
+    rt: Runtime, project: Path, executor: FaultExecutor
+) -> None:
+    """``shop.order`` records its effect, then returns a set: ``charter.remote.app`` must not
+    answer ``status: failed`` (a caller would retry with a new call id and order twice) — the
+    write is ``unknown``, as the table of docs/executors.md says, and the executor's journal
+    answers a duplicate of the key with the same in-doubt answer without running again."""
+    ctx = await rt.resolve_context("app", "shopper")
+    before, effects = executor.executions("shop.order"), executor.effects()
+    env = await approved_call(rt, ctx.context_id, "shop.order", "odd-1", {"item": "odd-result"})
+    assert env.status.value == "unknown", env.error
+    assert env.error is not None
+    assert env.error["reason"] == "EXECUTOR_ERROR"
+    assert "may or may not have happened" in env.error["message"]
+    assert executor.executions("shop.order") == before + 1
+    assert executor.effects() == effects + 1
+    assert [a["outcome"] for a in audit_lines(project, "odd-1")][-1] == "unknown"
+    again = await rt.call(ctx.context_id, "shop.order", "odd-1", {"item": "odd-result"}, as_="app")
+    assert (again.status.value, again.metrics.cached) == ("unknown", True)
+    assert executor.effects() == effects + 1

@@ -501,10 +501,11 @@ class HttpExecutor:
                 self.on_mismatch(endpoint.url)
             return failed(refusal, dispatched=False)
         if status >= 500 or status < 200:
+            doubt = "" if contract.read_only else "; its effect may or may not have happened"
             error = self._err(
                 TransientExternal,
                 request,
-                f"the executor answered HTTP {status} for tool {contract.id}",
+                f"the executor answered HTTP {status} for tool {contract.id}{doubt}",
                 EXECUTOR_ERROR,
                 details={"http_status": status},
                 retryable=contract.read_only,
