@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from charter.executors.http_protocol import answer_signature_matches, response_signature
 from charter.runtime import Runtime
 from tests.executors_http.conftest import FaultExecutor, approved_call, audit_lines
 
@@ -52,3 +53,47 @@ async def test_a_write_that_ran_and_returned_no_json_is_unknown_and_never_repeat
     again = await rt.call(ctx.context_id, "shop.order", "odd-1", {"item": "odd-result"}, as_="app")
     assert (again.status.value, again.metrics.cached) == ("unknown", True)
     assert executor.effects() == effects + 1
+
+
+async def test_a_body_the_executor_refuses_as_too_large_is_failed_not_unknown(
+    rt: Runtime, project: Path, executor: FaultExecutor
+) -> None:
+    """Arguments just under the deployment's 1 MiB make an /execute body over the app's
+    1 MiB: it answers a signed ``413 BODY_TOO_LARGE`` before reading the body, so its
+    signature echoes an empty call id, key and digest (docs/executors.md). That answer is
+    bound to the request by its nonce and is a refusal: ``failed``, nothing ran — not an
+    unverified answer that leaves the write ``unknown``."""
+    ctx = await rt.resolve_context("app", "shopper")
+    before = executor.executions("shop.order")
+    item = "x" * (1024 * 1024 - 64)
+    env = await approved_call(rt, ctx.context_id, "shop.order", "big-args", {"item": item})
+    assert env.status.value == "failed", env.error
+    assert env.error is not None
+    assert (env.error["code"], env.error["reason"]) == ("resource_limit", "BODY_TOO_LARGE")
+    assert executor.executions("shop.order") == before
+    assert [a["outcome"] for a in audit_lines(project, "big-args")][-1] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("status", "believed"), [(413, True), (400, True), (200, False), (500, False)]
+)
+def test_only_a_refusal_may_be_signed_over_empty_fields(status: int, believed: bool) -> None:
+    key, nonce, body = b"k" * 32, "0" * 32, b"{}"
+    empty = response_signature(
+        key,
+        status=status,
+        call_id="",
+        idempotency_key="",
+        contract_digest="",
+        nonce=nonce,
+        body=body,
+    )
+    fields = {"call_id": "c1", "idempotency_key": "k1", "contract_digest": "sha256:" + "a" * 64}
+    assert (
+        answer_signature_matches(key, empty, status=status, nonce=nonce, body=body, **fields)
+        is believed
+    )
+    other = response_signature(
+        key, status=status, nonce="1" * 32, body=body, **fields | {"call_id": ""}
+    )
+    assert not answer_signature_matches(key, other, status=status, nonce=nonce, body=body, **fields)

@@ -79,9 +79,9 @@ from charter.executors.http_protocol import (
     PROTOCOL,
     RESPONSE_SIGNATURE_HEADER,
     StrictJSONError,
+    answer_signature_matches,
     dumps,
     loads_strict,
-    response_signature_matches,
     signed_headers,
 )
 from charter.kernel.executor_port import (
@@ -321,7 +321,7 @@ class HttpExecutor:
                 f"the executor at {endpoint.url} answered describe with HTTP {status}",
                 reason=EXECUTOR_UNREACHABLE,
             )
-        if not response_signature_matches(
+        if not answer_signature_matches(
             endpoint.signing_key,
             answer.signature,
             status=status,
@@ -465,7 +465,7 @@ class HttpExecutor:
         contract = request.contract
         ctx = request.context
         status, payload = answer.status, answer.body
-        if not response_signature_matches(
+        if not answer_signature_matches(
             endpoint.signing_key,
             answer.signature,
             status=status,
