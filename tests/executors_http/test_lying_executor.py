@@ -4,13 +4,21 @@ when its effect happened."""
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 
 import pytest
 
+import charter
+import charter.errors
 from charter.executors.http_protocol import answer_signature_matches, response_signature
 from charter.runtime import Runtime
-from tests.executors_http.conftest import FaultExecutor, approved_call, audit_lines
+from tests.executors_http.conftest import (
+    FaultExecutor,
+    approved_call,
+    audit_lines,
+    write_project,
+)
 
 pytestmark = pytest.mark.anyio
 
@@ -97,3 +105,36 @@ def test_only_a_refusal_may_be_signed_over_empty_fields(status: int, believed: b
         key, status=status, nonce="1" * 32, body=body, **fields | {"call_id": ""}
     )
     assert not answer_signature_matches(key, other, status=status, nonce=nonce, body=body, **fields)
+
+
+async def test_a_binding_sharing_a_url_is_checked_with_its_own_signing_key(
+    tmp_path: Path, executor: FaultExecutor
+) -> None:
+    """Both tools on one URL; ``shop.order``'s binding holds a stale signing key (a rotation
+    done on one binding only). Readiness described the URL once, with ``shop.lookup``'s
+    keys, and called ``shop.order`` ready — so every approved order went out, was refused 401
+    by the executor in a signature Charter could not verify, and ended ``unknown``. Now
+    each binding's keys are checked: ``shop.order`` is not ready and nothing is sent."""
+    project = write_project(
+        tmp_path / "shop", executor.url, executor.credential, executor.signing_key
+    )
+    (project / "secrets" / "signing-old").write_text(secrets.token_hex(24) + "\n")
+    deploy = project / "charter.deploy.yaml"
+    lines = deploy.read_text().splitlines()
+    lines = [
+        line.replace("secrets/signing}", "secrets/signing-old}")
+        if line.startswith("  shop.order:")
+        else line
+        for line in lines
+    ]
+    deploy.write_text("\n".join(lines) + "\n")
+    before = executor.executions("shop.order")
+    async with charter.open(project, store="memory:") as rt:
+        report = {t.tool_id: t for t in (await rt.readiness(fresh=True)).tools}
+        assert report["shop.lookup"].ready
+        assert not report["shop.order"].ready
+        assert report["shop.order"].reason == "EXECUTOR_REFUSED"  # its 401 to our signature
+        with pytest.raises(charter.errors.TransientExternal) as refused:
+            await rt.resolve_context("app", "shopper")
+        assert refused.value.reason == "TOOL_NOT_READY"
+    assert executor.executions("shop.order") == before
