@@ -7,10 +7,12 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
+import anyio
 import pytest
 
 import charter
 import charter.errors
+from charter.executors.http import DESCRIBE_TIMEOUT_S
 from charter.executors.http_protocol import answer_signature_matches, response_signature
 from charter.runtime import Runtime
 from tests.executors_http.conftest import (
@@ -138,3 +140,43 @@ async def test_a_binding_sharing_a_url_is_checked_with_its_own_signing_key(
             await rt.resolve_context("app", "shopper")
         assert refused.value.reason == "TOOL_NOT_READY"
     assert executor.executions("shop.order") == before
+
+
+class _SilentDns:
+    """The resolver seam: the name first resolves to the executor, then DNS goes silent."""
+
+    def __init__(self) -> None:
+        self.silent = False
+
+    async def __call__(self, host: str, port: int) -> list[str]:
+        if self.silent:
+            await anyio.sleep_forever()
+        return ["127.0.0.1"]
+
+
+async def test_a_silent_dns_server_makes_the_tool_not_ready_within_the_describe_timeout(
+    tmp_path: Path, executor: FaultExecutor
+) -> None:
+    """Readiness re-resolves the executor's name before each describe; when DNS stops
+    answering, the describe's 5 s bound covers the resolution too: the tool is not ready
+    (``EXECUTOR_UNREACHABLE``), and a call is refused before its intent, instead of every
+    context resolution and call waiting on the resolver."""
+    url = executor.url.replace("127.0.0.1", "executor.test")
+    project = write_project(tmp_path / "named", url, executor.credential, executor.signing_key)
+    dns = _SilentDns()
+    async with charter.open(project, store="memory:") as rt:
+        rt.kernel.executors["http"].resolver = dns  # type: ignore[attr-defined]
+        ctx = await rt.resolve_context("app", "shopper")
+        dns.silent = True
+        before = executor.executions("shop.lookup")
+        with anyio.fail_after(DESCRIBE_TIMEOUT_S + 3):
+            report = await rt.readiness(fresh=True)
+        state = report.get("shop.lookup")
+        assert state is not None
+        assert (state.ready, state.reason) == (False, "EXECUTOR_UNREACHABLE")
+        assert "executor.test" in (state.message or "")
+        env = await rt.call(ctx.context_id, "shop.lookup", "dns-1", {"item": "pen"}, as_="app")
+        assert env.status.value == "failed"
+        assert env.error is not None
+        assert env.error["reason"] == "TOOL_NOT_READY"
+        assert executor.executions("shop.lookup") == before

@@ -291,9 +291,9 @@ class HttpExecutor:
         """``GET /describe``; raises a :class:`Failure` whose reason says what went wrong."""
         url = endpoint.endpoint("describe")
         headers = self._headers(endpoint, "GET", url, b"")
-        address = await self._address(endpoint, repin=True)
         try:
-            with anyio.fail_after(timeout_s):
+            with anyio.fail_after(timeout_s):  # a silent DNS server too
+                address = await self._address(endpoint, repin=True)
                 answer = await self._send("GET", url, headers, b"", endpoint, _Sent(), address)
         except TimeoutError:
             raise TransientExternal(
