@@ -180,3 +180,56 @@ async def test_a_silent_dns_server_makes_the_tool_not_ready_within_the_describe_
         assert env.error is not None
         assert env.error["reason"] == "TOOL_NOT_READY"
         assert executor.executions("shop.lookup") == before
+
+
+async def test_a_silent_dns_server_bounds_a_downstream_mcp_url_server_too(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An ``executor: mcp`` binding by url whose host name's DNS stops answering: its
+    listing (readiness) fails within the listing timeout, and a call within its deadline —
+    ``failed``, nothing sent — instead of waiting on the resolver."""
+    from charter.contracts.model import ToolContract
+    from charter.contracts.tool_context import Context
+    from charter.executors import mcp
+    from charter.executors.egress import EgressPolicy
+    from charter.kernel.executor_port import ExecutionRequest
+
+    monkeypatch.setattr(mcp, "LIST_TIMEOUT_S", 0.5)
+    contract = ToolContract.model_validate(
+        {
+            "id": "up.lookup",
+            "description": "Look a key up.",
+            "effect": "write",
+            "upstream": {"server": "up", "name": "lookup", "digest": "sha256:" + "0" * 64},
+        }
+    )
+    dns = _SilentDns()
+    dns.silent = True
+    executor = mcp.McpExecutor(
+        servers={"up.lookup": mcp.McpServerSpec(url="http://executor.test:9/mcp")},
+        redact_message=lambda m, r: m,
+        egress=EgressPolicy.parse(["127.0.0.1/32"]),
+        resolver=dns,
+    )
+    try:
+        with anyio.fail_after(5):
+            problems = await executor.readiness([contract])
+        assert getattr(problems["up.lookup"], "reason", None) == "EXECUTOR_UNREACHABLE"
+        with anyio.fail_after(5):
+            outcome = await executor.execute(
+                ExecutionRequest(
+                    contract=contract,
+                    arguments={"key": "k"},
+                    context=Context(
+                        call_id="c1", idempotency_key="k1", context_id="x", run_id="r", tool_id="t"
+                    ),
+                    deadline_s=0.5,
+                )
+            )
+        assert (outcome.status, outcome.dispatched, outcome.reason) == (
+            "failed",
+            False,
+            "EXECUTOR_UNREACHABLE",
+        )
+    finally:
+        await executor.aclose()
