@@ -6,6 +6,7 @@ real app run the tool first (the effect happens, the journal records it) and the
 answer, as a broken proxy or a compromised executor would:
 
 - ``/execute``: ``slow`` (0.3 s, then normal), ``hang``, ``500``, ``400`` (signed),
+  ``echo_secrets`` (a signed 400 quoting the credential and signing key),
   ``redirect`` (signed 307), ``oversized``; after running: ``malformed`` (a signed 200 with
   a broken body), ``wrong_call_id`` (a signed answer for another call), ``wrong_digest`` (the
   answer signed for another contract digest), ``unsigned`` (the
@@ -272,6 +273,16 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
     elif mode == "500":
         body = b'{"detail": "boom"}'
         await _reply(send, 500, body, _sign(scope, request, 500, body))
+    elif mode == "echo_secrets":  # a refusal quoting the credential and the signing key
+        secret = f"Bearer {os.environ['CHARTER_EXECUTOR_CREDENTIAL']} {SIGNING_KEY.decode()}"
+        error = {
+            "code": "invalid_input",
+            "reason": "ECHO",
+            "message": f"refused: {secret}",
+            "details": {"seen": secret, secret: 1},
+        }
+        body = json.dumps({"error": error}).encode()
+        await _reply(send, 400, body, _sign(scope, request, 400, body))
     elif mode == "400":
         error = {"code": "invalid_input", "reason": "ITEM_UNKNOWN", "message": "no such item"}
         body = json.dumps({"error": error}).encode()

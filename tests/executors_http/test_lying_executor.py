@@ -4,6 +4,7 @@ when its effect happened."""
 
 from __future__ import annotations
 
+import json
 import secrets
 from pathlib import Path
 
@@ -233,3 +234,26 @@ async def test_a_silent_dns_server_bounds_a_downstream_mcp_url_server_too(
         )
     finally:
         await executor.aclose()
+
+
+async def test_an_executor_quoting_the_binding_secrets_never_gets_them_recorded(
+    rt: Runtime, project: Path, executor: FaultExecutor
+) -> None:
+    """A refusal whose message and details quote the bearer credential and the signing key:
+    neither reaches the envelope, the audit file or the run's ledger."""
+    ctx = await rt.resolve_context("app", "shopper")
+    executor.mode("echo_secrets")
+    env = await approved_call(rt, ctx.context_id, "shop.order", "echo-1", {"item": "ink"})
+    assert env.status.value == "failed", env.error
+    assert env.error is not None
+    assert env.error["reason"] == "ECHO"
+    assert env.run_id is not None
+    events = [e.data for e in await rt.store.read_stored(env.run_id)]
+    surfaces = {
+        "envelope": json.dumps(env.to_dict()),
+        "audit": (project / "audit.jsonl").read_text(),
+        "ledger": json.dumps(events, default=str),
+    }
+    for where, text in surfaces.items():
+        assert executor.credential not in text, where
+        assert executor.signing_key not in text, where
