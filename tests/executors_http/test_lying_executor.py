@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import secrets
+import time
 from pathlib import Path
 
 import anyio
@@ -257,3 +258,19 @@ async def test_an_executor_quoting_the_binding_secrets_never_gets_them_recorded(
     for where, text in surfaces.items():
         assert executor.credential not in text, where
         assert executor.signing_key not in text, where
+
+
+async def test_a_refused_describe_says_what_the_executor_refused(
+    rt: Runtime, executor: FaultExecutor
+) -> None:
+    """Charter's clock is 20 minutes behind the executor's: every signed request is refused
+    ``401 TIMESTAMP_STALE``. Readiness said only "refused our credentials (HTTP 401)" —
+    sending the operator to rotate keys that are fine; it now quotes the executor's signed
+    reason, saying what it means."""
+    http = rt.kernel.executors["http"]
+    http._clock = lambda: time.time() - 1200  # type: ignore[attr-defined]
+    state = (await rt.readiness(fresh=True)).get("shop.order")
+    assert state is not None
+    assert (state.ready, state.reason) == (False, "EXECUTOR_REFUSED")
+    assert "TIMESTAMP_STALE" in (state.message or "")
+    assert "clocks" in (state.message or "")
