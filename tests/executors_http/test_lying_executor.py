@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import anyio
+import httpx2
 import pytest
 
 import charter
@@ -274,3 +275,44 @@ async def test_a_refused_describe_says_what_the_executor_refused(
     assert (state.ready, state.reason) == (False, "EXECUTOR_REFUSED")
     assert "TIMESTAMP_STALE" in (state.message or "")
     assert "clocks" in (state.message or "")
+
+
+def test_an_executor_reporting_rate_limited_is_not_answered_429(
+    tmp_path: Path, executor: FaultExecutor
+) -> None:
+    """The executor's backend throttles it and it says so: a signed ``status: failed`` /
+    ``RATE_LIMITED``. The call is recorded ``failed`` (the same call id never runs again),
+    so the HTTP API answers it as any failed call — 200 — not 429 with ``Retry-After``,
+    which is for Charter's own limit refusals (``denied``, nothing recorded): a client
+    honouring Retry-After would re-send the same call id forever for the same receipt."""
+    from charter.runtime import open_runtime
+    from charter.server import create_app
+    from tests.server._harness import ThreadServer
+
+    project = write_project(
+        tmp_path / "shop", executor.url, executor.credential, executor.signing_key
+    )
+    executor.mode("rate_limited")
+    key = (project / "secrets" / "app").read_text().strip()
+
+    def opener():  # type: ignore[no-untyped-def]
+        return open_runtime(project, store="sqlite:///.charter/charter.db")
+
+    with (
+        ThreadServer(create_app(opener=opener)) as live,
+        httpx2.Client(
+            base_url=live.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as http,
+    ):
+        ctx = http.post("/v1/contexts", json={"profile": "shopper"}).json()["context_id"]
+        body = {"tool": "shop.lookup", "call_id": "rl-1", "arguments": {"item": "pen"}}
+        for _ in range(2):  # the first answer, then the recorded receipt
+            answer = http.post(f"/v1/contexts/{ctx}/calls", json=body)
+            assert answer.status_code == 200, answer.text
+            assert "retry-after" not in answer.headers
+            envelope = answer.json()
+            assert envelope["status"] == "failed"
+            assert envelope["error"]["reason"] == "RATE_LIMITED"
+        metrics = http.get("/metrics").text
+    assert 'charter_calls_total{status="failed",tool="shop.lookup"}' in metrics
+    assert 'charter_limit_refusals_total{reason="RATE_LIMITED"' not in metrics
