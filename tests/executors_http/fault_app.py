@@ -6,13 +6,16 @@ real app run the tool first (the effect happens, the journal records it) and the
 answer, as a broken proxy or a compromised executor would:
 
 - ``/execute``: ``slow`` (0.3 s, then normal), ``hang``, ``500``, ``400`` (signed),
+  ``echo_secrets`` (a signed 400 quoting the credential and signing key), ``rate_limited``
+  (a signed ``status: failed`` / ``RATE_LIMITED`` with ``retry_after``),
   ``redirect`` (signed 307), ``oversized``; after running: ``malformed`` (a signed 200 with
   a broken body), ``wrong_call_id`` (a signed answer for another call), ``wrong_digest`` (the
   answer signed for another contract digest), ``unsigned`` (the
   signature removed), ``bad_signature`` (signed with another key), ``schema`` (a signed
   result that breaks the result schema), ``gzip`` (a signed gzip body), ``drop`` (the
   connection closed mid-body), ``late`` (the answer held until ``POST /_control
-  {"release": true}``);
+  {"release": true}``), ``deep_error`` (a signed ``status: failed`` whose error details nest
+  600 levels deep);
 - ``/describe``: ``digest`` (``shop.lookup`` reported with another digest), ``order_digest``
   / ``order_version`` (``shop.order`` reported with another digest / version);
 - ``v2``: everything is served by an app whose ``shop.order`` gained an optional parameter
@@ -66,6 +69,7 @@ AFTER_RUNNING = frozenset(
         "gzip",
         "drop",
         "late",
+        "deep_error",
     }
 )
 
@@ -223,6 +227,14 @@ async def _spoiled(scope: Scope, receive: Any, send: Any, mode: str) -> None:
         )
         await send({"type": "http.response.body", "body": body[:5], "more_body": True})
         raise RuntimeError("the scripted executor drops the connection mid-body")
+    elif mode == "deep_error":
+        details: dict[str, Any] = {}
+        for _ in range(600):
+            details = {"d": details}
+        error = {"code": "internal", "reason": "DEEP", "message": "deep", "details": details}
+        body = json.dumps(
+            {"call_id": json.loads(request)["call_id"], "status": "failed", "error": error}
+        ).encode()
     elif mode == "late":
         STATE["held"] += 1
         try:
@@ -262,6 +274,27 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
     elif mode == "500":
         body = b'{"detail": "boom"}'
         await _reply(send, 500, body, _sign(scope, request, 500, body))
+    elif mode == "echo_secrets":  # a refusal quoting the credential and the signing key
+        secret = f"Bearer {os.environ['CHARTER_EXECUTOR_CREDENTIAL']} {SIGNING_KEY.decode()}"
+        error = {
+            "code": "invalid_input",
+            "reason": "ECHO",
+            "message": f"refused: {secret}",
+            "details": {"seen": secret, secret: 1},
+        }
+        body = json.dumps({"error": error}).encode()
+        await _reply(send, 400, body, _sign(scope, request, 400, body))
+    elif mode == "rate_limited":  # the executor's own backend throttles it: a signed failure
+        error = {
+            "code": "transient_external",
+            "reason": "RATE_LIMITED",
+            "message": "the warehouse API is throttling us",
+            "details": {"retry_after": 3600},
+        }
+        body = json.dumps(
+            {"call_id": json.loads(request)["call_id"], "status": "failed", "error": error}
+        ).encode()
+        await _reply(send, 200, body, _sign(scope, request, 200, body))
     elif mode == "400":
         error = {"code": "invalid_input", "reason": "ITEM_UNKNOWN", "message": "no such item"}
         body = json.dumps({"error": error}).encode()

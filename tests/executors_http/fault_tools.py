@@ -48,4 +48,6 @@ def order(item: str, ctx: charter.Context) -> dict[str, Any]:
     with _db() as db:
         db.execute("INSERT INTO effects VALUES (?, ?)", (ctx.idempotency_key, item))
         count = db.execute("SELECT count(*) FROM effects").fetchone()[0]
+    if item == "odd-result":
+        return {"ordered": item, "effects": {count}}  # a set: ran, then a result not JSON
     return {"ordered": item, "effects": count}

@@ -213,6 +213,24 @@ async def test_non_json_result_is_a_contract_violation(
     assert outcome.error.details == {"pointer": pointer}
 
 
+@pytest.mark.parametrize(("effect", "status"), [("write", "unknown"), ("proposal", "unknown")])
+async def test_a_write_that_ran_and_returned_no_json_is_unknown(
+    redact_message: Any, effect: str, status: str
+) -> None:
+    """The tool ran (its effect is done) and returned a set: ``failed`` would invite a retry
+    under a new call id that repeats the effect; like a result that breaks the result
+    schema, it is ``unknown`` for any effect but ``read`` (docs/executors.md)."""
+    ran: list[int] = []
+
+    def odd() -> Any:
+        ran.append(1)
+        return {"ids": {1, 2}}
+
+    outcome = await make(redact_message, odd=odd).execute(request("demo.odd", {}, effect=effect))
+    assert ran == [1]
+    assert (outcome.status, outcome.reason) == (status, "RESULT_NOT_JSON")
+
+
 async def test_unknown_tool_is_refused_before_dispatch(redact_message: Any) -> None:
     outcome = await make(redact_message).execute(request("demo.missing", {}))
     assert (outcome.status, outcome.reason, outcome.dispatched) == (

@@ -100,6 +100,18 @@ async def test_non_json_result(executor: SubprocessExecutor) -> None:
     assert outcome.error.reason == "RESULT_NOT_JSON"
 
 
+async def test_a_write_whose_worker_returned_no_json_is_unknown(
+    executor: SubprocessExecutor,
+) -> None:
+    """The worker ran the tool (its effect is done) and the result is not JSON: ``failed``
+    would invite a retry under a new call id that repeats the effect, so it is ``unknown``
+    for any effect but ``read``."""
+    outcome = await executor.execute(request("demo.not_json", {}, effect="write"))
+    assert (outcome.status, outcome.reason) == ("unknown", "RESULT_NOT_JSON")
+    assert outcome.error is not None
+    assert outcome.error.details == {"pointer": "/ids"}
+
+
 async def test_worker_that_kills_itself_is_unknown_worker_lost(
     executor: SubprocessExecutor, tmp_path: Path
 ) -> None:

@@ -78,6 +78,12 @@ DEFAULT_TTL_S = 5.0
 _REMOTE = frozenset({"http", "mcp"})
 _LOCAL = ("python", "subprocess")
 _CHANGED = frozenset({VERSION_MISMATCH, DIGEST_MISMATCH, TOOL_NOT_DESCRIBED, UPSTREAM_DRIFT})
+_Keyed = tuple[str, bytes, bytes, str | None]
+
+
+def _keyed(endpoint: HttpEndpoint) -> _Keyed:
+    """What one describe checks: the URL and the binding's credential, key and CA."""
+    return (endpoint.url, endpoint.credential, endpoint.signing_key, endpoint.ca)
 
 
 def served_bindings(
@@ -196,12 +202,14 @@ class Readiness:
         )
 
     async def _check(self) -> ReadinessReport:
-        endpoints: dict[str, HttpEndpoint] = {}
+        # one describe per URL and keys: a binding sharing a URL with another but holding
+        # its own credential, signing key or CA is checked with them, not the other's
+        endpoints: dict[_Keyed, HttpEndpoint] = {}
         if self._http is not None:
             for tool_id, binding in self._bindings.items():
                 endpoint = self._http.endpoints.get(tool_id)
                 if binding.executor == "http" and endpoint is not None:
-                    endpoints.setdefault(endpoint.url, endpoint)
+                    endpoints.setdefault(_keyed(endpoint), endpoint)
         described = dict(
             zip(
                 endpoints,
@@ -264,7 +272,7 @@ class Readiness:
         )
 
     def _http_tool(
-        self, tool_id: str, binding: Binding, described: Mapping[str, Described | Failure]
+        self, tool_id: str, binding: Binding, described: Mapping[_Keyed, Described | Failure]
     ) -> ToolReadiness:
         endpoint = self._http.endpoints.get(tool_id) if self._http is not None else None
         if endpoint is None:
@@ -275,7 +283,7 @@ class Readiness:
                 reason=EXECUTOR_MISSING,
                 message="no http executor is configured for this binding",
             )
-        found = described[endpoint.url]
+        found = described[_keyed(endpoint)]
         if isinstance(found, Failure):
             return self._base(
                 tool_id, binding, ready=False, reason=found.reason, message=found.message

@@ -157,8 +157,11 @@ def handle(raw: bytes) -> dict[str, Any]:
         )
     try:
         return {"status": "succeeded", "result": ensure_json(result)}
-    except Failure as exc:
-        return _error(exc.code.value, exc.reason, exc.message, dispatched=True, details=exc.details)
+    except Failure as exc:  # it ran: the parent makes a write's outcome unknown, not failed
+        answer = _error(
+            exc.code.value, exc.reason, exc.message, dispatched=True, details=exc.details
+        )
+        return {**answer, "in_doubt": True}
 
 
 def _plain(details: Any) -> Any:

@@ -46,6 +46,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
 import ssl
 import time
 from collections.abc import Mapping
@@ -74,14 +75,22 @@ from charter.executors.egress import (
     connect_failure,
     system_resolver,
 )
+from charter.executors.http_describe import (
+    DESCRIBE_INVALID,
+    Described,
+    DescribedTool,
+    parse_describe,
+)
 from charter.executors.http_protocol import (
+    AUTH_INVALID,
     NONCE_HEADER,
-    PROTOCOL,
     RESPONSE_SIGNATURE_HEADER,
+    SIGNATURE_INVALID,
+    TIMESTAMP_STALE,
     StrictJSONError,
+    answer_signature_matches,
     dumps,
     loads_strict,
-    response_signature_matches,
     signed_headers,
 )
 from charter.kernel.executor_port import (
@@ -107,7 +116,6 @@ EXECUTOR_CONNECTION_LOST = "EXECUTOR_CONNECTION_LOST"
 EXECUTOR_MALFORMED_RESPONSE = "EXECUTOR_MALFORMED_RESPONSE"
 EXECUTOR_NOT_BOUND = "EXECUTOR_NOT_BOUND"
 CALL_ID_MISMATCH = "CALL_ID_MISMATCH"
-DESCRIBE_INVALID = "DESCRIBE_INVALID"
 RESPONSE_TOO_LARGE = "RESPONSE_TOO_LARGE"
 RESPONSE_UNSIGNED = "RESPONSE_UNSIGNED"
 RESPONSE_SIGNATURE_INVALID = "RESPONSE_SIGNATURE_INVALID"
@@ -145,24 +153,6 @@ class HttpEndpoint:
 
     def endpoint(self, name: str) -> str:
         return self.url.rstrip("/") + "/" + name
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class DescribedTool:
-    id: str
-    version: str
-    contract_digest: str
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Described:
-    """A parsed ``GET /describe`` answer."""
-
-    name: str
-    version: str
-    tools: Mapping[str, DescribedTool]
-    address: str | None = None  # the address it was reached at, now pinned
-    previous_address: str | None = None  # the address pinned before, if it changed
 
 
 class _Sent:
@@ -291,9 +281,9 @@ class HttpExecutor:
         """``GET /describe``; raises a :class:`Failure` whose reason says what went wrong."""
         url = endpoint.endpoint("describe")
         headers = self._headers(endpoint, "GET", url, b"")
-        address = await self._address(endpoint, repin=True)
         try:
-            with anyio.fail_after(timeout_s):
+            with anyio.fail_after(timeout_s):  # a silent DNS server too
+                address = await self._address(endpoint, repin=True)
                 answer = await self._send("GET", url, headers, b"", endpoint, _Sent(), address)
         except TimeoutError:
             raise TransientExternal(
@@ -312,16 +302,19 @@ class HttpExecutor:
             ) from None
         status = answer.status
         if status in (401, 403):
+            said = _signed_refusal(endpoint, answer, headers[NONCE_HEADER])
             raise PermissionDenied(
-                f"the executor at {endpoint.url} refused our credentials (HTTP {status})",
+                f"the executor at {endpoint.url} refused our credentials (HTTP {status})"
+                + (f": {said}" if said else ""),
                 reason=EXECUTOR_REFUSED,
+                details={"executor_reason": said.split(" ", 1)[0]} if said else None,
             )
         if status != 200:
             raise TransientExternal(
                 f"the executor at {endpoint.url} answered describe with HTTP {status}",
                 reason=EXECUTOR_UNREACHABLE,
             )
-        if not response_signature_matches(
+        if not answer_signature_matches(
             endpoint.signing_key,
             answer.signature,
             status=status,
@@ -342,7 +335,7 @@ class HttpExecutor:
                 f"{answer.encoding[:40]!r}",
                 reason=DESCRIBE_INVALID,
             )
-        described = _parse_describe(answer.body, endpoint.url)
+        described = parse_describe(answer.body, endpoint.url)
         previous = self._pins.get(endpoint.url)
         self._pins[endpoint.url] = address
         if previous is not None and previous != address:
@@ -465,7 +458,7 @@ class HttpExecutor:
         contract = request.contract
         ctx = request.context
         status, payload = answer.status, answer.body
-        if not response_signature_matches(
+        if not answer_signature_matches(
             endpoint.signing_key,
             answer.signature,
             status=status,
@@ -501,10 +494,11 @@ class HttpExecutor:
                 self.on_mismatch(endpoint.url)
             return failed(refusal, dispatched=False)
         if status >= 500 or status < 200:
+            doubt = "" if contract.read_only else "; its effect may or may not have happened"
             error = self._err(
                 TransientExternal,
                 request,
-                f"the executor answered HTTP {status} for tool {contract.id}",
+                f"the executor answered HTTP {status} for tool {contract.id}{doubt}",
                 EXECUTOR_ERROR,
                 details={"http_status": status},
                 retryable=contract.read_only,
@@ -625,6 +619,11 @@ class HttpExecutor:
         reason = error.get("reason")
         message = error.get("message")
         valid_codes = {c.value for c in ErrorCode}
+        details = error.get("details") if isinstance(error.get("details"), dict) else {}
+        try:  # bounded depth: scrubbing details nested hundreds deep would overflow the stack
+            details = ensure_json(details)
+        except Failure:
+            details = {}
         return failure_from(
             code if isinstance(code, str) and code in valid_codes else default_code,
             reason
@@ -633,10 +632,7 @@ class HttpExecutor:
             self._redact(str(message)[:2000], request)
             if isinstance(message, str)
             else "the executor reported a failure",
-            details=scrub_details(
-                error.get("details") if isinstance(error.get("details"), dict) else {},
-                lambda text: self._redact(text, request),
-            ),
+            details=scrub_details(details, lambda text: self._redact(text, request)),
             retryable=bool(error.get("retryable")) and request.contract.read_only,
             call_id=request.context.call_id,
             run_id=request.context.run_id,
@@ -761,37 +757,33 @@ class HttpExecutor:
             await response.aclose()
 
 
-def _parse_describe(body: bytes, url: str) -> Described:
-    def invalid(what: str) -> ContractViolation:
-        return ContractViolation(
-            f"the executor at {url} sent an invalid describe document: {what}",
-            reason=DESCRIBE_INVALID,
-        )
+def _signed_refusal(endpoint: HttpEndpoint, answer: _Answer, nonce: str) -> str | None:
+    """The reason of a describe refusal the executor signed (only the upper-case code: its
+    text is not echoed) with what it means, so the operator is told whether the clocks, the
+    signing key (or a proxy that rewrote the path) or the credential is wrong; ``None`` if
+    unsigned or unreadable."""
+    if not answer_signature_matches(
+        endpoint.signing_key,
+        answer.signature,
+        status=answer.status,
+        call_id="",
+        idempotency_key="",
+        contract_digest="",
+        nonce=nonce,
+        body=answer.body,
+    ):
+        return None
+    with contextlib.suppress(StrictJSONError):
+        doc = loads_strict(answer.body)
+        error = doc.get("error") if isinstance(doc, dict) else None
+        reason = error.get("reason") if isinstance(error, dict) else None
+        if isinstance(reason, str) and re.fullmatch(r"[A-Z][A-Z0-9_]{0,63}", reason):
+            return reason + _REFUSAL_HINTS.get(reason, "")
+    return None
 
-    try:
-        doc = loads_strict(body)
-    except StrictJSONError:
-        raise invalid("not JSON") from None
-    if not isinstance(doc, dict):
-        raise invalid("not an object")
-    if doc.get("protocol") != PROTOCOL:
-        raise invalid(f"protocol is not {PROTOCOL}")
-    executor = doc.get("executor")
-    if not isinstance(executor, dict):
-        raise invalid("no executor {name, version}")
-    name, version = executor.get("name"), executor.get("version")
-    if not isinstance(name, str) or not isinstance(version, str):
-        raise invalid("executor name and version must be strings")
-    tools = doc.get("tools")
-    if not isinstance(tools, list):
-        raise invalid("tools must be a list")
-    found: dict[str, DescribedTool] = {}
-    for index, item in enumerate(tools):
-        if not isinstance(item, dict) or not all(
-            isinstance(item.get(k), str) for k in ("id", "version", "contract_digest")
-        ):
-            raise invalid(f"tools[{index}] needs string id, version and contract_digest")
-        found[item["id"]] = DescribedTool(
-            id=item["id"], version=item["version"], contract_digest=item["contract_digest"]
-        )
-    return Described(name=name, version=version, tools=found)
+
+_REFUSAL_HINTS = {
+    TIMESTAMP_STALE: " (the clocks of Charter and the executor differ beyond its tolerance)",
+    SIGNATURE_INVALID: " (another signing key, or a proxy that changed the request's path)",
+    AUTH_INVALID: " (another bearer credential)",
+}

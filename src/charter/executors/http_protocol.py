@@ -26,8 +26,9 @@ response_to_sign)>`` where ``response_to_sign`` is the UTF-8 of::
     CONTRACT_DIGEST "\n" NONCE "\n" sha256hex(body)
 
 ``CALL_ID``, ``IDEMPOTENCY_KEY`` and ``CONTRACT_DIGEST`` are those of the request
-(``tool.contract_digest``), empty for ``/describe``; ``NONCE`` is the request's nonce. The
-client verifies it before reading anything in the answer.
+(``tool.contract_digest``), empty for ``/describe`` and for a refusal of a body the executor
+did not read; ``NONCE`` is the request's nonce. The client verifies it before reading
+anything in the answer.
 """
 
 from __future__ import annotations
@@ -163,6 +164,39 @@ def response_signature_matches(
         body=body,
     )
     return hmac.compare_digest(offered.encode("utf-8", "replace"), expected.encode("ascii"))
+
+
+def answer_signature_matches(
+    key: bytes,
+    offered: str | None,
+    *,
+    status: int,
+    call_id: str,
+    idempotency_key: str,
+    contract_digest: str,
+    nonce: str,
+    body: bytes,
+) -> bool:
+    """The client's check of an answer's signature: over the request's echoed fields — or,
+    for a 4xx only, over empty ones, which an executor echoes when it did not read the body
+    (a 413 before reading it). The nonce binds either to this one request, and a 4xx is
+    answered before anything runs, so such a refusal is believed as one."""
+    fields = [(call_id, idempotency_key, contract_digest)]
+    if 400 <= status < 500 and any(fields[0]):
+        fields.append(("", "", ""))
+    return any(
+        response_signature_matches(
+            key,
+            offered,
+            status=status,
+            call_id=c,
+            idempotency_key=k,
+            contract_digest=d,
+            nonce=nonce,
+            body=body,
+        )
+        for c, k, d in fields
+    )
 
 
 def timestamp_fresh(timestamp: str, now: float, tolerance_s: float) -> bool:

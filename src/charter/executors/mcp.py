@@ -341,15 +341,24 @@ class McpExecutor:
         for session in sessions:
             await session.close()
 
-    async def _session(self, spec: McpServerSpec) -> _Session:
-        """The kept session, or a new one (a url server's address resolved and allowed first:
-        raises ``EGRESS_REFUSED`` / ``EXECUTOR_UNREACHABLE`` before connecting)."""
+    async def _session(self, spec: McpServerSpec, *, within: float) -> _Session:
+        """The kept session, or a new one (a url server's address resolved — within
+        ``within`` seconds — and allowed first: raises ``EGRESS_REFUSED`` /
+        ``EXECUTOR_UNREACHABLE`` before connecting)."""
         key = _session_key(spec)
         session = self._sessions.get(key)
         if session is None or not session.alive or session.loop is not asyncio.get_running_loop():
             address = None
             if spec.url is not None:
-                address = await allowed_address(spec.url, self.egress, self.resolver)
+                try:
+                    with anyio.fail_after(within):  # a DNS server that stopped answering
+                        address = await allowed_address(spec.url, self.egress, self.resolver)
+                except TimeoutError:
+                    raise TransientExternal(
+                        f"the MCP server {spec.label} is unreachable: its host name did not "
+                        f"resolve within {within:g} s",
+                        reason=EXECUTOR_UNREACHABLE,
+                    ) from None
             session = self._sessions[key] = _Session(spec, address)
         return session
 
@@ -383,7 +392,7 @@ class McpExecutor:
 
     async def _listed(self, spec: McpServerSpec) -> list[types.Tool]:
         """The server's tools, listed on its kept session (so readiness starts no process)."""
-        session = await self._session(spec)
+        session = await self._session(spec, within=LIST_TIMEOUT_S)
         reused = session.used
         try:
             with anyio.fail_after(LIST_TIMEOUT_S):
@@ -429,13 +438,14 @@ class McpExecutor:
     ) -> ExecutionOutcome | object:
         contract = request.contract
         sent = False
+        started = anyio.current_time()
         try:
-            session = await self._session(spec)
+            session = await self._session(spec, within=max(timeout, 0.0))
         except Failure as exc:
             return failed(exc, dispatched=False)
         reused = session.used
-        try:
-            with anyio.fail_after(timeout):
+        try:  # (what resolving the name took is part of the deadline)
+            with anyio.fail_after(max(timeout - (anyio.current_time() - started), 0.0)):
                 client = await session.client()
                 drift = compare(contract, await _all_tools(client))
                 if drift is not None:

@@ -50,6 +50,7 @@ from charter.kernel.executor_port import (
     ensure_json,
     failed,
     failure_from,
+    in_doubt,
     scrub_details,
     succeeded,
     unknown,
@@ -319,9 +320,9 @@ class PythonExecutor:
             return failed(self._failure(raised, request))
         try:
             return succeeded(ensure_json(result))
-        except Failure as exc:
+        except Failure as exc:  # it ran: a write's effect is done, never "failed"
             exc.call_id, exc.run_id = ctx.call_id, ctx.run_id
-            return failed(exc)
+            return in_doubt(exc, read_only=request.contract.read_only)
 
     @staticmethod
     def _linger(ended: _ThreadEnd | None, request: ExecutionRequest) -> None:

@@ -25,7 +25,7 @@ import signal
 import subprocess
 import sys
 from collections.abc import Iterable, Mapping
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +48,7 @@ from charter.kernel.executor_port import (
     ensure_json,
     failed,
     failure_from,
+    in_doubt,
     scrub_details,
     unknown,
 )
@@ -283,6 +284,8 @@ class SubprocessExecutor:
                 call_id=ctx.call_id,
                 run_id=ctx.run_id,
             )
+            if response.get("in_doubt") is True:  # it ran, and its result is unacceptable
+                return replace(in_doubt(failure, read_only=request.contract.read_only), log=log)
             return failed(failure, dispatched=bool(response.get("dispatched", True)), log=log)
         except (ValueError, KeyError, TypeError, AttributeError):
             return unknown(

@@ -444,14 +444,18 @@ class _Server:
             return await self._await_recorded(call)
         if claim.state == "done":
             return _recorded(claim)
-        answer = await self._invoke(call)
+        status, answer = await self._invoke(call)
         payload = dumps(answer)
         await anyio.to_thread.run_sync(
             functools.partial(
-                self.journal.finish, call.key, http_status=200, response=payload, now=self.clock()
+                self.journal.finish,
+                call.key,
+                http_status=status,
+                response=payload,
+                now=self.clock(),
             )
         )
-        return Response(payload, media_type="application/json")
+        return Response(payload, status_code=status, media_type="application/json")
 
     async def _await_recorded(self, call: _Call) -> Response:
         """A duplicate of a call still running (or orphaned by a crash): wait, then 503."""
@@ -479,7 +483,10 @@ class _Server:
             )
         )
 
-    async def _invoke(self, call: _Call) -> dict[str, Any]:
+    async def _invoke(self, call: _Call) -> tuple[int, dict[str, Any]]:
+        """Run the tool: ``(200, answer)``, or ``(500, answer)`` when a tool with an effect
+        returned a result that is not JSON data — it ran, so its effect is done, and a
+        ``status: failed`` would invite a retry that repeats it (a 5xx reads as ``unknown``)."""
         tool = call.tool
         bound = functools.partial(tool.function, **call.kwargs)
         # A delegating tool's calls through charter.client name its span as their parent
@@ -491,7 +498,6 @@ class _Server:
                     result = await bound()
                 else:
                     result = await anyio.to_thread.run_sync(bound)
-            return {"call_id": call.call_id, "status": "succeeded", "result": ensure_json(result)}
         except Failure as exc:
             error: dict[str, Any] = {
                 "code": exc.code.value,
@@ -502,9 +508,9 @@ class _Server:
             if exc.details:
                 with contextlib.suppress(Failure):
                     error["details"] = ensure_json(dict(exc.details))
-            return {"call_id": call.call_id, "status": "failed", "error": error}
+            return 200, {"call_id": call.call_id, "status": "failed", "error": error}
         except Exception as exc:
-            return {
+            return 200, {
                 "call_id": call.call_id,
                 "status": "failed",
                 "error": {
@@ -514,6 +520,16 @@ class _Server:
                     f"{str(exc)[:500]}",
                 },
             }
+        try:
+            return 200, {
+                "call_id": call.call_id,
+                "status": "succeeded",
+                "result": ensure_json(result),
+            }
+        except Failure as exc:
+            error = {"code": exc.code.value, "reason": exc.reason, "message": exc.message}
+            status = 200 if tool.contract.read_only else 500
+            return status, {"call_id": call.call_id, "status": "failed", "error": error}
 
 
 class _Call:

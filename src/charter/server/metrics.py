@@ -154,7 +154,7 @@ class ServerMetrics:
     def record_call(
         self, tool: str, status: str, seconds: float, reason: str | None = None
     ) -> None:
-        if reason in LIMIT_REASONS:
+        if reason in LIMIT_REASONS and status == "denied":  # Charter's refusals, not a tool's
             self.limited.labels(reason=reason, tool=tool).inc()
         self.calls.labels(status=status, tool=tool).inc()
         self.call_latency.labels(tool=tool).observe(seconds)

@@ -180,7 +180,10 @@ THROTTLED = frozenset({"RATE_LIMITED", "CONCURRENCY_LIMITED"})
 
 def envelope_json(envelope: Envelope) -> JSONResponse:
     error = envelope.error or {}
-    if error.get("reason") in THROTTLED:  # 429 with Retry-After, the envelope as the body
+    # Charter's own limit refusal (denied, nothing recorded: the same call may come again):
+    # 429 with Retry-After, the envelope as the body. An executor's RATE_LIMITED is a
+    # recorded failure, answered as one.
+    if envelope.status is CallStatus.DENIED and error.get("reason") in THROTTLED:
         retry = error.get("retry_after")
         seconds = max(1, math.ceil(retry)) if isinstance(retry, int | float) else 1
         return JSONResponse(
