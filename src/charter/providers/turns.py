@@ -51,7 +51,12 @@ from charter.ledger.ids import new_id
 from charter.providers.base import ChatMessage
 from charter.providers.events import StreamEvent
 from charter.providers.orchestrator import ChatRequest, Orchestrator, history_from
-from charter.stores.conversations import ConversationEvent, ConversationRecord, ConversationStore
+from charter.stores.conversations import (
+    ConversationDamaged,
+    ConversationEvent,
+    ConversationRecord,
+    ConversationStore,
+)
 
 logger = logging.getLogger("charter.chat")
 COMPLETED = "conversation.completed"
@@ -99,6 +104,18 @@ def _history_text(history: Sequence[ChatMessage], redactor: Redactor) -> str:
     return json.dumps(messages, separators=(",", ":"), ensure_ascii=False)
 
 
+def _stored_history(conv: Conversation, record: ConversationRecord) -> list[ChatMessage]:
+    """The record's message history; ``CONVERSATION_DAMAGED`` (to its owner) when an edit in
+    the store left it unreadable: refused, never half-read or taken as empty."""
+    try:
+        return history_from(json.loads(record.history))
+    except json.JSONDecodeError:
+        what = "its history is not JSON"
+    except ValueError as exc:
+        what = f"its history: {exc}"
+    raise ConversationDamaged(conv.conversation_id, what, tenant=record.tenant, user=record.user)
+
+
 def _parse_at(text: str) -> datetime | None:
     """A stored ``format_at`` timestamp as a datetime (None if it is not one)."""
     try:
@@ -144,10 +161,16 @@ class TurnHub:
 
     async def find(self, conversation_id: str, tenant: str, user: str) -> Conversation:
         """The caller's conversation (from memory, else from the store); anyone else's answers
-        like a missing one."""
+        like a missing one. One whose stored rows are damaged is ``CONVERSATION_DAMAGED`` to
+        its owner."""
         conv = self.conversations.get(conversation_id)
         if conv is None:
-            conv = await self._load(conversation_id)
+            try:
+                conv = await self._load(conversation_id)
+            except ConversationDamaged as exc:
+                if exc.tenant == tenant and exc.user == user:
+                    raise
+                conv = None
         if conv is None or conv.tenant != tenant or conv.user != user:
             raise PermissionDenied("no such conversation", reason="CONVERSATION_NOT_FOUND")
         self.conversations.setdefault(conversation_id, conv)
@@ -175,11 +198,12 @@ class TurnHub:
         Callers read ``tail`` before ``record``: a turn's history is saved before its
         completed event is written, so the record is at least as new as the tail.
         """
+        history = None if record is None else _stored_history(conv, record)
         conv.events = []
         conv.base = tail.sequence if tail is not None else 0
         conv.updated_at = self.clock()
-        if record is not None:
-            conv.history = history_from(json.loads(record.history))
+        if record is not None and history is not None:
+            conv.history = history
             conv.turns = record.turns
             conv.run_id = record.run_id or conv.run_id
             # Idle since the store says, not since this replica read it: the copy in memory
