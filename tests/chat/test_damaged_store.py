@@ -13,6 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
+from charter.client import Client
+from charter.errors import InternalFailure
 from tests.chat.conftest import Live
 
 
@@ -95,6 +97,53 @@ def test_a_damaged_conversation_record_is_named_to_its_owner(
         # the same connection goes on being served
         fine, _ = _conversation(kv, http)
         assert fine != conv_id
+    logged = capfd.readouterr()
+    assert "Traceback" not in logged.err + logged.out
+    assert SECRET_TEXT not in logged.err + logged.out
+
+
+EVENT_EDITS = {  # each on the stored event 3 of 7
+    "not JSON": f"UPDATE conversation_events SET data = '{SECRET_TEXT}'",
+    "no type": "UPDATE conversation_events SET data = '{}'",
+    "deleted": "DELETE FROM conversation_events",
+    "moved": "UPDATE conversation_events SET sequence = 99",  # a gap, and 99 says it is 3
+}
+
+
+@pytest.mark.parametrize("edit", list(EVENT_EDITS))
+def test_a_damaged_stored_event_ends_the_replay_saying_so(
+    kv: Live, edit: str, capfd: pytest.CaptureFixture[str]
+) -> None:
+    """Before: the stream was cut mid-body (an incomplete chunked read, a traceback in the
+    log) and a client resuming with the CLI retried into it again and again; a deleted event
+    was skipped silently (the stored stream is contiguous by design)."""
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        conv_id, events = _conversation(kv, http)
+        with sqlite3.connect(kv.root / ".charter" / "charter.db") as db:
+            where = " WHERE conversation_id = ? AND sequence = 3"
+            db.execute(EVENT_EDITS[edit] + where, (conv_id,))
+        capfd.readouterr()
+        answer = http.get(f"{kv.url}/v1/chat/{conv_id}/events", headers=_auth(kv, "app"))
+        assert answer.status_code == 200
+        assert _events(answer.text)[:-1] == events[:2]  # the events before it, then the error
+        frames = answer.text.strip().split("\n\n")
+        assert frames[-1].splitlines()[0] == "event: error", frames[-1]
+        error = json.loads(frames[-1].splitlines()[1][5:])
+        assert error["reason"] == "CONVERSATION_DAMAGED"
+        assert error["sequence"] == 3
+        assert "event 3" in error["message"]
+        assert SECRET_TEXT not in answer.text
+        # the Python client raises it rather than ending as if the stream were complete
+        with Client(kv.url, kv.keys["app"]) as app, pytest.raises(InternalFailure) as raised:
+            list(app.chat_events(conv_id))
+        assert raised.value.reason == "CONVERSATION_DAMAGED"
+        assert raised.value.details["sequence"] == 3
+        if edit != "moved":  # after the damaged one, the stream is served as ever
+            rest = http.get(
+                f"{kv.url}/v1/chat/{conv_id}/events",
+                headers={**_auth(kv, "app"), "Last-Event-ID": "3"},
+            )
+            assert _events(rest.text) == events[3:]
     logged = capfd.readouterr()
     assert "Traceback" not in logged.err + logged.out
     assert SECRET_TEXT not in logged.err + logged.out

@@ -24,6 +24,7 @@ from charter.errors import (
     FAILURE_BY_CODE,
     ErrorCode,
     Failure,
+    InternalFailure,
     InvalidInput,
     LedgerIntegrityError,
     TimeoutFailure,
@@ -264,7 +265,16 @@ def chat_body(
 
 def chat_event(sse: httpx2.ServerSentEvent) -> dict[str, Any] | None:
     """A chat stream event ``{type, conversationId, sequence, timestamp, data}`` from one SSE
-    frame (``None`` for comments and keep-alives)."""
+    frame (``None`` for comments and keep-alives). An ``error`` frame — the server could not
+    go on (a stored event damaged: ``CONVERSATION_DAMAGED``) — is raised; it has no id of its
+    own, but SSE carries the last id over to it."""
+    if sse.event == "error":
+        data = json.loads(sse.data) if sse.data else {}
+        raise InternalFailure(
+            str(data.get("message", "the chat stream failed")),
+            reason=str(data.get("reason", "INTERNAL")),
+            details={"sequence": data.get("sequence")},
+        )
     if not sse.id or not sse.data:
         return None
     event = json.loads(sse.data)

@@ -129,8 +129,45 @@ def _stored_event(event: StreamEvent) -> ConversationEvent:
     return ConversationEvent(sequence=event.sequence, type=event.type, data=data)
 
 
-def _stream_event(row: ConversationEvent) -> StreamEvent:
-    return StreamEvent.from_dict(json.loads(row.data))
+def _contiguous(conv: Conversation, after: int, row: ConversationEvent) -> None:
+    """The stored sequence numbers are contiguous (a writer never leaves a gap): a row past
+    ``after + 1`` means the events between were deleted — ``CONVERSATION_DAMAGED``, not a
+    stream that skips them."""
+    if row.sequence != after + 1:
+        raise ConversationDamaged(
+            conv.conversation_id,
+            f"its stored event {after + 1} is missing",
+            tenant=conv.tenant,
+            user=conv.user,
+            sequence=after + 1,
+        )
+
+
+def _stream_event(conv: Conversation, row: ConversationEvent) -> StreamEvent:
+    """A stored event as streamed; ``CONVERSATION_DAMAGED`` naming its sequence when an edit
+    in the store left it unreadable or not the event its row is keyed as."""
+    try:
+        doc = json.loads(row.data)
+        event = StreamEvent.from_dict(doc)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        event = None
+    if (
+        event is None
+        or event.sequence != row.sequence
+        or event.type != row.type
+        or event.conversation_id != conv.conversation_id
+        or not isinstance(event.type, str)
+        or not isinstance(event.timestamp, str)
+        or not isinstance(doc.get("data", {}), dict)
+    ):
+        raise ConversationDamaged(
+            conv.conversation_id,
+            f"its stored event {row.sequence} is not the stream event it is keyed as",
+            tenant=conv.tenant,
+            user=conv.user,
+            sequence=row.sequence,
+        )
+    return event
 
 
 class TurnHub:
@@ -532,8 +569,9 @@ class TurnHub:
             for row in rows:
                 if row.sequence > upto:
                     return
+                _contiguous(conv, after, row)
                 after = row.sequence
-                yield _stream_event(row)
+                yield _stream_event(conv, row)
             if len(rows) < _PAGE:
                 return
 
@@ -552,8 +590,9 @@ class TurnHub:
                 conv.conversation_id, after=last, limit=_PAGE
             )
             for row in rows:
+                _contiguous(conv, last, row)
                 last = row.sequence
-                yield _stream_event(row)
+                yield _stream_event(conv, row)
             now = self.clock()
             if rows:
                 quiet_since = now

@@ -5,8 +5,10 @@ server's :class:`~charter.providers.turns.TurnHub`) and streams its events as SS
 ``id: <sequence>``, ``event: <type>``, ``data: {type, conversationId, sequence, timestamp,
 data}``. Every event is stored (redacted) as it is emitted, so a client that drops can
 ``GET /v1/chat/{conversation_id}/events`` with ``Last-Event-ID`` and gets exactly the events
-after that sequence. A turn whose client never comes back is cancelled after the grace window
-(``chat.grace_s``) and still ends with ``conversation.completed``.
+after that sequence (a stored event found damaged ends the stream with an ``error`` frame
+``{reason, sequence, message}``, as the runs' SSE does). A turn whose client never comes
+back is cancelled after the grace window (``chat.grace_s``) and still ends with
+``conversation.completed``.
 
 Conversations belong to the user who started them: another user's or tenant's conversation
 answers ``404``, and another user's conversation id sent to ``POST /v1/chat`` starts a new
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,7 +30,7 @@ from fastapi.responses import StreamingResponse
 from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 from pydantic import BaseModel, ConfigDict, Field
 
-from charter.errors import InvalidInput
+from charter.errors import Failure, InvalidInput
 from charter.kernel.principals import Principal
 from charter.providers.base import Provider
 from charter.providers.config import load_chat_config
@@ -42,6 +45,7 @@ from charter.server.state import ServerState, get_principal, get_state, state_of
 from charter.stores.conversations import ConversationStore
 
 router = APIRouter(tags=["chat"], route_class=JsonRoute)
+logger = logging.getLogger("charter.chat")
 _SSE_SCHEMA = {
     "type": "object",
     "description": "One SSE frame; data is a stream event {type, conversationId, sequence, "
@@ -129,6 +133,13 @@ def _frame(event: StreamEvent) -> bytes:
     return format_sse_event(id=str(event.sequence), event=event.type, data_str=data)
 
 
+def _error_frame(exc: Failure) -> bytes:
+    """The frame that ends a stream which cannot go on (as the runs' SSE does): ``event:
+    error``, no id, ``{reason, sequence, message}``."""
+    data = {"reason": exc.reason, "sequence": exc.details.get("sequence"), "message": exc.message}
+    return format_sse_event(event="error", data_str=json.dumps(data, separators=(",", ":")))
+
+
 async def _stream(
     hub: TurnHub, conv: Conversation, *, after: int, keepalive_s: float
 ) -> AsyncIterator[bytes]:
@@ -143,11 +154,15 @@ async def _stream(
             if not done:
                 yield KEEPALIVE_COMMENT
                 continue
+            finished, next_event = next_event, None
             try:
-                event = next_event.result()
+                event = finished.result()
             except StopAsyncIteration:
                 return
-            next_event = None
+            except Failure as exc:  # a stored event damaged, the store failing: said, not cut
+                logger.warning("chat stream of %s ended: %s", conv.conversation_id, exc)
+                yield _error_frame(exc)
+                return
             yield _frame(event)
     finally:
         if next_event is not None:
