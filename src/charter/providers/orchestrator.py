@@ -64,6 +64,8 @@ TREND_SCOPE = (
     "Trend and runtime analysis is limited to the attached references, an explicit time "
     "range and the diagnostics scope given with the request."
 )
+MAX_MESSAGE_CHARS = 64 * 1024
+"""The longest user message a turn takes (characters), on every surface."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 _LABEL = re.compile(r"[^A-Za-z0-9_.:/@+-]")
 

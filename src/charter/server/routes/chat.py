@@ -35,7 +35,12 @@ from charter.kernel.principals import Principal
 from charter.providers.base import Provider
 from charter.providers.config import load_chat_config
 from charter.providers.events import StreamEvent
-from charter.providers.orchestrator import ChatRequest, ChatSettings, Orchestrator
+from charter.providers.orchestrator import (
+    MAX_MESSAGE_CHARS,
+    ChatRequest,
+    ChatSettings,
+    Orchestrator,
+)
 from charter.providers.turns import Conversation, TurnHub
 from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
@@ -69,7 +74,7 @@ class ChatBody(BaseModel):
     """One user message; ``conversationId`` continues one of your conversations."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    message: str = Field(min_length=1, max_length=64 * 1024)
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     conversation_id: str | None = Field(default=None, alias="conversationId", max_length=128)
     profile: str | None = Field(default=None, max_length=128)
     agent: str | None = Field(default=None, max_length=128)
