@@ -9,10 +9,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from charter.cli.app import app
 from tests.chat.conftest import Live
 from tests.cli.test_first_hour import charter
 
+runner = CliRunner()
 SCRIPT_SECTION = "\nchat:\n  provider: scripted\n  script: {script}\n"
 
 
@@ -93,3 +96,19 @@ def test_local_chat_refuses_the_message_post_v1_chat_refuses(
     listed = charter("runs", "ls", "--json", cwd=demo)
     assert listed.returncode == 0, listed.stderr
     assert json.loads(listed.stdout) == []  # nothing recorded
+
+
+def test_chat_through_a_server_names_the_field_the_server_refused(
+    kv: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: 'the request does not match the API's schema' and nothing more — the problem's
+    ``errors`` (which member, which rule) were dropped by the client."""
+    monkeypatch.setenv("CHARTER_API_KEY", kv.keys["app"])
+    for as_json in (False, True):
+        out = runner.invoke(
+            app, ["chat", "-m", "", "--server", kv.url, *(["--json"] if as_json else [])]
+        )
+        assert out.exit_code == 1, out.output
+        assert "Traceback" not in out.output
+        said = json.loads(out.output)["error"] if as_json else out.output
+        assert "body.message: String should have at least 1 character" in said, said
