@@ -9,10 +9,13 @@ from pathlib import Path
 
 import httpx
 import pytest
+from typer.testing import CliRunner
 
+from charter.cli.app import app
 from tests.chat.conftest import Live
 from tests.cli.test_first_hour import charter
 
+runner = CliRunner()
 SCRIPT_SECTION = "\nchat:\n  provider: scripted\n  script: {script}\n"
 
 
@@ -74,3 +77,38 @@ def test_a_chat_body_repeating_a_member_is_refused_not_last_one_wins(copilot: Li
         ok = http.post(f"{copilot.url}/v1/chat", content='{"message": "hi", "agent": "copilot"}',
                        headers=headers)  # fmt: skip
         assert ok.status_code == 200, ok.text
+
+
+@pytest.mark.parametrize(("message", "has"), [("", "(it has 0)"), ("x" * 70_000, "(it has 70000)")])
+def test_local_chat_refuses_the_message_post_v1_chat_refuses(
+    demo: Path, message: str, has: str
+) -> None:
+    """Before: ``charter chat --as app -m ''`` (and a 70,000-character message) ran a turn
+    locally — a run, a context, a model request — while the server answers 422."""
+    argv = ["chat", "--profile", "reader", "--agent", "assistant", "--as", "app", "-m", message]
+    done = charter(*argv, "--json", cwd=demo)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert "Traceback" not in done.stdout + done.stderr
+    body = json.loads(done.stdout)
+    assert body["reason"] == "REQUEST_INVALID"
+    assert "the message must be 1 to 65536 characters long" in body["error"]
+    assert has in body["error"]
+    listed = charter("runs", "ls", "--json", cwd=demo)
+    assert listed.returncode == 0, listed.stderr
+    assert json.loads(listed.stdout) == []  # nothing recorded
+
+
+def test_chat_through_a_server_names_the_field_the_server_refused(
+    kv: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Before: 'the request does not match the API's schema' and nothing more — the problem's
+    ``errors`` (which member, which rule) were dropped by the client."""
+    monkeypatch.setenv("CHARTER_API_KEY", kv.keys["app"])
+    for as_json in (False, True):
+        out = runner.invoke(
+            app, ["chat", "-m", "", "--server", kv.url, *(["--json"] if as_json else [])]
+        )
+        assert out.exit_code == 1, out.output
+        assert "Traceback" not in out.output
+        said = json.loads(out.output)["error"] if as_json else out.output
+        assert "body.message: String should have at least 1 character" in said, said

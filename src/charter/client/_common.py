@@ -24,6 +24,7 @@ from charter.errors import (
     FAILURE_BY_CODE,
     ErrorCode,
     Failure,
+    InternalFailure,
     InvalidInput,
     LedgerIntegrityError,
     TimeoutFailure,
@@ -95,15 +96,30 @@ def failure_from(response: httpx2.Response) -> Failure:
             cls = FAILURE_BY_CODE[ErrorCode(body["code"])]
         except ValueError:
             cls = FAILURE_BY_CODE[ErrorCode.INTERNAL]
+        errors = body.get("errors")
+        where = _locations(errors) if isinstance(errors, list) else ""
         return cls(
-            str(body.get("detail", "")),
+            str(body.get("detail", "")) + (f" ({where})" if where else ""),
             reason=str(body.get("reason") or cls.default_reason),
             retryable=bool(body.get("retryable", False)),
+            details={"errors": errors} if where else None,
         )
     status = response.status_code
     if status >= 500:
         return TransientExternal(f"the server answered {status}", reason=f"HTTP_{status}")
     return InvalidInput(f"the server answered {status}", reason=f"HTTP_{status}")
+
+
+def _locations(errors: list[Any]) -> str:
+    """Where a ``REQUEST_INVALID`` problem found its mismatches, and what each is (the server
+    names locations and the rule broken, never the offending value): ``body.message: String
+    should have at least 1 character``."""
+    parts = []
+    for error in errors[:5]:
+        if isinstance(error, Mapping) and isinstance(error.get("loc"), list):
+            loc = ".".join(str(part) for part in error["loc"])
+            parts.append(f"{loc}: {error.get('msg', '')}".rstrip(": "))
+    return "; ".join(parts)
 
 
 def check(response: httpx2.Response) -> Any:
@@ -264,7 +280,16 @@ def chat_body(
 
 def chat_event(sse: httpx2.ServerSentEvent) -> dict[str, Any] | None:
     """A chat stream event ``{type, conversationId, sequence, timestamp, data}`` from one SSE
-    frame (``None`` for comments and keep-alives)."""
+    frame (``None`` for comments and keep-alives). An ``error`` frame — the server could not
+    go on (a stored event damaged: ``CONVERSATION_DAMAGED``) — is raised; it has no id of its
+    own, but SSE carries the last id over to it."""
+    if sse.event == "error":
+        data = json.loads(sse.data) if sse.data else {}
+        raise InternalFailure(
+            str(data.get("message", "the chat stream failed")),
+            reason=str(data.get("reason", "INTERNAL")),
+            details={"sequence": data.get("sequence")},
+        )
     if not sse.id or not sse.data:
         return None
     event = json.loads(sse.data)

@@ -64,6 +64,8 @@ TREND_SCOPE = (
     "Trend and runtime analysis is limited to the attached references, an explicit time "
     "range and the diagnostics scope given with the request."
 )
+MAX_MESSAGE_CHARS = 64 * 1024
+"""The longest user message a turn takes (characters), on every surface."""
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.:-]")
 _LABEL = re.compile(r"[^A-Za-z0-9_.:/@+-]")
 
@@ -545,15 +547,40 @@ class KernelInvoker:
         )
 
 
-def history_from(messages: Sequence[Mapping[str, Any]]) -> list[ChatMessage]:
-    """Rebuild ChatMessages from their stored dict form."""
-    return [
-        ChatMessage(
-            role=m["role"],
-            text=m.get("text", ""),
-            tool_calls=tuple(ToolCallRecord(**c) for c in m.get("tool_calls", ())),
-            tool_call_id=m.get("tool_call_id"),
-            tool_name=m.get("tool_name"),
+_ROLES = frozenset({"user", "assistant", "tool"})
+_CALL_FIELDS = frozenset({"call_id", "name", "arguments"})
+
+
+def history_from(messages: Any) -> list[ChatMessage]:
+    """Rebuild ChatMessages from their stored dict form. ``ValueError`` says which message is
+    not one (its position and what is wrong, never its text): a history edited in the store
+    is refused, not half-read."""
+    if not isinstance(messages, list):
+        raise ValueError("the history is not a list of messages")
+    out = []
+    for index, m in enumerate(messages):
+        if not isinstance(m, dict) or m.get("role") not in _ROLES:
+            raise ValueError(f"message {index} has no role user, assistant or tool")
+        calls = m.get("tool_calls", [])
+        if (
+            not isinstance(m.get("text", ""), str)
+            or not all(isinstance(m.get(k), str | None) for k in ("tool_call_id", "tool_name"))
+            or not isinstance(calls, list)
+            or not all(
+                isinstance(c, dict)
+                and set(c) == _CALL_FIELDS
+                and all(isinstance(v, str) for v in c.values())
+                for c in calls
+            )
+        ):
+            raise ValueError(f"message {index} is not a chat message")
+        out.append(
+            ChatMessage(
+                role=m["role"],
+                text=m.get("text", ""),
+                tool_calls=tuple(ToolCallRecord(**c) for c in calls),
+                tool_call_id=m.get("tool_call_id"),
+                tool_name=m.get("tool_name"),
+            )
         )
-        for m in messages
-    ]
+    return out

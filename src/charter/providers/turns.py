@@ -44,14 +44,24 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from charter import telemetry
-from charter.errors import Failure, PermissionDenied, StoreConflict
+from charter.errors import Failure, InvalidInput, PermissionDenied, StoreConflict
 from charter.kernel.redaction import Redactor
 from charter.ledger.events import decode, format_at
 from charter.ledger.ids import new_id
 from charter.providers.base import ChatMessage
 from charter.providers.events import StreamEvent
-from charter.providers.orchestrator import ChatRequest, Orchestrator, history_from
-from charter.stores.conversations import ConversationEvent, ConversationRecord, ConversationStore
+from charter.providers.orchestrator import (
+    MAX_MESSAGE_CHARS,
+    ChatRequest,
+    Orchestrator,
+    history_from,
+)
+from charter.stores.conversations import (
+    ConversationDamaged,
+    ConversationEvent,
+    ConversationRecord,
+    ConversationStore,
+)
 
 logger = logging.getLogger("charter.chat")
 COMPLETED = "conversation.completed"
@@ -99,6 +109,18 @@ def _history_text(history: Sequence[ChatMessage], redactor: Redactor) -> str:
     return json.dumps(messages, separators=(",", ":"), ensure_ascii=False)
 
 
+def _stored_history(conv: Conversation, record: ConversationRecord) -> list[ChatMessage]:
+    """The record's message history; ``CONVERSATION_DAMAGED`` (to its owner) when an edit in
+    the store left it unreadable: refused, never half-read or taken as empty."""
+    try:
+        return history_from(json.loads(record.history))
+    except json.JSONDecodeError:
+        what = "its history is not JSON"
+    except ValueError as exc:
+        what = f"its history: {exc}"
+    raise ConversationDamaged(conv.conversation_id, what, tenant=record.tenant, user=record.user)
+
+
 def _parse_at(text: str) -> datetime | None:
     """A stored ``format_at`` timestamp as a datetime (None if it is not one)."""
     try:
@@ -112,8 +134,45 @@ def _stored_event(event: StreamEvent) -> ConversationEvent:
     return ConversationEvent(sequence=event.sequence, type=event.type, data=data)
 
 
-def _stream_event(row: ConversationEvent) -> StreamEvent:
-    return StreamEvent.from_dict(json.loads(row.data))
+def _contiguous(conv: Conversation, after: int, row: ConversationEvent) -> None:
+    """The stored sequence numbers are contiguous (a writer never leaves a gap): a row past
+    ``after + 1`` means the events between were deleted — ``CONVERSATION_DAMAGED``, not a
+    stream that skips them."""
+    if row.sequence != after + 1:
+        raise ConversationDamaged(
+            conv.conversation_id,
+            f"its stored event {after + 1} is missing",
+            tenant=conv.tenant,
+            user=conv.user,
+            sequence=after + 1,
+        )
+
+
+def _stream_event(conv: Conversation, row: ConversationEvent) -> StreamEvent:
+    """A stored event as streamed; ``CONVERSATION_DAMAGED`` naming its sequence when an edit
+    in the store left it unreadable or not the event its row is keyed as."""
+    try:
+        doc = json.loads(row.data)
+        event = StreamEvent.from_dict(doc)
+    except (ValueError, TypeError, KeyError, AttributeError):
+        event = None
+    if (
+        event is None
+        or event.sequence != row.sequence
+        or event.type != row.type
+        or event.conversation_id != conv.conversation_id
+        or not isinstance(event.type, str)
+        or not isinstance(event.timestamp, str)
+        or not isinstance(doc.get("data", {}), dict)
+    ):
+        raise ConversationDamaged(
+            conv.conversation_id,
+            f"its stored event {row.sequence} is not the stream event it is keyed as",
+            tenant=conv.tenant,
+            user=conv.user,
+            sequence=row.sequence,
+        )
+    return event
 
 
 class TurnHub:
@@ -144,10 +203,16 @@ class TurnHub:
 
     async def find(self, conversation_id: str, tenant: str, user: str) -> Conversation:
         """The caller's conversation (from memory, else from the store); anyone else's answers
-        like a missing one."""
+        like a missing one. One whose stored rows are damaged is ``CONVERSATION_DAMAGED`` to
+        its owner."""
         conv = self.conversations.get(conversation_id)
         if conv is None:
-            conv = await self._load(conversation_id)
+            try:
+                conv = await self._load(conversation_id)
+            except ConversationDamaged as exc:
+                if exc.tenant == tenant and exc.user == user:
+                    raise
+                conv = None
         if conv is None or conv.tenant != tenant or conv.user != user:
             raise PermissionDenied("no such conversation", reason="CONVERSATION_NOT_FOUND")
         self.conversations.setdefault(conversation_id, conv)
@@ -175,11 +240,12 @@ class TurnHub:
         Callers read ``tail`` before ``record``: a turn's history is saved before its
         completed event is written, so the record is at least as new as the tail.
         """
+        history = None if record is None else _stored_history(conv, record)
         conv.events = []
         conv.base = tail.sequence if tail is not None else 0
         conv.updated_at = self.clock()
-        if record is not None:
-            conv.history = history_from(json.loads(record.history))
+        if record is not None and history is not None:
+            conv.history = history
             conv.turns = record.turns
             conv.run_id = record.run_id or conv.run_id
             # Idle since the store says, not since this replica read it: the copy in memory
@@ -261,7 +327,16 @@ class TurnHub:
     # -- running turns --------------------------------------------------------------------
 
     async def start(self, request: ChatRequest) -> Conversation:
-        """Start a turn; another user's (or an unknown) conversation id starts a new one."""
+        """Start a turn; another user's (or an unknown) conversation id starts a new one. A
+        message that is empty or longer than ``MAX_MESSAGE_CHARS`` is refused before anything
+        is recorded, as ``POST /v1/chat`` refuses it."""
+        if not 1 <= len(request.message) <= MAX_MESSAGE_CHARS:
+            raise InvalidInput(
+                f"the message must be 1 to {MAX_MESSAGE_CHARS} characters long "
+                f"(it has {len(request.message)})",
+                reason="REQUEST_INVALID",
+                details={"field": "message"},
+            )
         principal = request.principal
         conv = await self._resume(request) if request.conversation_id else None
         if conv is None:
@@ -508,8 +583,9 @@ class TurnHub:
             for row in rows:
                 if row.sequence > upto:
                     return
+                _contiguous(conv, after, row)
                 after = row.sequence
-                yield _stream_event(row)
+                yield _stream_event(conv, row)
             if len(rows) < _PAGE:
                 return
 
@@ -528,8 +604,9 @@ class TurnHub:
                 conv.conversation_id, after=last, limit=_PAGE
             )
             for row in rows:
+                _contiguous(conv, last, row)
                 last = row.sequence
-                yield _stream_event(row)
+                yield _stream_event(conv, row)
             now = self.clock()
             if rows:
                 quiet_since = now

@@ -25,9 +25,37 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
-from charter.errors import StoreConflict
+from charter.errors import InternalFailure, StoreConflict
 
 SEQUENCE_CONFLICT = "CONVERSATION_SEQUENCE_CONFLICT"
+
+
+class ConversationDamaged(InternalFailure):
+    """A stored conversation row cannot be read back (edited or damaged in the database):
+    ``internal`` / ``CONVERSATION_DAMAGED``, naming what is wrong, never the text found.
+    ``tenant`` and ``user`` are its owner as the row names them (None: not known), so the
+    damage is told to the owner only; anyone else is answered as for a missing one."""
+
+    default_reason = "CONVERSATION_DAMAGED"
+
+    def __init__(
+        self,
+        conversation_id: str,
+        what: str,
+        *,
+        tenant: str | None = None,
+        user: str | None = None,
+        sequence: int | None = None,
+    ) -> None:
+        super().__init__(
+            f"the stored conversation {conversation_id} is damaged ({what}); "
+            "it cannot be continued or replayed",
+            reason="CONVERSATION_DAMAGED",
+            details={"conversation_id": conversation_id, "sequence": sequence},
+        )
+        self.tenant = tenant
+        self.user = user
+        self.sequence = sequence
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -212,12 +240,16 @@ def load_sql(p: str) -> str:
 
 def as_record(row: Sequence[object]) -> ConversationRecord:
     cid, tenant, user, run_id, turns, updated_at, history, watched_at, open_since = row
+    if not isinstance(turns, int) or turns < 0:  # SQLite keeps any value an edit wrote
+        raise ConversationDamaged(
+            str(cid), "its turn count is not a number", tenant=str(tenant), user=str(user)
+        )
     return ConversationRecord(
         conversation_id=str(cid),
         tenant=str(tenant),
         user=str(user),
         run_id=None if run_id is None else str(run_id),
-        turns=int(turns),  # type: ignore[call-overload]
+        turns=turns,
         updated_at=str(updated_at),
         history=str(history),
         watched_at=None if watched_at is None else str(watched_at),

@@ -5,8 +5,10 @@ server's :class:`~charter.providers.turns.TurnHub`) and streams its events as SS
 ``id: <sequence>``, ``event: <type>``, ``data: {type, conversationId, sequence, timestamp,
 data}``. Every event is stored (redacted) as it is emitted, so a client that drops can
 ``GET /v1/chat/{conversation_id}/events`` with ``Last-Event-ID`` and gets exactly the events
-after that sequence. A turn whose client never comes back is cancelled after the grace window
-(``chat.grace_s``) and still ends with ``conversation.completed``.
+after that sequence (a stored event found damaged ends the stream with an ``error`` frame
+``{reason, sequence, message}``, as the runs' SSE does). A turn whose client never comes
+back is cancelled after the grace window (``chat.grace_s``) and still ends with
+``conversation.completed``.
 
 Conversations belong to the user who started them: another user's or tenant's conversation
 answers ``404``, and another user's conversation id sent to ``POST /v1/chat`` starts a new
@@ -18,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from typing import Annotated, Any
@@ -27,12 +30,17 @@ from fastapi.responses import StreamingResponse
 from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 from pydantic import BaseModel, ConfigDict, Field
 
-from charter.errors import InvalidInput
+from charter.errors import Failure, InvalidInput
 from charter.kernel.principals import Principal
 from charter.providers.base import Provider
 from charter.providers.config import load_chat_config
 from charter.providers.events import StreamEvent
-from charter.providers.orchestrator import ChatRequest, ChatSettings, Orchestrator
+from charter.providers.orchestrator import (
+    MAX_MESSAGE_CHARS,
+    ChatRequest,
+    ChatSettings,
+    Orchestrator,
+)
 from charter.providers.turns import Conversation, TurnHub
 from charter.server.intake import JsonRoute
 from charter.server.problems import problem_responses
@@ -42,6 +50,7 @@ from charter.server.state import ServerState, get_principal, get_state, state_of
 from charter.stores.conversations import ConversationStore
 
 router = APIRouter(tags=["chat"], route_class=JsonRoute)
+logger = logging.getLogger("charter.chat")
 _SSE_SCHEMA = {
     "type": "object",
     "description": "One SSE frame; data is a stream event {type, conversationId, sequence, "
@@ -65,7 +74,7 @@ class ChatBody(BaseModel):
     """One user message; ``conversationId`` continues one of your conversations."""
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
-    message: str = Field(min_length=1, max_length=64 * 1024)
+    message: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     conversation_id: str | None = Field(default=None, alias="conversationId", max_length=128)
     profile: str | None = Field(default=None, max_length=128)
     agent: str | None = Field(default=None, max_length=128)
@@ -129,6 +138,13 @@ def _frame(event: StreamEvent) -> bytes:
     return format_sse_event(id=str(event.sequence), event=event.type, data_str=data)
 
 
+def _error_frame(exc: Failure) -> bytes:
+    """The frame that ends a stream which cannot go on (as the runs' SSE does): ``event:
+    error``, no id, ``{reason, sequence, message}``."""
+    data = {"reason": exc.reason, "sequence": exc.details.get("sequence"), "message": exc.message}
+    return format_sse_event(event="error", data_str=json.dumps(data, separators=(",", ":")))
+
+
 async def _stream(
     hub: TurnHub, conv: Conversation, *, after: int, keepalive_s: float
 ) -> AsyncIterator[bytes]:
@@ -143,11 +159,15 @@ async def _stream(
             if not done:
                 yield KEEPALIVE_COMMENT
                 continue
+            finished, next_event = next_event, None
             try:
-                event = next_event.result()
+                event = finished.result()
             except StopAsyncIteration:
                 return
-            next_event = None
+            except Failure as exc:  # a stored event damaged, the store failing: said, not cut
+                logger.warning("chat stream of %s ended: %s", conv.conversation_id, exc)
+                yield _error_frame(exc)
+                return
             yield _frame(event)
     finally:
         if next_event is not None:
