@@ -244,15 +244,17 @@ def decision(
 
 
 def sse_event(sse: httpx2.ServerSentEvent) -> dict[str, Any] | None:
-    """A ledger event from one SSE frame (``None`` for frames that are not events)."""
+    """A ledger event from one SSE frame (``None`` for frames that are not events). The
+    ``error`` frame is looked at first: SSE carries the last event id over to a frame that
+    names none, so an error after events has an id too."""
+    if sse.event == "error":
+        data = json.loads(sse.data) if sse.data else {}
+        raise LedgerIntegrityError(
+            str(data.get("message", "the event stream failed")),
+            reason=str(data.get("reason", "LEDGER_INTEGRITY")),
+            seq=data.get("seq"),
+        )
     if not sse.id or not sse.data:
-        if sse.event == "error":
-            data = json.loads(sse.data) if sse.data else {}
-            raise LedgerIntegrityError(
-                str(data.get("message", "the event stream failed")),
-                reason=str(data.get("reason", "LEDGER_INTEGRITY")),
-                seq=data.get("seq"),
-            )
         return None
     event = json.loads(sse.data)
     return event if isinstance(event, dict) else None
