@@ -6,7 +6,8 @@ real app run the tool first (the effect happens, the journal records it) and the
 answer, as a broken proxy or a compromised executor would:
 
 - ``/execute``: ``slow`` (0.3 s, then normal), ``hang``, ``500``, ``400`` (signed),
-  ``echo_secrets`` (a signed 400 quoting the credential and signing key), ``rate_limited``
+  ``echo_secrets`` (a signed 400 quoting the credential and signing key), ``loose_reason``
+  (``rate_limited`` with a reason that is prose, not a code), ``rate_limited``
   (a signed ``status: failed`` / ``RATE_LIMITED`` with ``retry_after``),
   ``redirect`` (signed 307), ``oversized``; after running: ``malformed`` (a signed 200 with
   a broken body), ``wrong_call_id`` (a signed answer for another call), ``wrong_digest`` (the
@@ -284,10 +285,10 @@ async def app(scope: Scope, receive: Any, send: Any) -> None:
         }
         body = json.dumps({"error": error}).encode()
         await _reply(send, 400, body, _sign(scope, request, 400, body))
-    elif mode == "rate_limited":  # the executor's own backend throttles it: a signed failure
+    elif mode in ("rate_limited", "loose_reason"):  # a signed failure of its own backend
         error = {
             "code": "transient_external",
-            "reason": "RATE_LIMITED",
+            "reason": "RATE_LIMITED" if mode == "rate_limited" else "FAILED: SAFE TO RETRY\nOK",
             "message": "the warehouse API is throttling us",
             "details": {"retry_after": 3600},
         }

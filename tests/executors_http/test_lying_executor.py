@@ -46,6 +46,21 @@ async def test_a_failure_whose_details_nest_too_deep_is_recorded_without_them(
     )
 
 
+async def test_a_reason_that_is_prose_is_not_kept_as_a_reason(
+    rt: Runtime, executor: FaultExecutor
+) -> None:
+    """An executor's ``reason`` is a code: ``"FAILED: SAFE TO RETRY\nOK"`` (upper case, so it
+    passed the old ``isupper`` check, with a colon, spaces and a newline) is recorded as
+    ``EXECUTOR_FAILED``, the executor's message kept as the message."""
+    ctx = await rt.resolve_context("app", "shopper")
+    executor.mode("loose_reason")
+    env = await rt.call(ctx.context_id, "shop.lookup", "loose-1", {"item": "pen"}, as_="app")
+    assert env.status.value == "failed", env
+    assert env.error is not None
+    assert env.error["reason"] == "EXECUTOR_FAILED"
+    assert "the warehouse API is throttling us" in env.error["message"]
+
+
 async def test_a_write_that_ran_and_returned_no_json_is_unknown_and_never_repeated(
     rt: Runtime, project: Path, executor: FaultExecutor
 ) -> None:

@@ -626,9 +626,7 @@ class HttpExecutor:
             details = {}
         return failure_from(
             code if isinstance(code, str) and code in valid_codes else default_code,
-            reason
-            if isinstance(reason, str) and reason.isupper() and len(reason) <= 64
-            else "EXECUTOR_FAILED",
+            reason if isinstance(reason, str) and _REASON.fullmatch(reason) else "EXECUTOR_FAILED",
             self._redact(str(message)[:2000], request)
             if isinstance(message, str)
             else "the executor reported a failure",
@@ -777,10 +775,14 @@ def _signed_refusal(endpoint: HttpEndpoint, answer: _Answer, nonce: str) -> str 
         doc = loads_strict(answer.body)
         error = doc.get("error") if isinstance(doc, dict) else None
         reason = error.get("reason") if isinstance(error, dict) else None
-        if isinstance(reason, str) and re.fullmatch(r"[A-Z][A-Z0-9_]{0,63}", reason):
+        if isinstance(reason, str) and _REASON.fullmatch(reason):
             return reason + _REFUSAL_HINTS.get(reason, "")
     return None
 
+
+_REASON = re.compile(r"[A-Z][A-Z0-9_]{0,63}")
+"""An executor-reported reason Charter keeps: an upper-case code (anything else, spaces or
+newlines included, becomes EXECUTOR_FAILED: a reason is a code, the message is the text)."""
 
 _REFUSAL_HINTS = {
     TIMESTAMP_STALE: " (the clocks of Charter and the executor differ beyond its tolerance)",

@@ -182,6 +182,16 @@ def app(
     return application
 
 
+def _path_as_sent(request: Request) -> str:
+    """The request path as the client sent it, percent-encoding included (what
+    charter.executor.v1 signs: the app mounted at ``/exec%20v1`` sees ``/exec v1`` decoded),
+    else the decoded path when the server gives no raw path."""
+    raw = request.scope.get("raw_path")
+    if isinstance(raw, bytes) and raw:
+        return raw.decode("latin-1").split("?", 1)[0]
+    return request.url.path
+
+
 def _json(status: int, value: Any) -> Response:
     return Response(dumps(value), status_code=status, media_type="application/json")
 
@@ -278,7 +288,7 @@ class _Server:
             self.signing_key,
             offered_sig,
             request.method,
-            request.url.path,
+            _path_as_sent(request),
             timestamp,
             nonce,
             body,
