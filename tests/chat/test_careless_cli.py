@@ -112,3 +112,16 @@ def test_chat_through_a_server_names_the_field_the_server_refused(
         assert "Traceback" not in out.output
         said = json.loads(out.output)["error"] if as_json else out.output
         assert "body.message: String should have at least 1 character" in said, said
+
+
+def test_chat_through_a_server_names_why_the_turn_failed(
+    kv: Live, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An unknown agent over ``--server``: the stream's ``conversation.error`` carries the
+    reason, and the remote CLI says it, as the local one does (it printed only the fixed
+    message that hides the details)."""
+    monkeypatch.setenv("CHARTER_API_KEY", kv.keys["app"])
+    out = runner.invoke(app, ["chat", "-m", "hi", "--agent", "nope", "--server", kv.url])
+    assert out.exit_code == 1, out.output
+    assert "Traceback" not in out.output
+    assert "the turn failed (AGENT_UNKNOWN)" in out.output, out.output

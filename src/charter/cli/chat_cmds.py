@@ -93,8 +93,8 @@ def render(event: dict[str, Any], *, local: bool = False) -> None:
         )
     elif kind == "conversation.error":
         reason = data.get("reason")
-        if local and reason:
-            hint = HINTS.get(reason, "")
+        if reason:  # the hints name local files and commands: only for a local turn
+            hint = HINTS.get(reason, "") if local else ""
             err_console.print(
                 f"[bold red]error:[/] the turn failed ({_v(reason)}){': ' + hint if hint else ''}",
                 highlight=False,

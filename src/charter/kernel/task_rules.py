@@ -34,10 +34,20 @@ def check_start(run: RunRow, task: TaskRow, tasks: Mapping[str, TaskRow]) -> Map
         raise InvalidInput(f"task {tid} is {task.status}", reason="ILLEGAL_TRANSITION")
     waiting = [d for d in task.depends_on if tasks[d].status != "completed"]
     if waiting:
+        statuses = {d: tasks[d].status for d in waiting}
+        ended = [d for d in waiting if statuses[d] in ("skipped", "cancelled")]
+        said = ", ".join(f"{d} ({statuses[d]})" for d in waiting)
+        message = f"task {tid} waits for {said}"
+        if ended:  # a skipped or cancelled task never completes: say so, not just "waits"
+            message = (
+                f"task {tid} cannot start: its dependency "
+                + ", ".join(f"{d} was {statuses[d]}" for d in ended)
+                + " and will never complete"
+            )
         raise InvalidInput(
-            f"task {tid} waits for {', '.join(waiting)}",
+            message,
             reason="TASK_DEPENDENCIES_OPEN",
-            details={"waiting": waiting},
+            details={"waiting": waiting, "statuses": statuses},
         )
     # Resuming from input_required starts a new attempt: it needs a handoff recorded for
     # that attempt, never the one the interrupted attempt started with.
