@@ -25,6 +25,8 @@ from charter.client import Client as CharterClient
 from charter.ledger.chain import LedgerKey
 from charter.runtime import open_runtime
 from charter.stores.factory import open_store
+from charter.stores.flags import ROWLESS_GATE_SQL
+from charter.stores.sqlite_listing import rowless_runs
 from charter.testing.scenarios import record_sample_run
 from tests.console._console import signed_in
 from tests.console.conftest import console_app
@@ -169,3 +171,26 @@ async def test_mcp_resources_with_a_damaged_run(tmp_path: Path) -> None:
         uris = {str(r.uri) for r in (await client.list_resources()).resources}
         assert f"charter://runs/{kept.run_id}/artifacts/{kept_id}" in uris
         assert not any(damaged.run_id in u for u in uris)
+
+
+def test_the_rowless_scan_runs_only_when_a_run_row_may_be_missing(tmp_path: Path) -> None:
+    """The anti-join over every head is gated: off for a healthy store; on when the counts
+    differ, even with the triggers that note deletions dropped."""
+    db = tmp_path / "store.db"
+    key = LedgerKey.derive_id(bytes.fromhex(KEY_HEX))
+
+    async def record() -> None:
+        async with open_store(f"sqlite:///{db}", key=key) as store:
+            await record_sample_run(store, "kept")
+            await record_sample_run(store, "rowless")
+
+    anyio.run(record)
+    conn = sqlite3.connect(db, isolation_level=None)
+    try:
+        assert conn.execute(ROWLESS_GATE_SQL).fetchone()[0] == 0
+        conn.execute("DROP TRIGGER runs_row_deleted")
+        conn.execute("DELETE FROM runs WHERE run_id = 'rowless'")
+        assert conn.execute(ROWLESS_GATE_SQL).fetchone()[0] == 1
+        assert [s.run["run_id"] for s in rowless_runs(conn, None)] == ["rowless"]
+    finally:
+        conn.close()

@@ -56,6 +56,7 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     FLAG_COLUMNS,
+    ROWLESS_GATE_SQL,
     ROWLESS_SQL,
     SELECT_FLAGS,
     UPSERT_FINDING,
@@ -589,8 +590,12 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                     params,
                 )
                 rows = await cur.fetchall()
-                cur = await conn.execute(ROWLESS_SQL)
-                rowless = rowless_summaries(await cur.fetchall(), tenant)
+                rowless = []
+                cur = await conn.execute(ROWLESS_GATE_SQL)
+                gate = await cur.fetchone()
+                if gate is not None and gate[0]:
+                    cur = await conn.execute(ROWLESS_SQL)
+                    rowless = rowless_summaries(await cur.fetchall(), tenant)
         return (rowless + [self._summary(got) for got in rows])[:limit]
 
     def _summary(self, got: Sequence[Any]) -> RunSummary:

@@ -72,13 +72,11 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     FLAG_COLUMNS,
-    ROWLESS_SQL,
     SELECT_FLAGS,
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
     flag_problem,
     listed_count,
-    rowless_summaries,
 )
 from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
@@ -104,7 +102,7 @@ from charter.stores.sqlite_errors import (
     translate_sqlite_error,
     write_transaction,
 )
-from charter.stores.sqlite_listing import stored_table, text_bytes
+from charter.stores.sqlite_listing import rowless_runs, stored_table, text_bytes
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -726,8 +724,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 params,
             )
             listed = [self._summary(got) for got in cur]
-            rowless = rowless_summaries(conn.execute(ROWLESS_SQL).fetchall(), tenant)
-            return (rowless + listed)[:limit]
+            return (rowless_runs(conn, tenant) + listed)[:limit]
 
         return await self._read(go)
 

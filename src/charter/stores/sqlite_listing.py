@@ -1,4 +1,5 @@
-"""A run's stored projection rows as bytes, in listing order (verification's read of them).
+"""A run's stored projection rows as bytes, in listing order (verification's read of them),
+and the runs a listing shows as damaged because their run row is gone.
 
 :func:`stored_rows` gives what ``SELECT data … ORDER BY`` :func:`~charter.stores._sql.list_sql`
 gives, at about half the cost for a large table: SQLite sorts a query's whole result through a
@@ -13,8 +14,10 @@ import sqlite3
 from operator import itemgetter
 from typing import Any
 
+from charter.ledger.ports import RunSummary
 from charter.ledger.rows import TableSpec
 from charter.stores._sql import list_sql
+from charter.stores.flags import ROWLESS_GATE_SQL, ROWLESS_SQL, rowless_summaries
 
 
 def stored_rows(conn: sqlite3.Connection, spec: TableSpec, run_id: str) -> list[bytes]:
@@ -68,3 +71,12 @@ def text_bytes(value: object) -> bytes:
     if isinstance(value, bytes):
         return value
     return str(value).encode()
+
+
+def rowless_runs(conn: sqlite3.Connection, tenant: str | None) -> list[RunSummary]:
+    """The runs a listing must show as damaged because their run row is gone
+    (:data:`~charter.stores.flags.ROWLESS_SQL`), looked for only when the gate says one may
+    be."""
+    if not conn.execute(ROWLESS_GATE_SQL).fetchone()[0]:
+        return []
+    return rowless_summaries(conn.execute(ROWLESS_SQL).fetchall(), tenant)
