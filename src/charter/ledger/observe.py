@@ -101,8 +101,8 @@ async def observe_report(
             refused.append({"run_id": run_id, "reason": damage_reason(exc)})
             continue
         for at, key in seen:
-            observed += key is None
-            if key is None:
+            if key is None:  # the call itself
+                observed += 1
                 continue
             row = found.get(key)
             if row is None:
