@@ -11,9 +11,11 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import httpx2
 import pytest
 
 from tests.cli.test_first_hour import CHARTER, charter
+from tests.server._harness import spawn_serve
 
 
 def _overwrite_table_root(db: Path, table: str) -> None:
@@ -79,3 +81,33 @@ def test_a_damaged_database_file_is_named_on_every_command(damaged: Path) -> Non
     last = served.stderr.strip().splitlines()[-1]
     assert last.startswith("error: internal (STORE_CORRUPT)"), served.stderr
     assert db in last
+
+
+def test_a_file_damaged_under_a_live_server_is_named_and_stops_its_writes(
+    tmp_path: Path,
+) -> None:
+    """The page cache of a running ``charter serve`` may hide the damage from reads; the
+    first write that meets it stops the store (fail-stop) and says the file is damaged, and
+    so do every later write and ``/readyz`` — not a bare ``STORE_FAILED`` "DatabaseError"."""
+    assert charter("init", "demo", cwd=tmp_path).returncode == 0
+    demo = tmp_path / "demo"
+    db = demo / ".charter" / "charter.db"
+    key = (demo / ".charter" / "secrets" / "app.key").read_text().strip()
+    auth = {"Authorization": f"Bearer {key}"}
+    body = {"profile": "reader"}
+    with spawn_serve(demo, "sqlite:///.charter/charter.db") as url:
+        assert httpx2.post(f"{url}/v1/contexts", json=body, headers=auth).status_code == 201
+        _overwrite_table_root(db, "contexts")
+        for _ in range(2):  # the write that meets the damage, then one refused by fail-stop
+            answer = httpx2.post(f"{url}/v1/contexts", json=body, headers=auth)
+            assert answer.status_code == 500, answer.text
+            problem = answer.json()
+            assert problem["reason"] == "STORE_CORRUPT", problem
+            assert str(db) in problem["detail"]
+            assert "PRAGMA integrity_check" in problem["detail"]
+        ready = httpx2.get(f"{url}/readyz")
+        assert ready.status_code == 503
+        (store,) = [c for c in ready.json()["checks"] if c["name"] == "store"]
+        assert store["reason"] == "STORE_CORRUPT", store
+    log = next(demo.glob("serve-*.log")).read_text()
+    assert "Traceback" not in log

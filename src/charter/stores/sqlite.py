@@ -96,9 +96,11 @@ from charter.stores.sqlite_batch import (
 from charter.stores.sqlite_conversations import SQLiteConversations
 from charter.stores.sqlite_edits import edits_first
 from charter.stores.sqlite_errors import (
+    is_corruption,
     is_storage_failure,
     is_undecodable,
     lenient_text,
+    stopped_writing,
     translate_sqlite_error,
     write_transaction,
 )
@@ -171,6 +173,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         self._closed = False
         self.failure: str | None = None
         """Why the store stopped accepting writes (fail-stop), or None."""
+        self.failure_reason = "STORE_FAILED"  # STORE_CORRUPT: the file itself is damaged
         self.trust = LedgerTrust(key)
         self._background: set[asyncio.Task[None]] = set()
         """What this process verified of each run, and the runs it refuses."""
@@ -396,6 +399,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         cause = f"{type(exc).__name__}: {exc}"
         if self.failure is None:
             self.failure = cause
+            self.failure_reason = "STORE_CORRUPT" if is_corruption(exc) else "STORE_FAILED"
             logger.critical(
                 "SQLite store %s stopped accepting writes after a storage error (%s); "
                 "reopen the store (restart the process) once the disk is healthy",
@@ -412,11 +416,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         return self._refusal()
 
     def _refusal(self) -> StoreError:
-        return StoreError(
-            f"the store stopped accepting writes after a storage error ({self.failure}); "
-            "nothing was written. Restart once the disk is healthy.",
-            reason="STORE_FAILED",
-        )
+        return stopped_writing(str(self.path), self.failure or "", self.failure_reason)
 
     # -- run-time trust ------------------------------------------------------------------
 

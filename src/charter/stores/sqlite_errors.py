@@ -34,15 +34,8 @@ def translate_sqlite_error(
     if isinstance(exc, sqlite3.IntegrityError):
         return StoreConflict(f"sqlite: uniqueness or integrity rule violated ({name})")
     primary = code & 0xFF if isinstance(code, int) else None
-    if primary in (11, 26):  # SQLITE_CORRUPT, SQLITE_NOTADB met after opening
-        file = path or "FILE"
-        named = f"{path} " if path else ""
-        return StoreError(
-            f"sqlite: the database file {named}is damaged ({exc}); stop the processes "
-            f"that use it, check it with sqlite3 {file} 'PRAGMA integrity_check' and restore "
-            "it from a backup (runs exported with charter runs export verify on their own)",
-            reason="STORE_CORRUPT",
-        )
+    if primary in _CORRUPTION:  # met after opening
+        return StoreError(f"sqlite: {_damaged(path, str(exc))}", reason="STORE_CORRUPT")
     if primary == 10:  # SQLITE_IOERR on a read: the disk failed under it
         return StoreError(
             f"sqlite: the storage failed while reading the database ({exc}); check the disk",
@@ -51,6 +44,40 @@ def translate_sqlite_error(
     if isinstance(exc, sqlite3.OperationalError) and "locked" in str(exc).lower():
         return StoreError("sqlite: the database is locked", reason="STORE_BUSY", retryable=True)
     return StoreError(f"sqlite: {name}: {exc}")
+
+
+_CORRUPTION = frozenset({11, 26})  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def _damaged(path: str | None, cause: str) -> str:
+    file = path or "FILE"
+    named = f"{path} " if path else ""
+    return (
+        f"the database file {named}is damaged ({cause}); stop the processes that use it, "
+        f"check it with sqlite3 {file} 'PRAGMA integrity_check' and restore it from a backup "
+        "(runs exported with charter runs export verify on their own)"
+    )
+
+
+def is_corruption(exc: BaseException) -> bool:
+    """Whether ``exc`` is SQLite finding the database file damaged (not a failing disk)."""
+    code = getattr(exc, "sqlite_errorcode", None)
+    return isinstance(exc, sqlite3.Error) and isinstance(code, int) and code & 0xFF in _CORRUPTION
+
+
+def stopped_writing(path: str, failure: str, reason: str) -> StoreError:
+    """The answer to every write after fail-stop: ``STORE_CORRUPT`` naming the file and
+    what to do when a write found the file damaged, else ``STORE_FAILED``."""
+    if reason == "STORE_CORRUPT":
+        return StoreError(
+            f"the store stopped accepting writes: {_damaged(path, failure)}; nothing was written",
+            reason="STORE_CORRUPT",
+        )
+    return StoreError(
+        f"the store stopped accepting writes after a storage error ({failure}); "
+        "nothing was written. Restart once the disk is healthy.",
+        reason="STORE_FAILED",
+    )
 
 
 # Primary result codes that mean the storage itself failed (a write or fsync returned an

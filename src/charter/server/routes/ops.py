@@ -40,7 +40,8 @@ async def _store_check(state: ServerState) -> dict[str, Any]:
     stopped writing after a storage error (fail-stop: only a restart clears that)."""
     failure = getattr(state.runtime.store, "failure", None)
     if failure is not None:
-        return {"name": "store", "ok": False, "reason": "STORE_FAILED", "message": failure}
+        reason = getattr(state.runtime.store, "failure_reason", "STORE_FAILED")
+        return {"name": "store", "ok": False, "reason": reason, "message": failure}
     try:
         recorded, known = await state.runtime.store.schema_versions()
     except CharterError as exc:
