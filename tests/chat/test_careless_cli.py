@@ -125,3 +125,35 @@ def test_chat_through_a_server_names_why_the_turn_failed(
     assert out.exit_code == 1, out.output
     assert "Traceback" not in out.output
     assert "the turn failed (AGENT_UNKNOWN)" in out.output, out.output
+
+
+@pytest.mark.parametrize(
+    ("body", "field", "says"),
+    [
+        ('{"message": "hi", "agent": "copilot", "timeRange": {"from": "\\ud800"}}',
+         "timeRange.from", "lone surrogate"),
+        ('{"message": "hi", "agent": "copilot", "timeRange": {"\\udfff": "x"}}',
+         "timeRange", "lone surrogate"),
+        ('{"message": "hi", "agent": "copilot", "timeRange": {"from": "' + "x" * 100_000 + '"}}',
+         "timeRange.from", "is 100000 characters long (at most 256)"),
+        ('{"message": "hi", "agent": "copilot", "timeRange": {'
+         + ", ".join(f'"k{i}": "v"' for i in range(9)) + "}}",
+         "timeRange", "has 9 entries (at most 8)"),
+    ],
+)  # fmt: skip
+def test_a_chat_time_range_no_store_can_hold_is_refused_before_anything_runs(
+    copilot: Live, body: str, field: str, says: str
+) -> None:
+    """Before: ``timeRange`` was any mapping — a lone surrogate or 100,000 characters went
+    into the turn's model request and its stored events."""
+    headers = {"Authorization": f"Bearer {copilot.keys['app']}", "Content-Type": "application/json"}
+    with httpx.Client(trust_env=False, timeout=30) as http:
+        runs = http.get(f"{copilot.url}/v1/runs", headers=headers).json()
+        answer = http.post(f"{copilot.url}/v1/chat", content=body, headers=headers)
+        assert answer.status_code == 422, answer.text[:500]
+        problem = answer.json()
+        assert problem["reason"] == "REQUEST_INVALID"
+        assert problem["detail"].startswith(f"{field} ")
+        assert says in problem["detail"]
+        assert len(answer.content) < 2000  # the value is not echoed
+        assert http.get(f"{copilot.url}/v1/runs", headers=headers).json() == runs

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from charter.contracts.preview import arguments_record, preview
-from charter.errors import Failure
+from charter.errors import Failure, InvalidInput
 from charter.kernel.acceptance import model_text
 from charter.kernel.contexts import ResolvedContext, schema_digest
 from charter.kernel.envelope import CallStatus, Envelope
@@ -93,6 +93,44 @@ class ChatRequest:
     run_id: str | None = None
     history: Sequence[ChatMessage] = ()
     turn_id: str = "t1"
+
+
+MAX_TIME_RANGE_ENTRIES = 8
+MAX_SCOPE_CHARS = 256  # a time range's names (64) and values, the diagnostics scope
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_request(request: ChatRequest) -> None:
+    """Refuse a turn's request whose text no store or model request can hold: a message
+    outside 1..``MAX_MESSAGE_CHARS`` characters, a time range of more than
+    ``MAX_TIME_RANGE_ENTRIES`` entries or longer names or values, text with a lone
+    surrogate. ``REQUEST_INVALID`` naming the field, before anything is recorded."""
+
+    def refuse(field: str, why: str) -> InvalidInput:
+        return InvalidInput(f"{field} {why}", reason="REQUEST_INVALID", details={"field": field})
+
+    if not 1 <= len(request.message) <= MAX_MESSAGE_CHARS:
+        raise InvalidInput(
+            f"the message must be 1 to {MAX_MESSAGE_CHARS} characters long "
+            f"(it has {len(request.message)})",
+            reason="REQUEST_INVALID",
+            details={"field": "message"},
+        )
+    texts: list[tuple[str, str, int]] = [("message", request.message, MAX_MESSAGE_CHARS)]
+    if request.diagnostics_scope is not None:
+        texts.append(("diagnosticsScope", request.diagnostics_scope, MAX_SCOPE_CHARS))
+    span = request.time_range or {}
+    if len(span) > MAX_TIME_RANGE_ENTRIES:
+        raise refuse("timeRange", f"has {len(span)} entries (at most {MAX_TIME_RANGE_ENTRIES})")
+    for name, value in span.items():
+        if not isinstance(name, str) or not isinstance(value, str):
+            raise refuse("timeRange", "must map names to strings")
+        texts += [("timeRange", name, 64), (f"timeRange.{name[:64]}", value, MAX_SCOPE_CHARS)]
+    for field, text, limit in texts:
+        if len(text) > limit:
+            raise refuse(field, f"is {len(text)} characters long (at most {limit})")
+        if _SURROGATE.search(text):
+            raise refuse(field, "contains a lone surrogate (not valid Unicode)")
 
 
 def clamp(text: str, limit: int) -> tuple[str, bool]:

@@ -44,16 +44,16 @@ from datetime import datetime, timedelta
 from typing import Any
 
 from charter import telemetry
-from charter.errors import Failure, InvalidInput, PermissionDenied, StoreConflict
+from charter.errors import Failure, PermissionDenied, StoreConflict
 from charter.kernel.redaction import Redactor
 from charter.ledger.events import decode, format_at
 from charter.ledger.ids import new_id
 from charter.providers.base import ChatMessage
 from charter.providers.events import StreamEvent
 from charter.providers.orchestrator import (
-    MAX_MESSAGE_CHARS,
     ChatRequest,
     Orchestrator,
+    check_request,
     history_from,
 )
 from charter.stores.conversations import (
@@ -329,14 +329,9 @@ class TurnHub:
     async def start(self, request: ChatRequest) -> Conversation:
         """Start a turn; another user's (or an unknown) conversation id starts a new one. A
         message that is empty or longer than ``MAX_MESSAGE_CHARS`` is refused before anything
-        is recorded, as ``POST /v1/chat`` refuses it."""
-        if not 1 <= len(request.message) <= MAX_MESSAGE_CHARS:
-            raise InvalidInput(
-                f"the message must be 1 to {MAX_MESSAGE_CHARS} characters long "
-                f"(it has {len(request.message)})",
-                reason="REQUEST_INVALID",
-                details={"field": "message"},
-            )
+        is recorded, as ``POST /v1/chat`` refuses it; so is a time range or diagnostics
+        scope out of bounds, or text with a lone surrogate (:func:`check_request`)."""
+        check_request(request)
         principal = request.principal
         conv = await self._resume(request) if request.conversation_id else None
         if conv is None:
