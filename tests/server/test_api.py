@@ -148,6 +148,29 @@ def test_call_statuses_map_to_http_statuses(server: ThreadServer, project: Proje
         assert row["state"] == "succeeded"
 
 
+def test_a_call_is_found_by_its_id_alone(server: ThreadServer, project: Project) -> None:
+    """``GET /v1/calls/{id}`` (DESIGN's path): the call of that id in the caller's tenant; an
+    id two contexts share is 409 naming both, another tenant's call is 404."""
+    with raw(server, project.keys["app"]) as http, raw(server, project.keys["gapp"]) as other:
+        first, second = (http.post("/v1/contexts", json={"profile": "all"}).json() for _ in "ab")
+        body = {"tool": "kv.echo", "call_id": "only-here", "arguments": {"payload": {}}}
+        assert http.post(f"/v1/contexts/{first['context_id']}/calls", json=body).is_success
+        row = http.get("/v1/calls/only-here")
+        assert row.status_code == 200, row.text
+        assert (row.json()["context_id"], row.json()["state"]) == (first["context_id"], "succeeded")
+        assert row.json() == http.get(f"/v1/calls/{first['context_id']}/only-here").json()
+        assert other.get("/v1/calls/only-here").json()["reason"] == "CALL_NOT_FOUND"
+        assert http.get("/v1/calls/never-made").status_code == 404
+        for ctx in (first, second):
+            body = {"tool": "kv.echo", "call_id": "twice", "arguments": {"payload": {}}}
+            assert http.post(f"/v1/contexts/{ctx['context_id']}/calls", json=body).is_success
+        both = http.get("/v1/calls/twice")
+        assert both.status_code == 409, both.text
+        assert both.json()["reason"] == "CALL_ID_AMBIGUOUS"
+        assert first["context_id"] in both.json()["detail"]
+        assert second["context_id"] in both.json()["detail"]
+
+
 @pytest.mark.parametrize(
     "body",
     [

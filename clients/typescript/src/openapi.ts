@@ -228,6 +228,14 @@ export interface operations {
       [key: string]: unknown;
     };
   };
+  "GET /v1/calls/{call_id}": {
+    path: { call_id: string };
+    query: {};
+    body: never;
+    response: {
+      [key: string]: unknown;
+    };
+  };
   "GET /v1/calls/{context_id}/{call_id}": {
     path: { context_id: string; call_id: string };
     query: {};

@@ -1,4 +1,5 @@
-"""``POST /v1/contexts/{id}/calls`` and ``GET /v1/calls/{context_id}/{call_id}``.
+"""``POST /v1/contexts/{id}/calls``, ``GET /v1/calls/{context_id}/{call_id}`` and
+``GET /v1/calls/{call_id}``.
 
 A call answers with the v2 envelope; the HTTP status follows the call's status (table in
 docs/server.md). Every outcome the kernel *recorded after dispatch* — succeeded, failed,
@@ -190,6 +191,32 @@ def envelope_json(envelope: Envelope) -> JSONResponse:
             envelope.to_dict(), status_code=429, headers={"Retry-After": str(seconds)}
         )
     return JSONResponse(envelope.to_dict(), status_code=HTTP_STATUS.get(envelope.status, 200))
+
+
+@router.get(
+    "/calls/{call_id}",
+    responses=problem_responses(401, 404, 409),
+    summary="A call by its id alone, when one context of your tenant has it",
+)
+async def get_call_by_id(
+    call_id: str,
+    principal: Annotated[Principal, Depends(get_principal)],
+    state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    """``GET /v1/calls/{call_id}``: the call with that id in the caller's tenant. A call id
+    is unique within a context, so the same id in two contexts is ``409
+    CALL_ID_AMBIGUOUS`` naming them (ask ``/v1/calls/{context_id}/{call_id}``)."""
+    rows = await state.runtime.calls(tenant=principal.tenant, call_id=call_id, limit=10)
+    contexts = sorted({row.context_id for row in rows})
+    if not contexts:
+        raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
+    if len(contexts) > 1:
+        raise InvalidInput(
+            f"contexts {', '.join(contexts)} each have a call with this id: ask for "
+            "/v1/calls/{context_id}/{call_id} with one of them",
+            reason="CALL_ID_AMBIGUOUS",
+        )
+    return await get_call(contexts[0], call_id, principal, state)
 
 
 @router.get(
