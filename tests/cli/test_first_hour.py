@@ -330,3 +330,24 @@ def test_verifying_an_export_outside_the_project_never_creates_keys(demo: Path) 
                              capture_output=True, text=True, env=env, check=False)  # fmt: skip
     assert refused.returncode == 1
     assert "LEDGER_MAC_INVALID" in refused.stderr
+
+
+def test_calls_show_finds_a_call_by_its_id_alone(demo: Path) -> None:
+    """``charter calls show ID`` needed ``--context``; it finds the call by its id now, and
+    names the contexts when several have that id."""
+    search = ["call", "notes.search", "--profile", "reader", "--as", "app", "--args", "{}"]
+    made = charter(*search, "--call-id", "find-me", "--json", cwd=demo)
+    assert made.returncode == 0, made.stdout + made.stderr
+    shown = charter("calls", "show", "find-me", "--json", cwd=demo)
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    row = json.loads(shown.stdout)
+    assert (row["call_id"], row["state"]) == ("find-me", "succeeded")
+    missing = charter("calls", "show", "never-made", "--json", cwd=demo)
+    assert missing.returncode == 1
+    assert json.loads(missing.stdout)["reason"] == "CALL_NOT_FOUND"
+    assert charter(*search, "--call-id", "find-me", cwd=demo).returncode == 0  # a new context
+    twice = charter("calls", "show", "find-me", cwd=demo)
+    assert twice.returncode == 1
+    assert "CALL_ID_AMBIGUOUS" in twice.stderr
+    assert row["context_id"] in twice.stderr
+    assert "--context" in twice.stderr

@@ -74,6 +74,9 @@ def test_call_approve_and_resubmit_over_the_api(
         ).stdout
     )
     assert shown["state"] == "succeeded"
+    by_id = charter(["calls", "show", "r1", "--json"], app, server, tmp_path)
+    assert by_id.returncode == 0, by_id.stdout + by_id.stderr
+    assert json.loads(by_id.stdout) == shown  # GET /v1/calls/{call_id}
 
 
 def test_missing_api_key_is_a_clear_error(server: ThreadServer, tmp_path: Path) -> None:

@@ -32,7 +32,7 @@ from charter.cli._output import (
 )
 from charter.client import Client
 from charter.client._common import check_api_key, check_base_url
-from charter.errors import InvalidInput
+from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.contexts import tool_schemas
 from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
@@ -397,7 +397,11 @@ def _where(server: str | None, project: Path, store: str | None, deploy: Path | 
 @calls_app.command("show")
 def calls_show(
     call_id: str = typer.Argument(..., help="The call id."),
-    context: str = typer.Option(..., "--context", help="The context the call was made in."),
+    context: str | None = typer.Option(
+        None,
+        "--context",
+        help="The context the call was made in (needed only when several have this call id).",
+    ),
     as_: str | None = typer.Option(
         None,
         "--as",
@@ -412,13 +416,14 @@ def calls_show(
     """Show a call's state and recorded receipt (readable even after the context expired)."""
 
     async def go(rt: Runtime) -> dict[str, Any]:
+        where = context or await _context_of(rt, call_id, as_)
         who = as_
         if who is None:
-            found = await rt.get_context(context)
+            found = await rt.get_context(where)
             if found is None:
                 fail("no such call", as_json=as_json)
             who = found.principal
-        call = await rt.get_call(context, call_id, as_=who)
+        call = await rt.get_call(where, call_id, as_=who)
         out = call.to_dict()
         tree = await family(rt.store, call)
         if tree is not None:  # as GET /v1/calls/… answers
@@ -456,6 +461,23 @@ def calls_show(
     tree = row.get("delegation")
     if isinstance(tree, dict):
         _print_delegation(tree)
+
+
+async def _context_of(rt: Runtime, call_id: str, as_: str | None) -> str:
+    """The one context with a call ``call_id`` (in ``as_``'s tenant when given), or a clear
+    error: none, or several (``CALL_ID_AMBIGUOUS``, naming them for ``--context``)."""
+    tenant = rt.principal(as_).tenant if as_ is not None else None
+    rows = await rt.calls(tenant=tenant, call_id=call_id, limit=10)
+    contexts = sorted({row.context_id for row in rows})
+    if not contexts:
+        raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
+    if len(contexts) > 1:
+        raise InvalidInput(
+            f"contexts {', '.join(contexts)} each have a call with this id: name one "
+            "with --context",
+            reason="CALL_ID_AMBIGUOUS",
+        )
+    return contexts[0]
 
 
 def _print_delegation(tree: dict[str, Any]) -> None:

@@ -153,8 +153,13 @@ class AsyncClient:
         )
         return c.envelope_from(response)
 
-    async def get_call(self, context_id: str, call_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("GET", f"/v1/calls/{context_id}/{call_id}")
+    async def get_call(self, context_id: str | None, call_id: str) -> dict[str, Any]:
+        """A call's row and receipt; ``context_id`` None finds it by its id alone (``409
+        CALL_ID_AMBIGUOUS`` when two of your contexts have it)."""
+        path = f"/v1/calls/{call_id}"
+        if context_id is not None:
+            path = f"/v1/calls/{context_id}/{call_id}"
+        result: dict[str, Any] = await self._json("GET", path)
         return result
 
     # -- approvals --------------------------------------------------------------------
