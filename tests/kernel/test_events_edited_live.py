@@ -1,5 +1,5 @@
 """Events edited under a running process: the process notices and verifies the run again
-before it builds on it (SQLite and PostgreSQL) or serves its rows (SQLite), instead of
+before it builds on it or serves its rows (SQLite and PostgreSQL), instead of
 appending to a run that no longer verifies until a restart. ``charter.stores.sqlite_edits``;
 the same damage found by a new process is tests/kernel/test_ledger_trust.py."""
 
@@ -176,20 +176,23 @@ async def test_a_deleted_context_row_is_a_context_that_is_gone(
         assert "SNAPSHOT_DIVERGENCE" in str(caught.value)
 
 
-async def test_a_deleted_artifact_row_is_noticed_by_a_read(tmp_path: Path) -> None:
-    """SQLite: the next read of the run's rows notices the deletion (it listed no artifact)."""
+async def test_a_deleted_artifact_row_is_noticed_by_a_read(
+    tmp_path: Path, backend: tuple[str, Edit]
+) -> None:
+    """The next read of the run's rows notices the deletion (it listed no artifact), on
+    PostgreSQL too: the read looks at ``ledger_edits`` in its own round trip."""
     project = write_runtime_project(tmp_path / "kv")
-    db = tmp_path / "store.db"
-    async with open_runtime(project, store=f"sqlite:///{db}") as writer:
+    url, edit = backend
+    async with open_runtime(project, store=url) as writer:
         runs = await two_runs(writer)
         stored = await writer.artifacts.write_bytes(runs["damaged"], "a.txt", b"a")
         await writer.artifacts.register(
             runs["damaged"], stored, type="note", media_type="text/plain",
             producer=Producer(), trust=Trust.INTERNAL,
         )  # fmt: skip
-    async with open_runtime(project, store=f"sqlite:///{db}") as rt:
+    async with open_runtime(project, store=url) as rt:
         assert len(await rt.artifact_rows(runs["damaged"])) == 1
-        _sqlite(db, "DELETE FROM artifacts WHERE run_id = ?", runs["damaged"])
+        edit("DELETE FROM artifacts WHERE run_id = ?", runs["damaged"])
         with pytest.raises(Failure) as caught:
             await rt.artifact_rows(runs["damaged"])
         assert caught.value.reason == "RUN_LEDGER_INVALID"

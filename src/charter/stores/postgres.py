@@ -388,10 +388,8 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                     for k in rows_needed(run_id, entries)
                 ]
                 head = _as_head(run_id, await head_cur.fetchone())
-                edited = await edits_cur.fetchall()
-                if edited:  # events edited by hand: those runs are verified again, in full
-                    self._edits_seen = max(self._edits_seen, int(edited[-1][0]))
-                    self.trust.forget({str(r[1]) for r in edited})
+                # events edited by hand: those runs are verified again, in full
+                self._note_edits(await edits_cur.fetchall())
                 try:
                     self.trust.check_head(run_id, head)
                 except HeadNotVerified:
@@ -525,6 +523,30 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
 
     # -- ProjectionReader -----------------------------------------------------------------
 
+    def _note_edits(self, edited: Sequence[Any], run_id: str | None = None) -> None:
+        """Forget as verified the runs ``ledger_edits`` noted since this process last looked;
+        :class:`RowUnsealed` when ``run_id`` (whose rows were just read) is one of them."""
+        if not edited:
+            return
+        self._edits_seen = max(self._edits_seen, int(edited[-1][0]))
+        runs = {str(r[1]) for r in edited}
+        self.trust.forget(runs)
+        if run_id in runs:
+            raise RowUnsealed(run_id)
+
+    async def _run_read(self, run_id: str, fetch: Callable[[Any], Awaitable[T]]) -> T:
+        """``fetch`` (a read of ``run_id``'s rows) with a look at ``ledger_edits`` in the same
+        round trip: rows deleted or events edited under this process since it verified the
+        run (by another replica's host, or by hand) send the run through verification again
+        (:meth:`_checked`), as SQLite's reads do (:mod:`charter.stores.sqlite_edits`)."""
+        with _translated():
+            async with self._pool.connection() as conn, conn.pipeline():
+                edits = await conn.execute(_EDITS_SQL, (self._edits_seen,))
+                got = await fetch(conn)
+                edited = await edits.fetchall()
+        self._note_edits(edited, run_id)
+        return got
+
     async def _checked(self, read: Callable[[], Awaitable[T]]) -> T:
         """Run ``read`` (of projection rows); a row of a run this process has not verified
         (up to the row) sends that run through verification first, then the read again."""
@@ -539,24 +561,19 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             raise self.trust.past_head(exc.run_id) from None
 
     async def get_row(self, key: RowKey) -> Row | None:
-        await self.trust.ensure(self, key.key[0])
-
-        async def read() -> Row | None:
-            with _translated():
-                async with self._pool.connection() as conn:
-                    return await _row(conn, key, self._opener)
-
-        return await self._checked(read)
+        run_id = key.key[0]
+        await self.trust.ensure(self, run_id)
+        opener = self._opener
+        return await self._checked(
+            lambda: self._run_read(run_id, lambda conn: _row(conn, key, opener))
+        )
 
     async def list_rows(self, table: str, run_id: str) -> Sequence[Row]:
         await self.trust.ensure(self, run_id)
-
-        async def read() -> list[Row]:
-            with _translated():
-                async with self._pool.connection() as conn:
-                    return await _list(conn, table, run_id, self._opener)
-
-        return await self._checked(read)
+        opener = self._opener
+        return await self._checked(
+            lambda: self._run_read(run_id, lambda conn: _list(conn, table, run_id, opener))
+        )
 
     async def query_rows(
         self, table: str, where: Mapping[str, Any], *, limit: int = 100
@@ -564,13 +581,22 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         sql = query_sql(TABLES[table], tuple(where), "%s")
         listing = LISTING_COLUMNS.issuperset(where)
 
+        async def fetch(conn: psycopg.AsyncConnection[Any]) -> list[Any]:
+            cur = await conn.execute(sql, (*where.values(), limit))
+            return await cur.fetchall()
+
         async def read() -> list[Row]:
-            with _translated():
-                async with self._pool.connection() as conn:
-                    cur = await conn.execute(sql, (*where.values(), limit))
-                    got = await cur.fetchall()
+            if run is not None:  # one run's rows: checked as list_rows does
+                got = await self._run_read(run, fetch)
+            else:
+                with _translated():
+                    async with self._pool.connection() as conn:
+                        got = await fetch(conn)
             return self._opener.many(table, got, listing=listing)
 
+        run = where.get("run_id") if isinstance(where.get("run_id"), str) else None
+        if run is not None:
+            await self.trust.ensure(self, run)
         return await self._checked(read)
 
     async def list_runs(
