@@ -226,9 +226,10 @@ class Runtime:
             return envelope  # no draft to store (store_proposal's own first test, no coroutine)
         return await store_proposal(self, envelope, principal)
 
-    async def get_call(self, context_id: str, call_id: str, *, as_: str | Principal) -> CallRow:
-        """A call's row (state and receipt) within the caller's tenant, else
-        ``CALL_NOT_FOUND``."""
+    async def get_call(
+        self, context_id: str | None, call_id: str, *, as_: str | Principal
+    ) -> CallRow:
+        """A call's row in the caller's tenant (``context_id`` None: by its id alone)."""
         row = await self.kernel.get_call(context_id, call_id, self.principal(as_).tenant)
         if row is None:
             raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")

@@ -36,6 +36,7 @@ from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.contexts import tool_schemas
 from charter.kernel.delegation import family
 from charter.kernel.envelope import CallStatus, Envelope
+from charter.kernel.operators import context_of_call
 from charter.runtime import Runtime, open_runtime
 
 T = TypeVar("T")
@@ -416,7 +417,10 @@ def calls_show(
     """Show a call's state and recorded receipt (readable even after the context expired)."""
 
     async def go(rt: Runtime) -> dict[str, Any]:
-        where = context or await _context_of(rt, call_id, as_)
+        tenant = rt.principal(as_).tenant if as_ is not None else None
+        where = context or await context_of_call(rt.store, call_id, tenant)
+        if where is None:
+            raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
         who = as_
         if who is None:
             found = await rt.get_context(where)
@@ -461,23 +465,6 @@ def calls_show(
     tree = row.get("delegation")
     if isinstance(tree, dict):
         _print_delegation(tree)
-
-
-async def _context_of(rt: Runtime, call_id: str, as_: str | None) -> str:
-    """The one context with a call ``call_id`` (in ``as_``'s tenant when given), or a clear
-    error: none, or several (``CALL_ID_AMBIGUOUS``, naming them for ``--context``)."""
-    tenant = rt.principal(as_).tenant if as_ is not None else None
-    rows = await rt.calls(tenant=tenant, call_id=call_id, limit=10)
-    contexts = sorted({row.context_id for row in rows})
-    if not contexts:
-        raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
-    if len(contexts) > 1:
-        raise InvalidInput(
-            f"contexts {', '.join(contexts)} each have a call with this id: name one "
-            "with --context",
-            reason="CALL_ID_AMBIGUOUS",
-        )
-    return contexts[0]
 
 
 def _print_delegation(tree: dict[str, Any]) -> None:

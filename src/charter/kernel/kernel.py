@@ -292,7 +292,7 @@ class Kernel:
             context_id, call_id, outcome=outcome, reason=reason, operator=operator
         )
 
-    async def get_call(self, context_id: str, call_id: str, tenant: str) -> CallRow | None:
+    async def get_call(self, context_id: str | None, call_id: str, tenant: str) -> CallRow | None:
         return await self.operators.get_call(context_id, call_id, tenant)
 
     async def context_row(self, run_id: str, context_id: str) -> ContextRow | None:

@@ -15,6 +15,7 @@ from charter.kernel.audit import AuditOutcome
 from charter.kernel.core import KernelState
 from charter.kernel.delegation import delegates, orphaned_receipt
 from charter.kernel.principals import Principal
+from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import RunLedgerInvalid
 from charter.ledger.views import CallRow, ContextRow
@@ -116,7 +117,11 @@ class Operators:
         )
         return updated
 
-    async def get_call(self, context_id: str, call_id: str, tenant: str) -> CallRow | None:
+    async def get_call(self, context_id: str | None, call_id: str, tenant: str) -> CallRow | None:
+        if context_id is None:
+            context_id = await context_of_call(self.state.store, call_id, tenant)
+            if context_id is None:
+                return None
         ctx = await self.state.context(context_id)
         if ctx is None or ctx.tenant != tenant:
             return None
@@ -124,6 +129,22 @@ class Operators:
 
     async def context_row(self, run_id: str, context_id: str) -> ContextRow | None:
         return await self.state.store.read_view(ContextRow, run_id, context_id)
+
+
+async def context_of_call(store: KernelStore, call_id: str, tenant: str | None) -> str | None:
+    """The one context (of ``tenant``; None: any) with a call ``call_id``, None when there is
+    none. A call id is unique within a context only: several is ``CALL_ID_AMBIGUOUS``,
+    naming them (``GET /v1/calls/{call_id}``, ``charter calls show ID``)."""
+    where = {"call_id": call_id} if tenant is None else {"call_id": call_id, "tenant": tenant}
+    rows = await store.find_views(CallRow, limit=10, **where)
+    contexts = sorted({row.context_id for row in rows})
+    if len(contexts) > 1:
+        raise InvalidInput(
+            f"contexts {', '.join(contexts)} each have a call with this id: name one "
+            "(charter calls show ID --context CTX; GET /v1/calls/{context_id}/{call_id})",
+            reason="CALL_ID_AMBIGUOUS",
+        )
+    return contexts[0] if contexts else None
 
 
 async def settle_stranded(state: KernelState, row: CallRow) -> bool:

@@ -206,17 +206,7 @@ async def get_call_by_id(
     """``GET /v1/calls/{call_id}``: the call with that id in the caller's tenant. A call id
     is unique within a context, so the same id in two contexts is ``409
     CALL_ID_AMBIGUOUS`` naming them (ask ``/v1/calls/{context_id}/{call_id}``)."""
-    rows = await state.runtime.calls(tenant=principal.tenant, call_id=call_id, limit=10)
-    contexts = sorted({row.context_id for row in rows})
-    if not contexts:
-        raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
-    if len(contexts) > 1:
-        raise InvalidInput(
-            f"contexts {', '.join(contexts)} each have a call with this id: ask for "
-            "/v1/calls/{context_id}/{call_id} with one of them",
-            reason="CALL_ID_AMBIGUOUS",
-        )
-    return await get_call(contexts[0], call_id, principal, state)
+    return await _call_answer(state, None, call_id, principal)
 
 
 @router.get(
@@ -229,6 +219,12 @@ async def get_call(
     call_id: str,
     principal: Annotated[Principal, Depends(get_principal)],
     state: Annotated[ServerState, Depends(get_state)],
+) -> dict[str, Any]:
+    return await _call_answer(state, context_id, call_id, principal)
+
+
+async def _call_answer(
+    state: ServerState, context_id: str | None, call_id: str, principal: Principal
 ) -> dict[str, Any]:
     call = await state.runtime.get_call(context_id, call_id, as_=principal)
     out = call.to_dict()
