@@ -134,3 +134,34 @@ def test_a_console_reason_is_capped_like_the_api_one(
     assert clients["app"].get_run(run["run_id"])["status"] == "running"
     assert clients["alice"].get_approval(env.approval["id"])["status"] == "pending"
     client.post(f"/console/approvals/{env.approval['id']}/reject", data={"csrf_token": token})
+
+
+def test_rotating_an_operators_key_ends_the_sessions_signed_in_with_the_old_one(
+    tmp_path: Path,
+) -> None:
+    """A console session outlives a restart (replicas and restarts share its MAC key); it
+    used to outlive the rotation of the operator's leaked API key as well, for up to 8 h."""
+    root = write_served_project(tmp_path)
+    deploy = root.root / "charter.deploy.yaml"
+
+    def opener():  # type: ignore[no-untyped-def]
+        return open_runtime(root.root, store=STORE)
+
+    with ThreadServer(create_app(opener=opener)) as live:
+        kept = signed_in(live.url, root.keys["alice"])
+        cookies = dict(kept.cookies)
+    with ThreadServer(create_app(opener=opener)) as live:  # a restart, the same key
+        again = browser(live.url)
+        again.cookies.update(cookies)
+        assert again.get("/console/approvals").status_code == 200
+    old = hashlib.sha256(root.keys["alice"].encode()).hexdigest()
+    new_key = "rotated-0123456789abcdef"
+    deploy.write_text(deploy.read_text().replace(old, hashlib.sha256(new_key.encode()).hexdigest()))
+    with ThreadServer(create_app(opener=opener)) as live:  # the key rotated
+        stale = browser(live.url)
+        stale.cookies.update(cookies)
+        page = stale.get("/console/approvals")
+        assert page.status_code == 303, page.status_code
+        assert "/console/login" in page.headers["location"]
+        fresh = signed_in(live.url, new_key)
+        assert fresh.get("/console/approvals").status_code == 200

@@ -182,6 +182,15 @@ class Deployment:
                 found = self.principals[name]
         return found
 
+    def credential_tag(self, name: str) -> str | None:
+        """A short tag of principal ``name``'s API key (a hash of its digest, never the key),
+        or None when it has none: a console session carries the tag it was signed in with,
+        so rotating the key ends the sessions signed in with the old one."""
+        digest = self._key_digests.get(name)
+        if digest is None:
+            return None
+        return hashlib.sha256(b"charter.console.key.v1" + digest).hexdigest()[:32]
+
     def approval_token_matches(self, token: str) -> bool:
         """True if ``token`` is this deployment's standalone approval token."""
         if self._token_digest is None or not token:

@@ -4,8 +4,10 @@ A session is a signed cookie (``charter_console``): ``<payload>.<mac>``, the pay
 the operator, the session's nonce and its expiry. The MAC key is derived from the ledger key
 (so replicas sharing a deployment accept each other's sessions); a server started without a
 ledger key uses a per-process random key (sessions then end with the process). The cookie is
-re-checked on every request against the deployment: a principal that was removed, or that
-is no longer an operator, loses its session at once.
+re-checked on every request against the deployment: a principal that was removed, that is
+no longer an operator, or whose API key changed since it signed in (the payload carries a
+tag of the key, :meth:`~charter.deploy.deployment.Deployment.credential_tag`) loses its
+session at once.
 
 The CSRF token of a session is an HMAC of its nonce, put in every form; sign-in (no session
 yet) uses a double-submit cookie (``charter_console_signin``) instead.
@@ -51,6 +53,7 @@ class Session:
     tenant: str
     nonce: str
     expires: int  # unix seconds
+    key_tag: str | None = None  # the operator's key when it signed in (credential_tag)
 
 
 class SessionKeys:
@@ -61,7 +64,14 @@ class SessionKeys:
         self._mac = hmac.new(base, b"charter.console.session.v1", hashlib.sha256).digest()
         self._csrf = hmac.new(base, b"charter.console.csrf.v1", hashlib.sha256).digest()
 
-    def issue(self, principal: Principal, *, now: int, not_after: int | None = None) -> str:
+    def issue(
+        self,
+        principal: Principal,
+        *,
+        now: int,
+        not_after: int | None = None,
+        key_tag: str | None = None,
+    ) -> str:
         expires = now + SESSION_LIFETIME_S
         if not_after is not None:
             expires = min(expires, not_after)
@@ -70,6 +80,7 @@ class SessionKeys:
             "t": principal.tenant,
             "n": secrets.token_urlsafe(16),
             "e": expires,
+            "k": key_tag,
         }
         body = _b64(json.dumps(payload, separators=(",", ":")).encode())
         return f"{body}.{self._sign(body)}"
@@ -87,6 +98,7 @@ class SessionKeys:
                 tenant=str(payload["t"]),
                 nonce=str(payload["n"]),
                 expires=int(payload["e"]),
+                key_tag=None if payload.get("k") is None else str(payload["k"]),
             )
         except (ValueError, KeyError, TypeError):
             return None

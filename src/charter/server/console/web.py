@@ -101,8 +101,11 @@ def session_operator(request: Request) -> Operator | None:
     session = console.keys.read(request.cookies.get(SESSION_COOKIE), now=now_s())
     if session is None:
         return None
-    principal = console.state.runtime.deployment.principals.get(session.principal)
+    deployment = console.state.runtime.deployment
+    principal = deployment.principals.get(session.principal)
     if principal is None or not principal.is_operator or principal.tenant != session.tenant:
+        return None
+    if session.key_tag != deployment.credential_tag(principal.name):  # the key was rotated
         return None
     request.state.principal = principal  # for the access log
     return Operator(principal=principal, session=session, csrf=console.keys.csrf_token(session))
