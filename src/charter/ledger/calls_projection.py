@@ -345,6 +345,9 @@ def _approval_requested(event: EventFacts, get: Getter) -> Writes:
         "decided_at": None,
         "reason": None,
     }
+    marks = p.get("secret_marks")
+    if marks:  # kept while the request is pending (kernel/secret_marks.py)
+        approval["secret_marks"] = marks
     writes[akey] = approval
     return writes
 
@@ -386,6 +389,7 @@ def _approval_decided(event: EventFacts, get: Getter) -> Writes:
             else "APPROVAL_NOT_PENDING",
         )
     updated = {**approval, "status": new}
+    updated.pop("secret_marks", None)  # needed only to scrub the decision's note
     if event.type != "approval_consumed":
         updated.update(decided_by=p.get("actor"), decided_at=event.at, reason=p.get("reason"))
     writes: Writes = {akey: updated}
@@ -549,6 +553,7 @@ def _metadata_expired(event: EventFacts, get: Getter) -> Writes:
                 new["receipt"] = {k: v for k, v in receipt.items() if k != "result_fingerprint"}
         elif key.table == "approvals":
             new["fingerprint"] = ""
+            new.pop("secret_marks", None)
         writes[key] = new
     return writes
 
