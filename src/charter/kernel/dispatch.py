@@ -521,7 +521,8 @@ class Dispatcher:
                 else state.intake(contract).accept_value(arguments)
             )
         except InvalidInput as exc:
-            return answers.answer(at, CallStatus.REJECTED, exc)
+            rejected = state.input_refusal(contract, arguments, exc)
+            return answers.answer(at, CallStatus.REJECTED, rejected)
         tool_ctx = ToolContext(
             call_id=at.call_id,
             idempotency_key=state.idempotency_key(ctx, at.call_id, accepted.fingerprint),

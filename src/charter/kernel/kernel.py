@@ -668,7 +668,8 @@ class Kernel:
                 else intake.accept_value(arguments)
             )
         except InvalidInput as exc:
-            return await answers.refuse(at, exc, CallStatus.REJECTED)
+            rejected = state.input_refusal(contract, arguments, exc)
+            return await answers.refuse(at, rejected, CallStatus.REJECTED)
         at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
         invalid = call_id_refusal(at, state.redactor_of(at))  # its own secret arguments
         if invalid is not None:
