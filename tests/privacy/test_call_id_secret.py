@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from charter.errors import InvalidInput
 from charter.kernel.envelope import CallStatus
 from charter.runtime import open_runtime
 from tests.privacy._project import Canaries, write_privacy_project
@@ -59,4 +60,31 @@ async def test_a_call_id_holding_a_secret_is_refused_and_kept_nowhere(
     assert b"IDENTIFIER_SECRET" in blobs["audit"]  # the refusals are audited
     for name, blob in blobs.items():
         assert not found(c.arg, blob), name
+        assert not found(c.dep, blob), name
+
+
+async def test_an_attachment_ref_holding_a_secret_is_refused_and_kept_nowhere(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A context's attachments are kept as ids (``kind:ref``, resolved or not) in the
+    ``context_resolved`` event and the context row: one holding a known secret is refused
+    (``IDENTIFIER_SECRET``, naming the attachment, not echoing it) and nothing is resolved."""
+    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
+    c = project.canaries
+    for key, value in project.env.items():
+        monkeypatch.setenv(key, value)
+    db = tmp_path / "charter.db"
+    async with open_runtime(project.root, store=f"sqlite:///{db}") as rt:
+        for attachments in (
+            [("note", "n-1"), ("note", f"https://h/?t={c.dep}")],
+            [("note", f"r-{base64.b64encode(c.dep.encode()).decode()}")],
+        ):
+            with pytest.raises(InvalidInput) as refused:
+                await rt.resolve_context("app", "all", attachments=attachments)
+            assert refused.value.reason == "IDENTIFIER_SECRET"
+            assert refused.value.details == {"field": f"attachments[{len(attachments) - 1}]"}
+            assert not found(c.dep, str(refused.value).encode())
+        ctx = await rt.resolve_context("app", "all", attachments=[("note", "n-1")])
+        assert ctx.unresolved == ("note:n-1",)  # a plain ref is kept as it was
+    for name, blob in sqlite_files(db).items():
         assert not found(c.dep, blob), name

@@ -329,6 +329,9 @@ class Kernel:
         if objective:
             objective = state.redactor.redact_text(objective)
         state.redactor.refuse_in_id(session_id, "session_id")
+        for index, attachment in enumerate(attachments):  # kept as ids (kind:ref)
+            for part in attachment:
+                state.redactor.refuse_in_id(part, f"attachments[{index}]")
         agent_tools: frozenset[str] | None = None
         if agent is not None:
             if agent not in state.build.agents:
