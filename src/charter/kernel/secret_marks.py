@@ -5,7 +5,9 @@ its secret values (the arguments the redactor hides: the contract's ``redact`` p
 sensitive key names) are no longer known — yet an operator may paste one into the note
 ("rejected: do not use key sk-…"). So the approval request keeps a **mark** per secret value:
 its length in bytes and a keyed MAC of it (``secret_marks`` in the ``approval_requested``
-event and in the pending approval's row; the row drops them once decided or expired)::
+event and in the pending approval's row, which drops them once decided or expired; and in
+the intent — the ``tool_progress`` event of stage ``started`` — and the call row, for an
+operator's note when resolving an ``unknown`` call)::
 
     {"bytes": 24, "mac": "<key-id>:<hex>"}
 
@@ -24,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import functools
 import hashlib
 import hmac
 import re
@@ -43,6 +46,7 @@ MAX_MARKS = 64
 """Marks kept per approval request (the longest values first); more are not kept."""
 
 
+@functools.lru_cache(maxsize=8)
 def _marker(fingerprinter: Fingerprinter) -> KeyedSha256:
     return KeyedSha256(hmac.new(fingerprinter.key, _LABEL, hashlib.sha256).digest())
 

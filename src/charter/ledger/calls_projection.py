@@ -273,6 +273,8 @@ def _reserve(
             row["span_id"] = span_id
         if p.get("delegates_execution") is True:
             row["delegates_execution"] = True
+        if "secret_marks" in p:  # for an operator's note resolving it (kernel/secret_marks.py)
+            row["secret_marks"] = p["secret_marks"]
     writes: Writes = {key: row, totals_key: {"run_id": run_id, "total": total}}
     if isinstance(limit, int):
         # Only tools with a call limit are counted per context: the context row is rewritten
@@ -514,6 +516,8 @@ def _dispatched(event: EventFacts) -> Row:
             out[field] = p[field]
     if p.get("delegates_execution") is True:
         out["delegates_execution"] = True
+    if "secret_marks" in p:
+        out["secret_marks"] = p["secret_marks"]
     return out
 
 
@@ -548,6 +552,7 @@ def _metadata_expired(event: EventFacts, get: Getter) -> Writes:
         if key.table == "calls":
             new["fingerprint"] = ""
             new["idempotency_key"] = None
+            new.pop("secret_marks", None)
             receipt = row.get("receipt")
             if isinstance(receipt, Mapping) and "result_fingerprint" in receipt:
                 new["receipt"] = {k: v for k, v in receipt.items() if k != "result_fingerprint"}

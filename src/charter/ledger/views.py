@@ -188,7 +188,11 @@ class CallRow(NamedTuple):
         return _view(cls, row)  # type: ignore[no-any-return]
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.row)
+        """The row as shown, without the intent's ``secret_marks`` (keyed MACs the kernel
+        alone reads, to scrub an operator's note resolving the call)."""
+        out = dict(self.row)
+        out.pop("secret_marks", None)
+        return out
 
 
 class ApprovalRow(NamedTuple):
