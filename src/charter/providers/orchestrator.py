@@ -233,8 +233,8 @@ class Orchestrator:
             return
         for lost in await fail_lost_tasks(self, ctx):
             yield make("task.ended", {"taskId": lost, "status": "failed", "reason": "TURN_LOST"})
-        delegation = Delegation(self, request, ctx)
         learned: set[str] = set()  # the turn's calls' secret argument values (see invoke)
+        delegation = Delegation(self, request, ctx, learned)
         invoker = KernelInvoker(self, ctx, request, queue, delegation=delegation, learned=learned)
         specs = self.tool_specs(ctx)
         if delegation.active and all(spec.name != HANDOFF_TOOL for spec in specs):
