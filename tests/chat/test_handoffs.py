@@ -71,6 +71,17 @@ rules:
       - call: {id: d1, tool: charter_handoff,
                arguments: {role: analyst, objective: "SLOWROLE", budget: {timeout_seconds: 1}}}
       - say: "after"
+  - match: "(?i)^leaky"
+    steps:
+      - call: {id: e1, tool: kv_echo, arguments: {payload: {api_key: "sk-handoff-Qx81-private"}}}
+      - call:
+          id: h2
+          tool: charter_handoff
+          arguments:
+            role: analyst
+            objective: "ANALYST check key sk-handoff-Qx81-private"
+            constraints: ["never log sk-handoff-Qx81-private"]
+      - say: "done"
   - match: "^SLOWROLE"
     steps:
       - call: {id: s1, tool: kv_slow, arguments: {seconds: 3}}
@@ -291,3 +302,30 @@ async def test_adhoc_task_rules_in_the_kernel(tmp_path: Path) -> None:
         )
         assert env.error is not None
         assert env.error["reason"] == "TASK_NOT_FOUND"
+
+
+async def test_a_handoff_is_recorded_without_the_secrets_the_turns_calls_took(
+    tmp_path: Path,
+) -> None:
+    """The coordinator passed a secret to a tool under a sensitive key, then wrote it into a
+    handoff's objective and constraints: the handoff is recorded (event, task row) without
+    it — the turn learned it from the call — and the SQLite file holds it nowhere."""
+    secret = "sk-handoff-Qx81-private"
+    root = _project(tmp_path / "kv")
+    (root / "script.yaml").write_text(textwrap.dedent(SCRIPT))
+    async with open_runtime(root) as rt:
+        proposals = ProposalService(rt, load_proposal_settings(rt.deployment.source))
+        orch = Orchestrator(
+            rt, provider=ScriptedProvider.from_file(root / "script.yaml"), proposals=proposals
+        )
+        events = await _turn(orch, rt, "leaky handoff")
+        run_id = events[0]["data"]["runId"]
+        assert _of(events, "task.ended")[0]["status"] == "completed", events
+        (task,) = await rt.tasks(run_id)
+        (handoff,) = task.handoffs
+        assert handoff["objective"] == "ANALYST check key [REDACTED]"
+        assert handoff["constraints"] == ["never log [REDACTED]"]
+        recorded = [e.payload for e in await rt.events(run_id, limit=10_000)]
+    assert secret not in str(recorded)
+    for db in (root / ".charter").glob("charter.db*"):
+        assert secret.encode() not in db.read_bytes(), db.name

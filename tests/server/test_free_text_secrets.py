@@ -67,3 +67,36 @@ def test_free_text_with_a_known_secret_is_kept_redacted(
     files = [p for p in out.rglob("*") if p.is_file()]
     assert files
     assert not [p for p in files if secret.encode() in p.read_bytes()]
+
+
+def test_a_problem_never_sends_back_a_known_secret_the_client_sent(
+    project: Project, server: ThreadServer
+) -> None:
+    """A problem's detail may quote a name the client sent (an unknown member, profile or
+    workflow, a repeated member); a known secret in it is redacted. A call id holding one is
+    refused (``IDENTIFIER_SECRET``) with no call id in the answer, and kept nowhere."""
+    secret = project.approval_token
+    auth = {"Authorization": f"Bearer {project.keys['app']}", "Content-Type": "application/json"}
+    with httpx.Client(base_url=server.url, headers=auth, trust_env=False) as http:
+        context = http.post("/v1/contexts", json={"profile": "all"}).json()
+        calls = f"/v1/contexts/{context['context_id']}/calls"
+        call = {"tool": "kv.get", "call_id": "g1", "arguments": {"key": "a"}}
+        sent = {
+            "unknown member": http.post(calls, json={**call, secret: 1}),
+            "repeated member": http.post(
+                calls, content=f'{{"tool": "kv.get", "{secret}": 1, "{secret}": 2}}'.encode()
+            ),
+            "unknown profile": http.post("/v1/contexts", json={"profile": f"p-{secret}"}),
+            "unknown workflow": http.post("/v1/runs", json={"workflow": f"w-{secret}"}),
+        }
+        for what, answer in sent.items():
+            assert 400 <= answer.status_code < 500, (what, answer.text)
+            assert secret not in answer.text, what
+            assert "[REDACTED]" in answer.text, (what, answer.text)
+        refused = http.post(calls, json={**call, "call_id": f"c-{secret}"})
+        assert refused.status_code == 422, refused.text  # rejected: an envelope
+        assert refused.json()["error"]["reason"] == "IDENTIFIER_SECRET"
+        assert refused.json()["call_id"] == ""
+        assert secret not in refused.text
+        assert http.post(calls, json=call).json()["status"] == "succeeded"
+    assert secret.encode() not in _stored_bytes(project.root)

@@ -30,6 +30,7 @@ from charter.errors import (
     UserError,
 )
 from charter.kernel.envelope import Envelope
+from charter.kernel.redaction import Redactor
 
 # soft_wrap: a long line is never broken with an inserted newline (a terminal wraps it for the
 # eye), so ids and commands stay whole when copied or piped. Tables go through print_table.
@@ -116,6 +117,17 @@ def print_json(value: Any) -> None:
     sys.stdout.write(json.dumps(value, indent=2, sort_keys=True, ensure_ascii=False) + "\n")
 
 
+_REDACTORS: list[Redactor] = []
+
+
+def redact_errors(redactor: Redactor) -> None:
+    """Scrub ``redactor``'s secrets (an open runtime's: its deployment's credentials,
+    ``redaction.values`` and patterns) from every error this command prints from now on: a
+    message may quote what was typed (``unknown profile '…'``, ``no run …``)."""
+    if redactor not in _REDACTORS:
+        _REDACTORS.append(redactor)
+
+
 def fail(
     message: str,
     *,
@@ -128,6 +140,8 @@ def fail(
     """Report one error and exit ``code``. With ``--json`` it is one JSON object on stdout with
     ``ok: false``, the message (``error``), one of the seven error ``code`` values and the
     upper-case ``reason`` (``code_name`` repeats ``code`` for older scripts)."""
+    for redactor in _REDACTORS:
+        message, extra = redactor.redact_text(message), redactor.redact(extra)
     if as_json:
         print_json(
             {

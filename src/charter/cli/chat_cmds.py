@@ -18,7 +18,14 @@ from typing import Any
 import typer
 from rich.markup import escape
 
-from charter.cli._output import JSON_OPTION, console, err_console, fail, reported_errors
+from charter.cli._output import (
+    JSON_OPTION,
+    console,
+    err_console,
+    fail,
+    redact_errors,
+    reported_errors,
+)
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, remote_key
 from charter.client import AsyncClient
 from charter.errors import TransientExternal
@@ -207,6 +214,7 @@ def chat(
         if as_ is None:
             fail("give --as PRINCIPAL (local mode) or --server URL", as_json=as_json)
         async with open_runtime(project, store=store, deploy=deploy) as rt:
+            redact_errors(rt.redactor)
             config = load_chat_config(rt.deployment.source)
             chosen = profile or config.profile or agent or config.agent
             if chosen is None:

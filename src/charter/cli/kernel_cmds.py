@@ -28,6 +28,7 @@ from charter.cli._output import (
     print_json,
     print_table,
     read_stdin_text,
+    redact_errors,
     reported_errors,
 )
 from charter.client import Client
@@ -96,6 +97,7 @@ def _run(
 ) -> T:
     async def go() -> T:
         async with open_runtime(project, store=store, deploy=deploy) as rt:
+            redact_errors(rt.redactor)
             return await fn(rt)
 
     with reported_errors(as_json):

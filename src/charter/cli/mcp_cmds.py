@@ -16,7 +16,13 @@ from typing import Any
 
 import typer
 
-from charter.cli._output import err_console, fail, log_level_option, reported_errors
+from charter.cli._output import (
+    err_console,
+    fail,
+    log_level_option,
+    redact_errors,
+    reported_errors,
+)
 from charter.cli.kernel_cmds import DEPLOY, PROJECT, STORE
 
 
@@ -77,6 +83,7 @@ async def _serve(
     from charter.runtime import open_runtime
 
     async with open_runtime(project, store=store, deploy=deploy) as rt:
+        redact_errors(rt.redactor)
         # an unknown profile, or a required tool that is not ready, fails here, before serving
         await Gateway(rt, profile).check_ready()
         if transport == "stdio":

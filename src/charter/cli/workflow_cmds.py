@@ -17,6 +17,7 @@ from charter.cli._output import (
     err_console,
     print_json,
     print_table,
+    redact_errors,
     reported_errors,
 )
 from charter.cli.kernel_cmds import SERVER, _principal, _remote
@@ -328,6 +329,7 @@ def create(
 
         async def main() -> dict[str, Any]:
             async with open_runtime(project, store=store) as rt:
+                redact_errors(rt.redactor)
                 run_id = await create_catalog_run(rt, rt.principal(who), workflow, given)
                 run = await rt.run(run_id)
                 assert run is not None

@@ -10,15 +10,38 @@ from __future__ import annotations
 
 import re
 
+from charter.errors import InvalidInput
 from charter.kernel.answers import Answers
-from charter.kernel.core import Arrival, KernelState
+from charter.kernel.core import Arrival, Attempt, KernelState
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.limits import ADMITTED, Admission, Limiter
+from charter.kernel.redaction import Redactor
 from charter.kernel.settings import Mode
 
 # Matched with ``fullmatch``: ``re.match`` with ``$`` accepts a trailing newline ("a1\n"),
 # which would name a second call for what the caller sees as the same id.
 CALL_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:-]{0,127}")
+
+
+def call_id_refusal(at: Attempt, redactor: Redactor) -> InvalidInput | None:
+    """``CALL_ID_INVALID`` for a call id of the wrong form, ``IDENTIFIER_SECRET`` for one that
+    holds a secret ``redactor`` knows (a deployment secret, a configured pattern — or, with
+    the call's redactor, one of its own secret argument values): an id is kept as it is in
+    the ledger, rows and audit records, so it cannot be kept redacted. The refused id is
+    dropped from the attempt (the refusal's audit record and answer carry none)."""
+    if CALL_ID.fullmatch(at.call_id) is None:
+        return InvalidInput(
+            f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
+            reason="CALL_ID_INVALID",
+        )
+    if not redactor.contains_secret(at.call_id):
+        return None
+    at.call_id = ""
+    return InvalidInput(
+        "call_id contains a secret value; choose another (not echoed)",
+        reason="IDENTIFIER_SECRET",
+        details={"field": "call_id"},
+    )
 
 
 async def admit(

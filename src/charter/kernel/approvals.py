@@ -20,6 +20,7 @@ from charter.kernel.core import Attempt, KernelState, _parse_at
 from charter.kernel.envelope import CallStatus, Envelope, Metrics
 from charter.kernel.limits import PendingCaps, pending_approvals_refusal
 from charter.kernel.principals import Principal
+from charter.kernel.secret_marks import MAX_NOTE_CHARS, scrub_note, secret_marks
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import LEDGER_DAMAGE, skipped_damaged
 from charter.ledger.views import ApprovalRow, CallRow, RunRow
@@ -134,6 +135,7 @@ class ApprovalGate:
                     "run_call_budget": state.settings.run_call_budget,
                     "replaces": approval.approval_id if approval is not None else None,
                     **({"parent_span_id": at.parent_span_id} if at.parent_span_id else {}),
+                    **self._marks(at),
                 },
             )
         )
@@ -161,6 +163,13 @@ class ApprovalGate:
             return await self.answers.refuse(at, exc, CallStatus.DENIED)
         await self.audit_pending(at, approval_id, expires_at, new=True)
         return self.pending(at, approval_id, expires_at)
+
+    def _marks(self, at: Attempt) -> dict[str, Any]:
+        """``secret_marks`` of the call's secret argument values, if it has any: the decision's
+        note is scrubbed of them (:mod:`charter.kernel.secret_marks`)."""
+        secrets = self.state.redactor_for(at.bound()).secret_values(at.arguments)
+        marks = secret_marks(self.state.fingerprinter, secrets) if secrets else []
+        return {"secret_marks": marks} if marks else {}
 
     async def audit_pending(
         self, at: Attempt, approval_id: str, expires_at: str, *, new: bool
@@ -317,6 +326,12 @@ class ApprovalGate:
     ) -> ApprovalRow:
         """Approve or reject a pending approval. Only operators (or the standalone approval
         token) may; application principals are refused with ``APPROVER_NOT_HUMAN``."""
+        if reason is not None and len(reason) > MAX_NOTE_CHARS:
+            raise InvalidInput(
+                f"the reason is at most {MAX_NOTE_CHARS} characters",
+                reason="REASON_TOO_LONG",
+                details={"field": "reason"},
+            )
         if principal is not None:
             if not principal.is_operator:
                 raise PermissionDenied(
@@ -354,7 +369,7 @@ class ApprovalGate:
             "context_id": approval.context_id,
             "call_id": approval.call_id,
             "actor": actor,
-            "reason": self.state.redactor.redact_text(reason) if reason else None,
+            "reason": self._note(approval, reason) if reason else None,
         }
         if self.state.now() >= _parse_at(approval.expires_at):
             await self._expire(run_id, [approval], actor=actor)
@@ -393,6 +408,17 @@ class ApprovalGate:
             },
         )
         return decided
+
+    def _note(self, approval: ApprovalRow, reason: str) -> str:
+        """The decision's note as recorded: redacted, and scrubbed of the call's own secret
+        argument values (recognised by the request's ``secret_marks``)."""
+        marks = approval.row.get("secret_marks")
+        return scrub_note(
+            reason,
+            marks if isinstance(marks, list) else None,
+            self.state.fingerprinter,
+            self.state.redactor,
+        )
 
     async def list_approvals(
         self, *, tenant: str, status: str | None = None, limit: int = 100

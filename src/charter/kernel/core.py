@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import os
 import random
 import socket
@@ -29,7 +30,7 @@ from charter.contracts.intake import Intake
 from charter.contracts.model import ToolContract
 from charter.contracts.preview import arguments_record, preview
 from charter.contracts.schema import CompiledSchema, compile_schema
-from charter.errors import Failure, ResourceLimit
+from charter.errors import Failure, InvalidInput, ResourceLimit
 from charter.kernel import faults
 from charter.kernel.audit import AuditSink
 from charter.kernel.authorize import Hook
@@ -100,6 +101,12 @@ class Arrival:
         fields, ``ctx``, and the defaults of the rest (:func:`_promoter`)."""
         self.flight.attempt = attempt = _promote(self, ctx)
         return attempt
+
+
+_NO_POINTER_REASONS = frozenset(
+    {"ARGS_TOO_LARGE", "ARGS_INVALID_UTF8", "ARGS_MALFORMED_JSON", "ARGS_NOT_OBJECT"}
+)
+"""Intake rejections whose message names no key of the arguments (nothing to scrub)."""
 
 
 @dataclass(slots=True, kw_only=True, eq=False)
@@ -314,6 +321,30 @@ class KernelState:
         redactor = self.redactor_for(contract)
         secrets = redactor.secret_values(arguments)
         return redactor.remember(secrets) if secrets else redactor
+
+    def input_refusal(
+        self, contract: ToolContract, arguments: object, exc: InvalidInput
+    ) -> InvalidInput:
+        """A rejection of ``arguments`` with its message scrubbed of the call's own secret
+        argument values: it may name an argument's pointer, made of keys the caller chose
+        (``argument /<key> property is not allowed here``), and a secret value used as a key
+        must not come back. The arguments are read leniently (the strict parse may be what
+        refused them); ones that cannot be read, or hold no secret, leave ``exc`` as it is."""
+        if exc.reason in _NO_POINTER_REASONS:
+            return exc
+        parsed = arguments
+        if isinstance(arguments, str | bytes):
+            try:
+                parsed = json.loads(arguments)
+            except (ValueError, RecursionError):
+                return exc
+        if not isinstance(parsed, Mapping):
+            return exc
+        redactor = self.call_redactor(contract, parsed)
+        message = redactor.redact_text(exc.message)
+        if message == exc.message:
+            return exc
+        return InvalidInput(message, reason=exc.reason, details=redactor.redact(exc.details))
 
     def redactor_of(self, at: Attempt) -> Redactor:
         """:meth:`call_redactor` of an attempt's contract and arguments, made once per call

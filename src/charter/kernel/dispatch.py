@@ -35,6 +35,7 @@ from charter.kernel.late import record_late_result
 from charter.kernel.operators import settle_stranded
 from charter.kernel.progress import ProgressChannel
 from charter.kernel.redaction import Redactor
+from charter.kernel.secret_marks import secret_marks
 from charter.ledger.events import NewEvent
 from charter.ledger.views import ApprovalRow, CallRow
 
@@ -112,6 +113,13 @@ class Dispatcher:
         }
         if at.parent_span_id is not None:
             payload["parent_span_id"] = at.parent_span_id
+        if at.redactor is not None and at.redactor is not state.redactor_for(contract):
+            # the call has secret arguments: an operator's note resolving it is scrubbed of
+            # them (kernel/secret_marks.py)
+            secrets = state.redactor_for(contract).secret_values(at.arguments)
+            marks = secret_marks(state.fingerprinter, secrets)
+            if marks:
+                payload["secret_marks"] = marks
         if contract.delegates_execution:
             payload["delegates_execution"] = True
         if at.would:
@@ -521,7 +529,8 @@ class Dispatcher:
                 else state.intake(contract).accept_value(arguments)
             )
         except InvalidInput as exc:
-            return answers.answer(at, CallStatus.REJECTED, exc)
+            rejected = state.input_refusal(contract, arguments, exc)
+            return answers.answer(at, CallStatus.REJECTED, rejected)
         tool_ctx = ToolContext(
             call_id=at.call_id,
             idempotency_key=state.idempotency_key(ctx, at.call_id, accepted.fingerprint),

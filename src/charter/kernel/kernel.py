@@ -44,7 +44,7 @@ from charter.errors import (
     TransientExternal,
 )
 from charter.kernel import delegation, faults, flight
-from charter.kernel.admission import CALL_ID, admit
+from charter.kernel.admission import admit, call_id_refusal
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
 from charter.kernel.artifacts import check_inputs
@@ -329,6 +329,9 @@ class Kernel:
         if objective:
             objective = state.redactor.redact_text(objective)
         state.redactor.refuse_in_id(session_id, "session_id")
+        for index, attachment in enumerate(attachments):  # kept as ids (kind:ref)
+            for part in attachment:
+                state.redactor.refuse_in_id(part, f"attachments[{index}]")
         agent_tools: frozenset[str] | None = None
         if agent is not None:
             if agent not in state.build.agents:
@@ -610,11 +613,8 @@ class Kernel:
         bound = state.build.tools.get(offered.id) if offered is not None else None
         contract = bound.contract if bound is not None else None
         at.contract = contract  # offered: from here on, refusals and audit records name it
-        if CALL_ID.fullmatch(at.call_id) is None:
-            invalid = InvalidInput(
-                f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
-                reason="CALL_ID_INVALID",
-            )
+        invalid = call_id_refusal(at, state.redactor)
+        if invalid is not None:
             return await answers.refuse(at, invalid, CallStatus.REJECTED)
         mode = settings.modes.resolve(
             settings.mode,
@@ -671,8 +671,12 @@ class Kernel:
                 else intake.accept_value(arguments)
             )
         except InvalidInput as exc:
-            return await answers.refuse(at, exc, CallStatus.REJECTED)
+            rejected = state.input_refusal(contract, arguments, exc)
+            return await answers.refuse(at, rejected, CallStatus.REJECTED)
         at.arguments, at.fingerprint = accepted.arguments, accepted.fingerprint
+        invalid = call_id_refusal(at, state.redactor_of(at))  # its own secret arguments
+        if invalid is not None:
+            return await answers.refuse(at, invalid, CallStatus.REJECTED)
         # tenant, RBAC, ownership, danger, enablement, agent scope, then the task rules
         found = await authorization(state, at, inp, disclosed=denial is None)
         if found is not None and not observe:

@@ -15,6 +15,7 @@ from charter.kernel.audit import AuditOutcome
 from charter.kernel.core import KernelState
 from charter.kernel.delegation import delegates, orphaned_receipt
 from charter.kernel.principals import Principal
+from charter.kernel.secret_marks import MAX_NOTE_CHARS, scrub_note
 from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import RunLedgerInvalid
@@ -77,6 +78,12 @@ class Operators:
             raise PermissionDenied(
                 "only an operator may resolve a call", reason="RESOLVER_NOT_HUMAN"
             )
+        if len(reason) > MAX_NOTE_CHARS:
+            raise InvalidInput(
+                f"the reason is at most {MAX_NOTE_CHARS} characters",
+                reason="REASON_TOO_LONG",
+                details={"field": "reason"},
+            )
         stages = {"succeeded": "completed", "failed": "failed", "abandoned": "abandoned"}
         if outcome not in stages:
             raise InvalidInput(
@@ -88,6 +95,13 @@ class Operators:
         row = await self.state.call_row(ctx, call_id)
         if row is None:
             raise PermissionDenied("no such call", reason="CALL_NOT_FOUND")
+        marks = row.row.get("secret_marks")
+        note = scrub_note(  # the call's own secret arguments, too (docs/privacy.md)
+            reason,
+            marks if isinstance(marks, list) else None,
+            self.state.fingerprinter,
+            self.state.redactor,
+        )
         receipt = dict(row.receipt or {})
         receipt.update(status=outcome if outcome != "succeeded" else "succeeded")
         await self.state.store.append(
@@ -100,7 +114,7 @@ class Operators:
                         "context_id": context_id,
                         "call_id": call_id,
                         "resolved_by": operator.name,
-                        "reason": self.state.redactor.redact_text(reason),
+                        "reason": note,
                         "receipt": receipt,
                     },
                 )
@@ -113,7 +127,7 @@ class Operators:
             AuditOutcome.RESOLVED,
             row,
             actor=operator.name,
-            details={"outcome": outcome, "note": self.state.redactor.redact_text(reason)},
+            details={"outcome": outcome, "note": note},
         )
         return updated
 

@@ -273,6 +273,8 @@ def _reserve(
             row["span_id"] = span_id
         if p.get("delegates_execution") is True:
             row["delegates_execution"] = True
+        if "secret_marks" in p:  # for an operator's note resolving it (kernel/secret_marks.py)
+            row["secret_marks"] = p["secret_marks"]
     writes: Writes = {key: row, totals_key: {"run_id": run_id, "total": total}}
     if isinstance(limit, int):
         # Only tools with a call limit are counted per context: the context row is rewritten
@@ -345,6 +347,9 @@ def _approval_requested(event: EventFacts, get: Getter) -> Writes:
         "decided_at": None,
         "reason": None,
     }
+    marks = p.get("secret_marks")
+    if marks:  # kept while the request is pending (kernel/secret_marks.py)
+        approval["secret_marks"] = marks
     writes[akey] = approval
     return writes
 
@@ -386,6 +391,7 @@ def _approval_decided(event: EventFacts, get: Getter) -> Writes:
             else "APPROVAL_NOT_PENDING",
         )
     updated = {**approval, "status": new}
+    updated.pop("secret_marks", None)  # needed only to scrub the decision's note
     if event.type != "approval_consumed":
         updated.update(decided_by=p.get("actor"), decided_at=event.at, reason=p.get("reason"))
     writes: Writes = {akey: updated}
@@ -510,6 +516,8 @@ def _dispatched(event: EventFacts) -> Row:
             out[field] = p[field]
     if p.get("delegates_execution") is True:
         out["delegates_execution"] = True
+    if "secret_marks" in p:
+        out["secret_marks"] = p["secret_marks"]
     return out
 
 
@@ -544,11 +552,13 @@ def _metadata_expired(event: EventFacts, get: Getter) -> Writes:
         if key.table == "calls":
             new["fingerprint"] = ""
             new["idempotency_key"] = None
+            new.pop("secret_marks", None)
             receipt = row.get("receipt")
             if isinstance(receipt, Mapping) and "result_fingerprint" in receipt:
                 new["receipt"] = {k: v for k, v in receipt.items() if k != "result_fingerprint"}
         elif key.table == "approvals":
             new["fingerprint"] = ""
+            new.pop("secret_marks", None)
         writes[key] = new
     return writes
 

@@ -188,7 +188,11 @@ class CallRow(NamedTuple):
         return _view(cls, row)  # type: ignore[no-any-return]
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.row)
+        """The row as shown, without the intent's ``secret_marks`` (keyed MACs the kernel
+        alone reads, to scrub an operator's note resolving the call)."""
+        out = dict(self.row)
+        out.pop("secret_marks", None)
+        return out
 
 
 class ApprovalRow(NamedTuple):
@@ -218,12 +222,16 @@ class ApprovalRow(NamedTuple):
         return _view(cls, row)  # type: ignore[no-any-return]
 
     def to_dict(self) -> dict[str, Any]:
-        return dict(self.row)
+        """The row as shown in full, without the request's ``secret_marks`` (keyed MACs the
+        kernel alone reads, to scrub a decision's note)."""
+        out = dict(self.row)
+        out.pop("secret_marks", None)
+        return out
 
     def listed(self) -> dict[str, Any]:
         """The row as listed and shown by default: the clamped preview (``summary``), not the
         whole redacted arguments (``full_arguments``, for operators who ask)."""
-        out = dict(self.row)
+        out = self.to_dict()
         out.pop("full_arguments", None)
         return out
 

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 
 from charter.errors import Failure, InvalidInput
 from charter.kernel.contexts import ResolvedContext
+from charter.kernel.redaction import Redactor
 from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
 from charter.providers.base import ChatMessage, ToolInvocation, ToolOutcome, ToolSpec, TurnRequest
@@ -161,14 +162,24 @@ class Delegation:
     """One turn's handoffs: the guard, the roles' turns, and the end of their tasks."""
 
     def __init__(
-        self, orchestrator: Orchestrator, request: ChatRequest, ctx: ResolvedContext
+        self,
+        orchestrator: Orchestrator,
+        request: ChatRequest,
+        ctx: ResolvedContext,
+        learned: set[str] | None = None,
     ) -> None:
         self.o = orchestrator
         self.request = request
         self.ctx = ctx
+        # the secret argument values the turn's calls took (the orchestrator's set)
+        self.learned: set[str] = learned if learned is not None else set()
         agent = orchestrator.runtime.build.agents.get(request.agent or "")
         self.roles: tuple[str, ...] = agent.handoffs if agent is not None else ()
         self.started: list[Started] = []
+
+    def _redactor(self) -> Redactor:
+        redactor = self.o.runtime.redactor
+        return redactor.remember(self.learned) if self.learned else redactor
 
     @property
     def active(self) -> bool:
@@ -281,8 +292,9 @@ class Delegation:
             run_id=run_id,
         )
         handoff_id = new_id("handoff")
-        # model-written text: recorded redacted (the deployment's secrets and patterns)
-        redact = runtime.redactor.redact
+        # model-written text: recorded redacted (the deployment's secrets and patterns, and
+        # the secret argument values the turn's calls took)
+        redact = self._redactor().redact
         handoff = {
             "task_id": task_id,
             "handoff_id": handoff_id,
@@ -382,7 +394,7 @@ class Delegation:
             logger.warning("handoff %s failed: %s", started.task_id, type(exc).__name__)
             started.error = f"PROVIDER_{type(exc).__name__}"
         text = "\n".join([*done, "".join(said)]).strip()
-        safe: str = self.o.runtime.redactor.redact(text)
+        safe: str = self._redactor().redact(text)
         return safe[:MAX_ANSWER_CHARS]
 
     # -- the end of the turn ---------------------------------------------------------------

@@ -271,8 +271,9 @@ class Orchestrator:
             return
         for lost in await fail_lost_tasks(self, ctx):
             yield make("task.ended", {"taskId": lost, "status": "failed", "reason": "TURN_LOST"})
-        delegation = Delegation(self, request, ctx)
-        invoker = KernelInvoker(self, ctx, request, queue, delegation=delegation)
+        learned: set[str] = set()  # the turn's calls' secret argument values (see invoke)
+        delegation = Delegation(self, request, ctx, learned)
+        invoker = KernelInvoker(self, ctx, request, queue, delegation=delegation, learned=learned)
         specs = self.tool_specs(ctx)
         if delegation.active and all(spec.name != HANDOFF_TOOL for spec in specs):
             specs.append(delegation.spec())
@@ -299,7 +300,8 @@ class Orchestrator:
         task = asyncio.create_task(pump())
         # text deltas pass a stream redactor: a known secret split over two deltas is held
         # back until it can be scrubbed whole; anything else first emits what is held
-        deltas = StreamRedactor(self.runtime.redactor)
+        redactor, known = self.runtime.redactor, 0
+        deltas = StreamRedactor(redactor)
         try:
             while True:
                 item = await queue.get()
@@ -309,6 +311,10 @@ class Orchestrator:
                 event = pending.pop(0) if kind == "provider" else None
                 if not isinstance(event, TextDelta) and deltas.pending:
                     yield make("assistant.delta", {"text": deltas.flush()})
+                if len(learned) != known:  # a call took a secret: the rest of the turn
+                    known = len(learned)  # (the model's text, a role's) is scrubbed of it
+                    redactor = self.runtime.redactor.remember(learned)
+                    deltas = StreamRedactor(redactor)  # (the old one holds nothing now)
                 if event is None:
                     yield make(kind, data)
                     continue
@@ -317,7 +323,7 @@ class Orchestrator:
                     if safe:
                         yield make("assistant.delta", {"text": safe})
                 elif isinstance(event, MessageCompleted):
-                    yield make("assistant.completed", {"text": event.text})
+                    yield make("assistant.completed", {"text": redactor.redact_text(event.text)})
                 elif isinstance(event, ModelRequested):
                     await self.disclose(ctx, request, event, self.sent_attachments(ctx))
                 elif isinstance(event, ToolCallRequested):
@@ -428,6 +434,7 @@ class KernelInvoker:
         *,
         delegation: Delegation | None = None,
         task_id: str | None = None,
+        learned: set[str] | None = None,
     ) -> None:
         self.o = orchestrator
         self.ctx = ctx
@@ -435,11 +442,16 @@ class KernelInvoker:
         self.queue = queue
         self.delegation = delegation  # the coordinator's: may hand off
         self.task_id = task_id  # a role's: every call is made inside this task
+        # the secret argument values of the turn's calls, shared with the stream (which
+        # scrubs them from the model's text from then on) and with the roles' invokers
+        self.learned: set[str] = learned if learned is not None else set()
 
     def for_task(self, ctx: ResolvedContext, task_id: str) -> KernelInvoker:
         """The invoker of a role working a delegated task: its context, calls in the task,
         no further handoffs, the same stream."""
-        return KernelInvoker(self.o, ctx, self.request, self.queue, task_id=task_id)
+        return KernelInvoker(
+            self.o, ctx, self.request, self.queue, task_id=task_id, learned=self.learned
+        )
 
     async def emit(self, type_: str, data: dict[str, Any]) -> None:
         await self.queue.put((type_, data))
@@ -457,7 +469,9 @@ class KernelInvoker:
             return None  # never describe a tool the context did not offer
         contract = self.o.runtime.build.tools[offered.id].contract
         redactor = self.o.runtime.redactor.with_pointers(contract.redact)
-        redactor = redactor.remember(redactor.secret_values(parsed))
+        secrets = redactor.secret_values(parsed)
+        self.learned.update(secrets)
+        redactor = redactor.remember(secrets)
         if approval:
             return preview(redactor.redact(parsed), 2048)
         return arguments_record(redactor.redact(parsed), contract.audit)

@@ -32,6 +32,7 @@ from starlette.types import ASGIApp
 from charter import telemetry
 from charter._version import __version__
 from charter.errors import CharterError, ErrorCode, Failure, UserError
+from charter.kernel.redaction import Redactor
 from charter.ledger.chain import LedgerKey
 from charter.runtime import Runtime
 from charter.server.auth import APPROVAL_TOKEN_HEADER, Authenticator
@@ -178,15 +179,27 @@ async def _phases(state: ServerState) -> AsyncIterator[None]:
         remove()
 
 
+def _redactor(request: Request) -> Redactor:
+    """The deployment's redactor (a plain one before the server has started)."""
+    state = getattr(request.app.state, "charter", None)
+    return state.runtime.redactor if state is not None else Redactor()
+
+
 def _handlers(app: FastAPI) -> None:
     @app.exception_handler(Failure)
     async def on_failure(request: Request, exc: Failure) -> JSONResponse:
-        return failure_response(exc)
+        # A message may quote what the client sent (an unknown member, profile or workflow
+        # name): a known secret in it is not sent back.
+        return failure_response(exc, redactor=_redactor(request))
 
     @app.exception_handler(RepeatedMember)
     async def on_repeated(request: Request, exc: RepeatedMember) -> JSONResponse:
+        redactor = _redactor(request)
         return problem_response(
-            code=exc.code, reason=exc.reason, detail=exc.message, errors=exc.errors()
+            code=exc.code,
+            reason=exc.reason,
+            detail=redactor.redact_text(exc.message),
+            errors=redactor.redact(exc.errors()),
         )
 
     @app.exception_handler(RequestValidationError)
@@ -217,7 +230,7 @@ def _handlers(app: FastAPI) -> None:
         reason = {400: "BODY_MALFORMED", 404: "ROUTE_NOT_FOUND", 405: "METHOD_NOT_ALLOWED"}.get(
             exc.status_code, "REQUEST_INVALID"
         )
-        detail = str(exc.detail)
+        detail = _redactor(request).redact_text(str(exc.detail))
         if exc.status_code == 400:  # the framework could not read the body at all
             detail = "the body is not valid JSON (not UTF-8, or nested too deeply)"
         return problem_response(

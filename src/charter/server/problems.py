@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 
 from charter.contracts.problem import PROBLEM_MEDIA_TYPE, problem_body
 from charter.errors import ErrorCode, Failure
+from charter.kernel.redaction import Redactor
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
     ErrorCode.INVALID_INPUT: 422,
@@ -108,14 +109,17 @@ def problem_response(
     )
 
 
-def failure_response(exc: Failure, *, headers: dict[str, str] | None = None) -> JSONResponse:
-    """The problem answer for a Charter failure (its message is already free of secrets)."""
+def failure_response(
+    exc: Failure, *, headers: dict[str, str] | None = None, redactor: Redactor | None = None
+) -> JSONResponse:
+    """The problem answer for a Charter failure, its message passed through ``redactor``
+    (the deployment's: a message may quote a name the client sent)."""
     if exc.reason.startswith("AUTH_"):
         headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="charter"'}
     return problem_response(
         code=exc.code,
         reason=exc.reason,
-        detail=exc.message,
+        detail=exc.message if redactor is None else redactor.redact_text(exc.message),
         retryable=exc.retryable,
         headers=headers,
     )
