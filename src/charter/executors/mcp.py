@@ -11,7 +11,9 @@ poisoning and "rug pulls" happen, so:
   missing tool before dispatch (``contract_violation`` / ``TOOL_NOT_READY``, nothing sent).
 
 Outcomes: an answer with ``isError`` → ``failed`` (the server reported it);
-a JSON-RPC error → ``failed``; the server unreachable before the call was sent → ``failed``,
+a JSON-RPC error after the call was sent → ``unknown`` for a write (``failed`` for a read),
+unless its code proves the call never ran (``-32700``, ``-32600``, ``-32601``: ``failed``, not
+dispatched); the server unreachable before the call was sent → ``failed``,
 not dispatched (``EXECUTOR_UNREACHABLE``); the deadline passing or the connection breaking
 after the call was sent → ``unknown``.
 
@@ -43,7 +45,13 @@ import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+)
 
 from charter.contracts.canonical import sha256_digest
 from charter.contracts.model import MODEL_NAME, ToolContract
@@ -72,7 +80,10 @@ from charter.kernel.executor_port import (
 TOOL_NOT_READY = "TOOL_NOT_READY"
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
 UPSTREAM_TOOL_ERROR = "UPSTREAM_TOOL_ERROR"
-UPSTREAM_PROTOCOL_ERROR = "UPSTREAM_PROTOCOL_ERROR"
+UPSTREAM_PROTOCOL_ERROR = "UPSTREAM_PROTOCOL_ERROR"  # a JSON-RPC error after the call was sent
+UPSTREAM_REFUSED = "UPSTREAM_REFUSED"  # a JSON-RPC error proving the call never ran
+# JSON-RPC errors that prove a tools/call was never taken up (so its tool never ran)
+NOTHING_RAN = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND})
 CONNECTION_LOST = "EXECUTOR_CONNECTION_LOST"
 LIST_TIMEOUT_S = 20.0
 CA_HINT = "a server behind a private CA needs the binding's `ca`"  # after a certificate failure
@@ -481,13 +492,7 @@ class McpExecutor:
                 return await self._broken(request, session, sent=sent, reused=reused, why=exc)
             if not sent:
                 return self._unreachable(request, spec, f"protocol error {exc.error.code}")
-            return failed(
-                failure_from(
-                    "internal",
-                    UPSTREAM_PROTOCOL_ERROR,
-                    self._redact(f"the MCP server answered an error: {exc.error.message}", request),
-                )
-            )
+            return self._jsonrpc_error(request, exc.error)
         except Exception as exc:  # transport failures of any kind, translated here
             return await self._broken(request, session, sent=sent, reused=reused, why=exc)
         return self._result(request, result)
@@ -515,6 +520,56 @@ class McpExecutor:
                 f"the connection to the MCP server broke after the call was sent "
                 f"({type(why).__name__})",
             )
+        )
+
+    def _jsonrpc_error(self, request: ExecutionRequest, error: types.ErrorData) -> ExecutionOutcome:
+        """The server answered the sent call with a JSON-RPC error instead of a result.
+
+        Only an error that says the request was never taken up as a tool call (it did not
+        parse, was no valid request, or the server has no ``tools/call``) proves nothing ran:
+        ``failed``, not dispatched. Any other code does not: the SDK's own servers answer
+        ``-32603`` — or ``-32602``, for a validation error raised anywhere in the handler —
+        when a tool raises after its effect, so a write is ``unknown`` (never ``failed``, which
+        a caller may retry under a new call id) and a read ``failed`` (:func:`in_doubt`).
+        """
+        contract = request.contract
+        said = self._redact(error.message[:500], request)
+        details = {"jsonrpc_code": error.code}
+        if error.code in NOTHING_RAN:
+            return failed(
+                failure_from(
+                    "invalid_input",
+                    UPSTREAM_REFUSED,
+                    f"the MCP server refused the call before running it: JSON-RPC error "
+                    f"{error.code} ({said})",
+                    details=details,
+                ),
+                dispatched=False,
+            )
+        if error.code == REQUEST_TIMEOUT:  # the server gave up on its own deadline
+            return unknown(
+                failure_from(
+                    "timeout",
+                    TIMEOUT,
+                    f"the MCP server answered a request timeout ({said}) after the call was sent",
+                    details=details,
+                )
+            )
+        doubt = (
+            ""
+            if contract.read_only
+            else (f"; the effect of tool {contract.id} may or may not have happened")
+        )
+        return in_doubt(
+            failure_from(
+                "transient_external",
+                UPSTREAM_PROTOCOL_ERROR,
+                f"the MCP server answered JSON-RPC error {error.code} ({said}) after the call "
+                f"was sent{doubt}",
+                details=details,
+                retryable=contract.read_only,
+            ),
+            read_only=contract.read_only,
         )
 
     def _unreachable(

@@ -1,0 +1,119 @@
+"""A downstream MCP server over streamable HTTP that checks its bearer credential and answers
+some tool calls with JSON-RPC errors (``guarded_http_server.py``, a real SDK server).
+
+- A JSON-RPC error to a *write* after the request was sent does not prove the tool did not
+  run (the SDK itself sends ``-32603`` or ``-32602`` for an exception raised after an
+  effect): the call is ``unknown``, never ``failed``; only ``-32700``/``-32600``/``-32601``
+  (the request was never taken up as a tool call) is ``failed``, not dispatched. A read is
+  ``failed``.
+- Two bindings of one server url with different credentials are checked for readiness each
+  with its own credential: the one the server refuses is not ready, whatever the other's.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from charter.contracts.model import ToolContract
+from charter.contracts.tool_context import Context
+from charter.executors.egress import EgressPolicy
+from charter.executors.mcp import McpExecutor, McpServerSpec, list_upstream, upstream_digest
+from charter.kernel.executor_port import ExecutionRequest
+from tests.executors_http.conftest import free_port, wait_until_up
+
+pytestmark = [pytest.mark.anyio, pytest.mark.slow]
+
+SERVER = Path(__file__).with_name("guarded_http_server.py")
+TOKEN = "downstream-token-0123456789"
+
+
+@dataclass
+class Guarded:
+    url: str
+    home: Path
+
+    def count(self, name: str) -> int:
+        path = self.home / f"{name}.count"
+        return int(path.read_text()) if path.exists() else 0
+
+
+@pytest.fixture(scope="module")
+def guarded(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Guarded]:
+    home = tmp_path_factory.mktemp("guarded-mcp")
+    port = free_port()
+    argv = [sys.executable, str(SERVER), str(port), str(home), TOKEN]
+    process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_until_up(f"http://127.0.0.1:{port}", process, "/mcp")
+        (home / "refused.count").unlink(missing_ok=True)  # the probe above
+        yield Guarded(f"http://127.0.0.1:{port}/mcp", home)
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+async def _contract(guarded: Guarded, tool_id: str, effect: str) -> ToolContract:
+    (tool,) = await list_upstream(McpServerSpec(url=guarded.url, credential=TOKEN.encode()))
+    return ToolContract.model_validate(
+        {
+            "id": tool_id,
+            "description": tool.description,
+            "args_schema": tool.input_schema,
+            "effect": effect,
+            "upstream": {"server": "up", "name": "change", "digest": upstream_digest(tool)},
+        }
+    )
+
+
+def _executor(servers: dict[str, McpServerSpec]) -> McpExecutor:
+    return McpExecutor(
+        servers=servers,
+        redact_message=lambda message, _request: message,
+        egress=EgressPolicy.parse(["127.0.0.1/32"]),
+    )
+
+
+def _request(contract: ToolContract, key: str) -> ExecutionRequest:
+    context = Context(
+        call_id=f"c-{key}", idempotency_key=f"k-{key}", context_id="x", run_id="r",
+        tool_id=contract.id,
+    )  # fmt: skip
+    return ExecutionRequest(
+        contract=contract, arguments={"key": key}, context=context, deadline_s=10
+    )
+
+
+@pytest.mark.parametrize(
+    ("key", "effect", "status", "dispatched", "reason", "ran"),
+    [
+        # the tool ran, then the server answered an error: a write's effect is in doubt
+        ("internal", "write", "unknown", True, "UPSTREAM_PROTOCOL_ERROR", 1),
+        ("invalid", "write", "unknown", True, "UPSTREAM_PROTOCOL_ERROR", 1),
+        # a read has no effect to repeat
+        ("internal", "read", "failed", True, "UPSTREAM_PROTOCOL_ERROR", 1),
+        # the server never took the request up as a tool call: refused, nothing ran
+        ("unsupported", "write", "failed", False, "UPSTREAM_REFUSED", 0),
+    ],
+)
+async def test_a_json_rpc_error_after_sending_a_write_is_unknown(
+    guarded: Guarded, key: str, effect: str, status: str, dispatched: bool, reason: str, ran: int
+) -> None:
+    contract = await _contract(guarded, f"up.{effect}", effect)
+    executor = _executor({contract.id: McpServerSpec(url=guarded.url, credential=TOKEN.encode())})
+    before = guarded.count("change")
+    try:
+        outcome = await executor.execute(_request(contract, key))
+    finally:
+        await executor.aclose()
+    assert (outcome.status, outcome.dispatched, outcome.reason) == (status, dispatched, reason)
+    assert outcome.error is not None
+    assert str(outcome.error.details.get("jsonrpc_code")).startswith("-326")
+    if status == "unknown":
+        assert "may or may not have happened" in outcome.error.message
+    assert guarded.count("change") == before + ran
