@@ -117,3 +117,35 @@ async def test_a_json_rpc_error_after_sending_a_write_is_unknown(
     if status == "unknown":
         assert "may or may not have happened" in outcome.error.message
     assert guarded.count("change") == before + ran
+
+
+async def test_each_credential_is_checked_for_readiness_with_its_own_session(
+    guarded: Guarded,
+) -> None:
+    """Two bindings of one server url, one with the server's token and one with a stale one:
+    the stale binding is not ready (the server refused its own listing), whichever binding
+    comes first, and its call is refused before anything is sent; the good one runs."""
+    good = await _contract(guarded, "up.good", "write")
+    stale = await _contract(guarded, "up.stale", "write")
+    for order in ((stale, good), (good, stale)):
+        executor = _executor(
+            {
+                "up.good": McpServerSpec(url=guarded.url, credential=TOKEN.encode()),
+                "up.stale": McpServerSpec(url=guarded.url, credential=b"stale-token-0123456789"),
+            }
+        )
+        refused, ran = guarded.count("refused"), guarded.count("change")
+        try:
+            not_ready = await executor.readiness(list(order))
+            assert list(not_ready) == ["up.stale"], not_ready
+            assert getattr(not_ready["up.stale"], "reason", None) == "EXECUTOR_UNREACHABLE"
+            assert "401" in str(not_ready["up.stale"]), not_ready["up.stale"]
+            assert guarded.count("refused") > refused  # its own credential was sent and refused
+            done = await executor.execute(_request(good, "fine"))
+            assert done.status == "succeeded", done.error
+            outcome = await executor.execute(_request(stale, "never"))
+            assert (outcome.status, outcome.dispatched) == ("failed", False), outcome.error
+            assert outcome.reason == "EXECUTOR_UNREACHABLE"
+        finally:
+            await executor.aclose()
+        assert guarded.count("change") == ran + 1

@@ -152,11 +152,33 @@ async def connect(spec: McpServerSpec, *, address: str | None = None) -> AsyncIt
     else:
         pinned = httpx2.AsyncClient(headers=headers, trust_env=False, verify=spec.verify())
         url = spec.url
-    async with (
-        pinned as http,
-        Client(streamable_http_client(url, http_client=http), cache=None) as client,
-    ):
-        yield client
+    refusals: list[int] = []  # HTTP statuses >= 400 the server answered while connecting
+
+    async def note(response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            refusals.append(response.status_code)
+
+    pinned.event_hooks["response"].append(note)
+    try:
+        async with (
+            pinned as http,
+            Client(streamable_http_client(url, http_client=http), cache=None) as client,
+        ):
+            refusals.clear()  # connected: later answers belong to the calls
+            yield client
+    except Exception as exc:
+        if refusals:  # the SDK keeps only "Server returned an error response": say the status
+            raise HttpRefused(refusals[-1]) from exc
+        raise
+
+
+class HttpRefused(Exception):
+    """A ``url`` server answered an HTTP error status while the session was being opened."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        credential = " (check the binding's credential)" if status in (401, 403) else ""
+        super().__init__(f"the server answered HTTP {status}{credential}")
 
 
 class _Session:
@@ -238,7 +260,7 @@ async def list_upstream(spec: McpServerSpec, *, hint: str = CA_HINT) -> list[typ
         ) from None
     except Exception as exc:  # any transport or protocol failure: translated here
         raise TransientExternal(
-            f"the MCP server {spec.label} could not be reached: {connect_failure(exc, hint=hint)}",
+            f"the MCP server {spec.label} could not be reached: {_why(exc, hint=hint)}",
             reason=EXECUTOR_UNREACHABLE,
         ) from None
 
@@ -384,12 +406,14 @@ class McpExecutor:
 
         Returns the tools that are not ready: their drift, or the failure to reach their server.
         """
+        # grouped as sessions are: bindings of one server with another credential, CA or
+        # environment are each listed over their own session, so no binding is reported ready
+        # on another's credential (nor is a credential sent for another binding)
         groups: dict[tuple[Any, ...], tuple[McpServerSpec, list[ToolContract]]] = {}
         for contract in contracts:
             spec = self._servers.get(contract.id)
             if spec is not None:
-                key = (spec.command, spec.url, spec.cwd, spec.ca)
-                groups.setdefault(key, (spec, []))[1].append(contract)
+                groups.setdefault(_session_key(spec), (spec, []))[1].append(contract)
         out: dict[str, Drift | Failure] = {}
         for spec, group in groups.values():
             try:
@@ -609,9 +633,12 @@ class McpExecutor:
             return in_doubt(exc, read_only=request.contract.read_only)
 
 
-def _why(exc: BaseException) -> str:
-    """A failed connection's reason: a certificate that did not verify says so."""
-    return connect_failure(exc, hint=CA_HINT)
+def _why(exc: BaseException, *, hint: str = CA_HINT) -> str:
+    """A failed connection's reason: a certificate that did not verify, or an HTTP status the
+    server refused the session with, says so."""
+    if isinstance(exc, HttpRefused):
+        return str(exc)
+    return connect_failure(exc, hint=hint)
 
 
 def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpServerSpec:
