@@ -11,6 +11,9 @@ the model and is removed before the kernel sees the arguments, unless the tool's
 declares a property of that name). It becomes the kernel's call id, and the session remembers
 which context first saw it, so a retried request with the same key — the identical retry after
 an approval included — reaches the same ``(context, call id)`` and never dispatches twice.
+Once that context has expired, a key that reserved nothing in it is free again (it goes on in
+the current context); a call there still waiting for its approval keeps the key, never runs,
+and its retry says to call again with a new key.
 Without a key the call id is derived from the session and the JSON-RPC request id
 (``mcp-<session>-<request id>``) over stdio, and is random per request over stateless HTTP
 (where request ids repeat across connections).
@@ -27,7 +30,7 @@ from __future__ import annotations
 
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -42,6 +45,7 @@ from charter.contracts.model import ToolContract
 from charter.errors import Failure, InvalidInput, TransientExternal
 from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.core import _parse_at
+from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.mcp._results import envelope_result, failure_result
 from charter.runtime import Runtime
@@ -50,6 +54,7 @@ MCP_SESSION_SLUG = "mcp-session"
 _RENEW = frozenset({"RUN_ENDED", "RUN_TIME_BUDGET_EXCEEDED", "RUN_CALL_BUDGET_EXCEEDED"})
 IDEMPOTENCY_KEY = "idempotency_key"
 TASK_META = "charter/task_id"
+CONTEXT_EXPIRED = "CONTEXT_EXPIRED"
 _KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
 # Calls with one idempotency key looked at: the tenant's, every principal's (the calls table
 # indexes no actor), so a common key ("1", "retry") may match many calls of others.
@@ -221,6 +226,24 @@ class Gateway:
         env = await self.runtime.call(
             context_id, name, call_id, given, as_=principal, task_id=task_id
         )
+        for _ in range(2):
+            # The key's context expired (the session's own context was renewed meanwhile).
+            # A key that reserved nothing there — its call was rejected or denied before
+            # reserving — is free: it goes on where the store has a call of it, else in the
+            # current context. A call waiting for its approval keeps the key, and says so.
+            if key is None or context_id == ctx.context_id or not _closed(env):
+                break
+            state = await self._state_in(principal, context_id, key)
+            if state is not None:
+                if state == CallStatus.PENDING_APPROVAL.value:
+                    return _stuck(env, name=name, call_id=call_id)
+                break
+            session.key_contexts.pop(key, None)
+            context_id = await self._keyed_context(principal, key, ctx.context_id)
+            session.key_contexts[key] = context_id
+            env = await self.runtime.call(
+                context_id, name, call_id, given, as_=principal, task_id=task_id
+            )
         renew = key is None and self.run_id is None  # a bound run is never swapped
         if renew and env.error is not None and env.error.get("reason") in _RENEW:
             # The session's run ended (idle, or by an operator) or spent its budgets: the
@@ -264,6 +287,12 @@ class Gateway:
             )
         return current
 
+    async def _state_in(self, principal: Principal, context_id: str, key: str) -> str | None:
+        """The state of ``principal``'s call ``key`` in ``context_id``; None: none reserved."""
+        calls = await self.runtime.calls(tenant=principal.tenant, call_id=key, limit=_KEY_SCAN)
+        found = (c for c in calls if c.context_id == context_id and c.actor == principal.name)
+        return next((c.state for c in found), None)
+
     def _take_key(self, name: str, args: dict[str, Any]) -> str | None:
         """Remove and return the ``idempotency_key`` argument (unless the tool declares it)."""
         if IDEMPOTENCY_KEY not in args:
@@ -288,6 +317,24 @@ class Gateway:
             if tool.contract.name == name:
                 return tool.contract
         return None
+
+
+def _closed(env: Envelope) -> bool:
+    """The kernel refused the call because its context has expired."""
+    return env.status is CallStatus.DENIED and (env.error or {}).get("reason") == CONTEXT_EXPIRED
+
+
+def _stuck(env: Envelope, *, name: str, call_id: str) -> types.CallToolResult:
+    """A keyed call whose context expired with the call unfinished in it (an approval asked,
+    never used): nothing ran, and the key stays bound to that call, so say what to do."""
+    error = dict(env.error or {})
+    error["message"] = (
+        f"the context this idempotency key's call was made in has expired before the call ran "
+        f"(nothing ran; an approval asked for it can no longer be used); the key "
+        f"{call_id!r} stays bound to that call: call again with a new idempotency_key "
+        "(a write asks for a new approval)"
+    )
+    return envelope_result(replace(env, error=error), name=name, call_id=call_id, keyed=True)
 
 
 def _json_type(value: Any) -> str:
