@@ -266,6 +266,28 @@ def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(wire: Wi
     assert wire.close()[0] == 0
 
 
+def test_any_valid_request_id_names_a_call(wire: Wire) -> None:
+    """A string id that cannot be part of a call id — a slash, spaces, 200 characters — is
+    valid JSON-RPC: the call runs (its call id derived from a hash of the id) instead of being
+    rejected CALL_ID_INVALID, and the same id sent again names the same call; ``"7"`` and
+    ``7`` are two ids, so two calls."""
+    named = []
+    for ident in ("req/1 of session a", "r" * 200, "7", 7):
+        answers = []
+        for _ in range(2):
+            wire.send(call(0, {"query": ""}) | {"id": ident})
+            answers.append(wire.receive())
+        for answer in answers:
+            assert answer["id"] == ident
+            assert answer["result"]["isError"] is False, answer
+        first, again = (a["result"]["_meta"]["charter/call_id"] for a in answers)
+        assert first == again, (first, again)
+        assert len(first) <= 128
+        named.append(first)
+    assert len(set(named)) == 4, named
+    assert wire.close()[0] == 0
+
+
 def test_a_line_longer_than_the_limit_is_refused_and_the_next_one_served(wire: Wire) -> None:
     huge = b'{"jsonrpc":"2.0","id":5,"method":"tools/list","params":{"x":"' + b"a" * (9 << 20)
     wire.send(huge + b'"}}')

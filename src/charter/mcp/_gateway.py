@@ -28,6 +28,9 @@ applies the task's rules (role, profile, allowlist, handoff, budgets) as on ever
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
@@ -43,6 +46,7 @@ import mcp_types as types
 
 from charter.contracts.model import ToolContract
 from charter.errors import Failure, InvalidInput, TransientExternal
+from charter.kernel.admission import CALL_ID
 from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.core import _parse_at
 from charter.kernel.envelope import CallStatus, Envelope
@@ -55,6 +59,7 @@ _RENEW = frozenset({"RUN_ENDED", "RUN_TIME_BUDGET_EXCEEDED", "RUN_CALL_BUDGET_EX
 IDEMPOTENCY_KEY = "idempotency_key"
 TASK_META = "charter/task_id"
 CONTEXT_EXPIRED = "CONTEXT_EXPIRED"
+_DIGITS = re.compile(r"-?[0-9]+")
 _KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
 # Calls with one idempotency key looked at: the tenant's, every principal's (the calls table
 # indexes no actor), so a common key ("1", "retry") may match many calls of others.
@@ -207,7 +212,7 @@ class Gateway:
             return failure_result(exc, name=name)
         if key is None:
             if session.request_ids_unique and request_id is not None:
-                call_id = f"mcp-{session.tag}-{request_id}"
+                call_id = _derived(session.tag, request_id)
             else:
                 call_id = f"mcp-{session.tag}-{secrets.token_hex(8)}"
             context_id = ctx.context_id
@@ -317,6 +322,21 @@ class Gateway:
             if tool.contract.name == name:
                 return tool.contract
         return None
+
+
+def _derived(tag: str, request_id: str | int) -> str:
+    """The call id of an unkeyed request: ``mcp-<session>-<request id>``, or — for a request
+    id that cannot be part of a call id (too long, or characters such as ``/`` or spaces,
+    valid JSON-RPC all the same), and for a string of digits (``"7"`` is another id than
+    ``7``) — ``mcp-<session>-h<its hash>``, so the same request id still names the same call
+    and two ids never name one."""
+    call_id = f"mcp-{tag}-{request_id}"
+    if CALL_ID.fullmatch(call_id) and not (
+        isinstance(request_id, str) and _DIGITS.fullmatch(request_id)
+    ):
+        return call_id
+    digest = hashlib.sha256(json.dumps(request_id).encode()).hexdigest()[:32]
+    return f"mcp-{tag}-h{digest}"
 
 
 def _closed(env: Envelope) -> bool:
