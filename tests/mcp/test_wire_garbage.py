@@ -162,6 +162,17 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
      "/id"),
     (call(21, {"query": ""}) | {"id": False}, None, -32600, "MESSAGE_INVALID", "/id"),
     (LONG_NUMBER, None, -32700, "MESSAGE_NOT_JSON", None),
+    # params of a served method that do not fit it: the SDK said only "Invalid request
+    # parameters" (data ""), with no reason and no place
+    ({"jsonrpc": "2.0", "id": 22, "method": "tools/call",
+      "params": {"name": "notes_search", "arguments": {}, "_meta": SECRET}}, 22, -32602,
+     "PARAMS_INVALID", "/params/_meta"),
+    ({"jsonrpc": "2.0", "id": 23, "method": "tools/list", "params": {"cursor": 5}}, 23, -32602,
+     "PARAMS_INVALID", "/params/cursor"),
+    ({"jsonrpc": "2.0", "id": 24, "method": "resources/read", "params": {}}, 24, -32602,
+     "PARAMS_INVALID", "/params/uri"),
+    ({"jsonrpc": "2.0", "id": 25, "method": "resources/list", "params": []}, 25, -32602,
+     "PARAMS_INVALID", "/params"),
 ]  # fmt: skip
 
 WORDING = {
