@@ -5,7 +5,8 @@ The session renews its context by itself, but a keyed call goes to the context t
 saw its key. A key whose first call reserved nothing (rejected for its arguments) used to be
 denied ``CONTEXT_EXPIRED`` — "resolve a new one", which an MCP client cannot do — for good;
 now it runs in the current context. A key whose call waits for an approval in the expired
-context stays bound to it (nothing ran, nothing may run twice) and the answer says what to do.
+context stays bound to it (nothing ran, nothing may run twice) and the answer says what to do;
+so does a keyed retry that reaches a replica running a newer Build (a rolling deploy).
 """
 
 from __future__ import annotations
@@ -94,3 +95,40 @@ async def test_a_call_approved_after_its_context_expired_says_how_to_go_on(
             assert count(tmp_path, "store") == 1
             run_id = str((done.meta or {})["charter/run_id"])
         assert (await rt.verify(run_id, ledger_key_for(tmp_path))).ok
+
+
+async def test_a_keyed_retry_reaching_a_redeployed_replica_says_how_to_go_on(
+    tmp_path: Path,
+) -> None:
+    """A rolling deploy: two runtimes on one store, the second built after the write tool's
+    description changed. A keyed write asked for approval on the old replica and retried on
+    the new one never runs there (its context belongs to the old Build) and the answer says
+    to call again with a new key, instead of "resolve a new one"."""
+    make_project(tmp_path)
+    async with open_runtime(tmp_path) as old:
+        who = old.principal("app")
+
+        async def on_old(_ctx: Any) -> tuple[Any, McpSession]:
+            return who, McpSession(request_ids_unique=False)
+
+        async with Client(build_server(Gateway(old, "main"), on_old), cache=None) as client:
+            asked = await client.call_tool("svc_store", {"text": "t", "idempotency_key": "s-1"})
+            assert _status(asked) == "pending_approval", _flow.text(asked)
+        source = tmp_path / "tools" / "svc.py"
+        source.write_text(source.read_text().replace("(needs a human approval)", "(approved)"))
+        async with open_runtime(tmp_path) as new:
+            assert new.build.digest != old.build.digest
+
+            async def on_new(_ctx: Any) -> tuple[Any, McpSession]:
+                return new.principal("app"), McpSession(request_ids_unique=False)
+
+            async with Client(build_server(Gateway(new, "main"), on_new), cache=None) as client:
+                late = await client.call_tool("svc_store", {"text": "t", "idempotency_key": "s-1"})
+                assert late.structured_content is not None
+                error = late.structured_content["error"]
+                assert error["reason"] == "CONTEXT_BUILD_CHANGED", error
+                assert "resolve a new one" not in error["message"]
+                assert "new idempotency_key" in error["message"]
+                fresh = await client.call_tool("svc_store", {"text": "t", "idempotency_key": "s-2"})
+                assert _status(fresh) == "pending_approval", _flow.text(fresh)
+    assert count(tmp_path, "store") == 0

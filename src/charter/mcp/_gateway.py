@@ -11,9 +11,10 @@ the model and is removed before the kernel sees the arguments, unless the tool's
 declares a property of that name). It becomes the kernel's call id, and the session remembers
 which context first saw it, so a retried request with the same key — the identical retry after
 an approval included — reaches the same ``(context, call id)`` and never dispatches twice.
-Once that context has expired, a key that reserved nothing in it is free again (it goes on in
-the current context); a call there still waiting for its approval keeps the key, never runs,
-and its retry says to call again with a new key.
+Once that context has expired (or, after a redeploy, belongs to another Build), a key that
+reserved nothing in it is free again (it goes on in the current context); a call there still
+waiting for its approval keeps the key, never runs, and its retry says to call again with a
+new key.
 Without a key the call id is derived from the session and the JSON-RPC request id
 (``mcp-<session>-<request id>``) over stdio, and is random per request over stateless HTTP
 (where request ids repeat across connections).
@@ -58,7 +59,10 @@ MCP_SESSION_SLUG = "mcp-session"
 _RENEW = frozenset({"RUN_ENDED", "RUN_TIME_BUDGET_EXCEEDED", "RUN_CALL_BUDGET_EXCEEDED"})
 IDEMPOTENCY_KEY = "idempotency_key"
 TASK_META = "charter/task_id"
-CONTEXT_EXPIRED = "CONTEXT_EXPIRED"
+_CLOSED = {  # the kernel's reasons for a context that takes no new call, and what they mean
+    "CONTEXT_EXPIRED": "has expired",
+    "CONTEXT_BUILD_CHANGED": "was resolved under another Build (the project was redeployed)",
+}
 _DIGITS = re.compile(r"-?[0-9]+")
 _KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
 # Calls with one idempotency key looked at: the tenant's, every principal's (the calls table
@@ -232,7 +236,8 @@ class Gateway:
             context_id, name, call_id, given, as_=principal, task_id=task_id
         )
         for _ in range(2):
-            # The key's context expired (the session's own context was renewed meanwhile).
+            # The key's context expired (the session's own context was renewed meanwhile), or
+            # was resolved under another Build (a keyed retry reaching a redeployed replica).
             # A key that reserved nothing there — its call was rejected or denied before
             # reserving — is free: it goes on where the store has a call of it, else in the
             # current context. A call waiting for its approval keeps the key, and says so.
@@ -340,16 +345,18 @@ def _derived(tag: str, request_id: str | int) -> str:
 
 
 def _closed(env: Envelope) -> bool:
-    """The kernel refused the call because its context has expired."""
-    return env.status is CallStatus.DENIED and (env.error or {}).get("reason") == CONTEXT_EXPIRED
+    """The kernel refused the call because its context is closed: expired, or resolved
+    under another Build (a redeploy)."""
+    return env.status is CallStatus.DENIED and (env.error or {}).get("reason") in _CLOSED
 
 
 def _stuck(env: Envelope, *, name: str, call_id: str) -> types.CallToolResult:
-    """A keyed call whose context expired with the call unfinished in it (an approval asked,
+    """A keyed call whose context closed with the call unfinished in it (an approval asked,
     never used): nothing ran, and the key stays bound to that call, so say what to do."""
     error = dict(env.error or {})
+    why = _CLOSED.get(str(error.get("reason")), "has closed")
     error["message"] = (
-        f"the context this idempotency key's call was made in has expired before the call ran "
+        f"the context this idempotency key's call was made in {why} before the call ran "
         f"(nothing ran; an approval asked for it can no longer be used); the key "
         f"{call_id!r} stays bound to that call: call again with a new idempotency_key "
         "(a write asks for a new approval)"
