@@ -207,12 +207,12 @@ class Gateway:
                 return failure_result(bad, name=name)
             task_id = named
         try:
-            key = self._take_key(name, args)
-        except InvalidInput as exc:
-            return failure_result(exc, name=name)
-        try:
             ctx = await self.context(principal, session)
         except Failure as exc:  # e.g. a required tool is no longer ready: TOOL_NOT_READY
+            return failure_result(exc, name=name)
+        try:
+            key = self._take_key(ctx, name, args)
+        except InvalidInput as exc:
             return failure_result(exc, name=name)
         if key is None:
             if session.request_ids_unique and request_id is not None:
@@ -303,13 +303,17 @@ class Gateway:
         found = (c for c in calls if c.context_id == context_id and c.actor == principal.name)
         return next((c.state for c in found), None)
 
-    def _take_key(self, name: str, args: dict[str, Any]) -> str | None:
-        """Remove and return the ``idempotency_key`` argument (unless the tool declares it)."""
+    def _take_key(self, ctx: ResolvedContext, name: str, args: dict[str, Any]) -> str | None:
+        """Remove and return the ``idempotency_key`` argument (unless the tool declares it).
+
+        Only a tool the context offers is looked at: a tool of another profile answers as a
+        name nothing has, whatever its schema (nothing about it is disclosed)."""
         if IDEMPOTENCY_KEY not in args:
             return None
-        offered = self.runtime.build.tools.get(name)
-        contract = offered.contract if offered is not None else self._by_name(name)
-        if contract is not None and IDEMPOTENCY_KEY in contract.args_schema.get("properties", {}):
+        offered = ctx.offered(name)
+        bound = self.runtime.build.tools.get(offered.id) if offered is not None else None
+        declared = bound.contract.args_schema.get("properties", {}) if bound is not None else {}
+        if IDEMPOTENCY_KEY in declared:
             return None
         value = args.pop(IDEMPOTENCY_KEY)
         if value is not None and not isinstance(value, str):
@@ -321,12 +325,6 @@ class Gateway:
                 details={"field": IDEMPOTENCY_KEY},
             )
         return value
-
-    def _by_name(self, name: str) -> ToolContract | None:
-        for tool in self.runtime.build.tools.values():
-            if tool.contract.name == name:
-                return tool.contract
-        return None
 
 
 def _derived(tag: str, request_id: str | int) -> str:
