@@ -10,6 +10,7 @@ it answers, so a test can tell whether it ran — and answers by its ``key``:
 - ``invalid``: ran, then ``-32602`` — what the SDK sends for a pydantic ``ValidationError``
   raised anywhere in a handler, after an effect too;
 - ``unsupported``: refused with ``-32601`` before running (not counted);
+- ``badshape``: ran, then answered ``{"value": 5}``, which breaks its own output schema;
 - anything else: ran, the key upper-cased.
 """
 
@@ -50,6 +51,11 @@ async def list_tools(
                     "required": ["key"],
                     "additionalProperties": False,
                 },
+                output_schema={
+                    "type": "object",
+                    "properties": {"value": {"type": "string"}},
+                    "required": ["value"],
+                },
             )
         ]
     )
@@ -66,6 +72,8 @@ async def call_tool(
         raise MCPError(code=INTERNAL_ERROR, message="the store went away after the write")
     if key == "invalid":
         raise MCPError(code=INVALID_PARAMS, message="Invalid request parameters")
+    if key == "badshape":  # ran, then answered against its own output schema
+        return types.CallToolResult(content=[], structured_content={"value": 5})
     value = {"value": key.upper()}
     return types.CallToolResult(
         content=[types.TextContent(text=value["value"])], structured_content=value

@@ -20,12 +20,15 @@ from pathlib import Path
 
 import pytest
 
+import charter
 from charter.contracts.model import ToolContract
 from charter.contracts.tool_context import Context
 from charter.executors.egress import EgressPolicy
 from charter.executors.mcp import McpExecutor, McpServerSpec, list_upstream, upstream_digest
+from charter.executors.mcp_import import import_contracts
 from charter.kernel.executor_port import ExecutionRequest
 from tests.executors_http.conftest import free_port, wait_until_up
+from tests.mcp._project import make_project
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]
 
@@ -149,3 +152,56 @@ async def test_each_credential_is_checked_for_readiness_with_its_own_session(
         finally:
             await executor.aclose()
         assert guarded.count("change") == ran + 1
+
+
+async def _governed(root: Path, guarded: Guarded, effect: str) -> Path:
+    """A project whose ``up.change`` (effect ``effect``) is the guarded server's tool, imported
+    and pinned, bound by url with the server's token."""
+    spec = McpServerSpec(url=guarded.url, credential=TOKEN.encode())
+    written = await import_contracts(spec, project=root, prefix="up")
+    tools = root / written["file"]
+    tools.write_text(tools.read_text().replace("effect: write", f"effect: {effect}"))
+    binding = (
+        "egress: {allow: [127.0.0.1/32]}\n"
+        "bindings:\n"
+        "  up.change:\n"
+        "    executor: mcp\n"
+        f"    url: {guarded.url}\n"
+        "    credential: {env: GUARDED_MCP_TOKEN}\n"
+    )
+    profile = "\n  down:\n    description: The guarded tool.\n    include: [up.change]\n"
+    make_project(root, with_yaml_glob=True, extra_profiles=profile, extra_deploy=binding)
+    deploy = root / "charter.deploy.yaml"
+    deploy.write_text(
+        deploy.read_text().replace("enable: [svc.store]", "enable: [svc.store, up.change]")
+    )
+    return root
+
+
+@pytest.mark.parametrize(("effect", "status"), [("read", "failed"), ("write", "unknown")])
+async def test_a_result_against_the_tools_own_output_schema_is_the_kernels_to_judge(
+    tmp_path: Path, guarded: Guarded, monkeypatch: pytest.MonkeyPatch, effect: str, status: str
+) -> None:
+    """The tool ran and answered structured content its own output schema refuses. The SDK
+    client raised on it, which the executor took for a broken connection: ``unknown`` /
+    ``EXECUTOR_CONNECTION_LOST`` for a read too, and the kept session closed. Now the kernel
+    checks the result against the pinned ``result_schema``: ``RESULT_SCHEMA_MISMATCH``,
+    ``failed`` for a read, ``unknown`` for a write; it ran once and is never sent again."""
+    monkeypatch.setenv("GUARDED_MCP_TOKEN", TOKEN)
+    project = await _governed(tmp_path, guarded, effect)
+    before = guarded.count("change")
+    async with charter.open(project, store="memory:") as rt:
+        ctx = await rt.resolve_context("app", "down")
+        done = await rt.call(ctx.context_id, "up.change", "bad-1", {"key": "badshape"}, as_="app")
+        if effect == "write":
+            assert done.approval is not None
+            await rt.approve(done.approval["id"], as_="alice")
+            done = await rt.call(
+                ctx.context_id, "up.change", "bad-1", {"key": "badshape"}, as_="app"
+            )
+        assert done.status.value == status, done.error
+        assert done.error is not None
+        assert done.error["reason"] == "RESULT_SCHEMA_MISMATCH", done.error
+        again = await rt.call(ctx.context_id, "up.change", "bad-1", {"key": "badshape"}, as_="app")
+        assert again.status.value == status
+        assert guarded.count("change") == before + 1

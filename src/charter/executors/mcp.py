@@ -142,6 +142,7 @@ async def connect(spec: McpServerSpec, *, address: str | None = None) -> AsyncIt
             env=env,
         )
         async with Client(params, cache=None) as client:
+            client.session.validate_tool_result = _kernel_judges  # type: ignore[method-assign]
             yield client
         return
     assert spec.url is not None
@@ -165,6 +166,7 @@ async def connect(spec: McpServerSpec, *, address: str | None = None) -> AsyncIt
             Client(streamable_http_client(url, http_client=http), cache=None) as client,
         ):
             refusals.clear()  # connected: later answers belong to the calls
+            client.session.validate_tool_result = _kernel_judges  # type: ignore[method-assign]
             yield client
     except Exception as exc:
         if refusals:  # the SDK keeps only "Server returned an error response": say the status
@@ -179,6 +181,13 @@ class HttpRefused(Exception):
         self.status = status
         credential = " (check the binding's credential)" if status in (401, 403) else ""
         super().__init__(f"the server answered HTTP {status}{credential}")
+
+
+async def _kernel_judges(name: str, result: types.CallToolResult) -> None:
+    """In place of the SDK client's check of a tool's result against the output schema its
+    server lists: that check raises after the tool ran, which cannot be told from a broken
+    connection. The kernel checks the result against the contract's pinned ``result_schema``
+    instead (``RESULT_SCHEMA_MISMATCH``: ``failed`` for a read, ``unknown`` otherwise)."""
 
 
 class _Session:
