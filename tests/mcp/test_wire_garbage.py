@@ -261,8 +261,13 @@ def test_arguments_with_a_repeated_key_or_a_lone_surrogate_are_refused_by_the_ke
     assert recorded.get("sur-1") == "ARGS_LONE_SURROGATE", recorded
 
 
-def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(wire: Wire) -> None:
-    for ident, key in ((1, 42), (2, {"a": 1}), (3, True)):
+def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(
+    wire: Wire, demo: Path
+) -> None:
+    """A key that is not a string, or not a possible call id (100,000 characters, a slash),
+    is refused before the kernel: neither echoed back nor written into the ledger."""
+    long_key = "k" * 100_000
+    for ident, key in ((1, 42), (2, {"a": 1}), (3, True), (5, long_key), (6, "a/b"), (7, "")):
         wire.send(call(ident, {"query": "", "idempotency_key": key}))
         answer = wire.receive()
         result = answer["result"]
@@ -271,10 +276,14 @@ def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(wire: Wi
         assert error["reason"] == "IDEMPOTENCY_KEY_INVALID", error
         assert "idempotency_key" in error["message"]
         assert "_meta" not in result or "charter/call_id" not in result["_meta"]
+        assert long_key not in json.dumps(answer)
     wire.send(call(4, {"query": "", "idempotency_key": "key-4"}))
     answer = wire.receive()
     assert answer["result"]["_meta"]["charter/call_id"] == "key-4"
     assert wire.close()[0] == 0
+    recorded = recorded_refusals(demo)
+    assert "key-4" in recorded
+    assert not any(len(call_id) > 128 for call_id in recorded), "a key reached the ledger"
 
 
 def test_any_valid_request_id_names_a_call(wire: Wire) -> None:

@@ -324,6 +324,16 @@ class Gateway:
                 reason="IDEMPOTENCY_KEY_INVALID",
                 details={"field": IDEMPOTENCY_KEY},
             )
+        if value is not None and CALL_ID.fullmatch(value) is None:
+            # refused here, as a wrong type is: never echoed, nor recorded as a call id (a
+            # client could otherwise write megabytes into the ledger with every request)
+            raise InvalidInput(
+                f"the argument {IDEMPOTENCY_KEY} must match {CALL_ID.pattern} (at most 128 "
+                f"characters; a UUID will do), not a string of {len(value)} characters that "
+                "does not",
+                reason="IDEMPOTENCY_KEY_INVALID",
+                details={"field": IDEMPOTENCY_KEY},
+            )
         return value
 
 
