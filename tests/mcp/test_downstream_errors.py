@@ -141,14 +141,18 @@ async def test_each_credential_is_checked_for_readiness_with_its_own_session(
         try:
             not_ready = await executor.readiness(list(order))
             assert list(not_ready) == ["up.stale"], not_ready
-            assert getattr(not_ready["up.stale"], "reason", None) == "EXECUTOR_UNREACHABLE"
-            assert "401" in str(not_ready["up.stale"]), not_ready["up.stale"]
+            # refused, as an http executor's describe with a wrong credential is
+            assert getattr(not_ready["up.stale"], "reason", None) == "EXECUTOR_REFUSED"
+            assert "HTTP 401" in str(not_ready["up.stale"]), not_ready["up.stale"]
+            assert "credential" in str(not_ready["up.stale"])
             assert guarded.count("refused") > refused  # its own credential was sent and refused
             done = await executor.execute(_request(good, "fine"))
             assert done.status == "succeeded", done.error
             outcome = await executor.execute(_request(stale, "never"))
             assert (outcome.status, outcome.dispatched) == ("failed", False), outcome.error
-            assert outcome.reason == "EXECUTOR_UNREACHABLE"
+            assert outcome.reason == "EXECUTOR_REFUSED"
+            assert outcome.error is not None
+            assert outcome.error.code.value == "permission_denied"
         finally:
             await executor.aclose()
         assert guarded.count("change") == ran + 1

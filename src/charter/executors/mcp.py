@@ -54,7 +54,13 @@ from mcp_types.jsonrpc import (
 
 from charter.contracts.canonical import sha256_digest
 from charter.contracts.model import ToolContract
-from charter.errors import ContractViolation, Failure, TransientExternal, UserError
+from charter.errors import (
+    ContractViolation,
+    Failure,
+    PermissionDenied,
+    TransientExternal,
+    UserError,
+)
 from charter.executors.egress import (
     EgressPolicy,
     Resolver,
@@ -78,6 +84,7 @@ from charter.kernel.executor_port import (
 
 TOOL_NOT_READY = "TOOL_NOT_READY"
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
+EXECUTOR_REFUSED = "EXECUTOR_REFUSED"  # the server refused the binding's credential
 UPSTREAM_TOOL_ERROR = "UPSTREAM_TOOL_ERROR"
 UPSTREAM_PROTOCOL_ERROR = "UPSTREAM_PROTOCOL_ERROR"  # a JSON-RPC error after the call was sent
 UPSTREAM_REFUSED = "UPSTREAM_REFUSED"  # a JSON-RPC error proving the call never ran
@@ -268,10 +275,7 @@ async def list_upstream(spec: McpServerSpec, *, hint: str = CA_HINT) -> list[typ
             reason=EXECUTOR_UNREACHABLE,
         ) from None
     except Exception as exc:  # any transport or protocol failure: translated here
-        raise TransientExternal(
-            f"the MCP server {spec.label} could not be reached: {_why(exc, hint=hint)}",
-            reason=EXECUTOR_UNREACHABLE,
-        ) from None
+        raise _not_reached(spec, exc, hint=hint) from None
 
 
 async def _all_tools(client: Client) -> list[types.Tool]:
@@ -450,10 +454,7 @@ class McpExecutor:
                     f"{LIST_TIMEOUT_S:g} s",
                     reason=EXECUTOR_UNREACHABLE,
                 ) from None
-            raise TransientExternal(
-                f"the MCP server {spec.label} could not be reached: {_why(exc)}",
-                reason=EXECUTOR_UNREACHABLE,
-            ) from None
+            raise _not_reached(spec, exc) from None
         session.used = True
         return tools
 
@@ -544,6 +545,9 @@ class McpExecutor:
         if not sent and reused:
             return _STALE
         if not sent:
+            refused = _not_reached(session.spec, why)
+            if refused.reason == EXECUTOR_REFUSED:  # (its message holds no argument)
+                return failed(refused, dispatched=False)
             return self._unreachable(request, session.spec, _why(why))
         return unknown(
             failure_from(
@@ -640,6 +644,22 @@ class McpExecutor:
             return succeeded(ensure_json(value))
         except Failure as exc:  # it ran: a write's effect is in doubt, never "failed"
             return in_doubt(exc, read_only=request.contract.read_only)
+
+
+def _not_reached(spec: McpServerSpec, exc: BaseException, *, hint: str = CA_HINT) -> Failure:
+    """Why a session could not be opened: the server refused the binding's credential
+    (HTTP 401/403: ``permission_denied`` / ``EXECUTOR_REFUSED``, as an ``http`` executor's
+    describe), else ``EXECUTOR_UNREACHABLE``."""
+    if isinstance(exc, HttpRefused) and exc.status in (401, 403):
+        return PermissionDenied(
+            f"the MCP server {spec.label} refused the binding's credential: {exc}",
+            reason=EXECUTOR_REFUSED,
+            details={"http_status": exc.status},
+        )
+    return TransientExternal(
+        f"the MCP server {spec.label} could not be reached: {_why(exc, hint=hint)}",
+        reason=EXECUTOR_UNREACHABLE,
+    )
 
 
 def _why(exc: BaseException, *, hint: str = CA_HINT) -> str:
