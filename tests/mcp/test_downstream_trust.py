@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 import charter
-from charter.executors.mcp import McpServerSpec, import_contracts
+from charter.executors.mcp import McpServerSpec
+from charter.executors.mcp_import import import_contracts
 from tests.mcp._project import make_project
 
 pytestmark = [pytest.mark.anyio, pytest.mark.slow]

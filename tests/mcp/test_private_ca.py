@@ -30,13 +30,8 @@ from charter.contracts.tool_context import Context
 from charter.deploy.deployment import load_deployment
 from charter.errors import ConfigError, Failure, TransientExternal
 from charter.executors.egress import EgressPolicy
-from charter.executors.mcp import (
-    McpExecutor,
-    McpServerSpec,
-    import_contracts,
-    list_upstream,
-    upstream_digest,
-)
+from charter.executors.mcp import McpExecutor, McpServerSpec, list_upstream, upstream_digest
+from charter.executors.mcp_import import import_contracts
 from charter.kernel.executor_port import ExecutionRequest
 from charter.runtime import check_readiness
 from tests.executors_http.conftest import free_port

@@ -107,6 +107,8 @@ async def test_run_resources_are_listed_per_profile_and_tenant(tmp_path: Path) -
             with pytest.raises(MCPError) as caught:
                 await client.read_resource(uri)
             assert caught.value.message == "no such resource", uri
+            # one reason for all of them: nothing is learnt about what exists elsewhere
+            assert caught.value.error.data == {"reason": "RESOURCE_NOT_FOUND"}, uri
 
     # the reader profile's server sees the reader run, not the main one
     async with Client(server(tmp_path, "app", "reader"), cache=None) as client:

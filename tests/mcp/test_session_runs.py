@@ -117,3 +117,33 @@ async def test_a_client_that_goes_away_mid_call_leaves_nothing_dispatching(
         assert row.state == "unknown", row
         assert row.receipt["error"]["reason"] == "CALL_CANCELLED"  # recorded by the server
         assert (await rt.verify(row.run_id, ledger_key_for(project))).ok
+
+
+async def test_a_call_the_client_cancels_runs_once_and_its_outcome_stays_readable(
+    tmp_path: Path,
+) -> None:
+    """The SDK client cancels a keyed call mid-flight (notifications/cancelled) and keeps its
+    session: the call is recorded ``unknown`` / ``CALL_CANCELLED`` (never left dispatching),
+    the same key answers that outcome without running the tool again, and the session goes
+    on serving."""
+    project = write_runtime_project(tmp_path / "kv")
+    journal = project / "journal.txt"
+    args = {"seconds": 2, "idempotency_key": "slow-1"}
+    async with Client(_server(project), cache=None) as client:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "kv_slow", args)
+            with anyio.fail_after(60):
+                while not (journal.exists() and '"kv.slow"' in journal.read_text()):
+                    await anyio.sleep(0.02)
+            tg.cancel_scope.cancel()
+        again = await client.call_tool("kv_slow", args)
+        assert again.is_error
+        assert (again.meta or {})["charter/status"] == "unknown", _flow.text(again)
+        assert "CALL_CANCELLED" in _flow.text(again)
+        other = await client.call_tool("kv_get", {"key": "a"})
+        assert not other.is_error, _flow.text(other)
+    assert journal.read_text().count('"kv.slow"') == 1
+    async with open_runtime(project) as rt:
+        [row] = [c for c in await rt.calls(tenant="acme", limit=100) if c.tool_id == "kv.slow"]
+        assert (row.call_id, row.state) == ("slow-1", "unknown")
+        assert (await rt.verify(row.run_id, ledger_key_for(project))).ok

@@ -162,6 +162,17 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
      "/id"),
     (call(21, {"query": ""}) | {"id": False}, None, -32600, "MESSAGE_INVALID", "/id"),
     (LONG_NUMBER, None, -32700, "MESSAGE_NOT_JSON", None),
+    # params of a served method that do not fit it: the SDK said only "Invalid request
+    # parameters" (data ""), with no reason and no place
+    ({"jsonrpc": "2.0", "id": 22, "method": "tools/call",
+      "params": {"name": "notes_search", "arguments": {}, "_meta": SECRET}}, 22, -32602,
+     "PARAMS_INVALID", "/params/_meta"),
+    ({"jsonrpc": "2.0", "id": 23, "method": "tools/list", "params": {"cursor": 5}}, 23, -32602,
+     "PARAMS_INVALID", "/params/cursor"),
+    ({"jsonrpc": "2.0", "id": 24, "method": "resources/read", "params": {}}, 24, -32602,
+     "PARAMS_INVALID", "/params/uri"),
+    ({"jsonrpc": "2.0", "id": 25, "method": "resources/list", "params": []}, 25, -32602,
+     "PARAMS_INVALID", "/params"),
 ]  # fmt: skip
 
 WORDING = {
@@ -250,8 +261,13 @@ def test_arguments_with_a_repeated_key_or_a_lone_surrogate_are_refused_by_the_ke
     assert recorded.get("sur-1") == "ARGS_LONE_SURROGATE", recorded
 
 
-def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(wire: Wire) -> None:
-    for ident, key in ((1, 42), (2, {"a": 1}), (3, True)):
+def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(
+    wire: Wire, demo: Path
+) -> None:
+    """A key that is not a string, or not a possible call id (100,000 characters, a slash),
+    is refused before the kernel: neither echoed back nor written into the ledger."""
+    long_key = "k" * 100_000
+    for ident, key in ((1, 42), (2, {"a": 1}), (3, True), (5, long_key), (6, "a/b"), (7, "")):
         wire.send(call(ident, {"query": "", "idempotency_key": key}))
         answer = wire.receive()
         result = answer["result"]
@@ -260,9 +276,35 @@ def test_an_idempotency_key_that_is_not_a_string_is_refused_not_coerced(wire: Wi
         assert error["reason"] == "IDEMPOTENCY_KEY_INVALID", error
         assert "idempotency_key" in error["message"]
         assert "_meta" not in result or "charter/call_id" not in result["_meta"]
+        assert long_key not in json.dumps(answer)
     wire.send(call(4, {"query": "", "idempotency_key": "key-4"}))
     answer = wire.receive()
     assert answer["result"]["_meta"]["charter/call_id"] == "key-4"
+    assert wire.close()[0] == 0
+    recorded = recorded_refusals(demo)
+    assert "key-4" in recorded
+    assert not any(len(call_id) > 128 for call_id in recorded), "a key reached the ledger"
+
+
+def test_any_valid_request_id_names_a_call(wire: Wire) -> None:
+    """A string id that cannot be part of a call id — a slash, spaces, 200 characters — is
+    valid JSON-RPC: the call runs (its call id derived from a hash of the id) instead of being
+    rejected CALL_ID_INVALID, and the same id sent again names the same call; ``"7"`` and
+    ``7`` are two ids, so two calls."""
+    named = []
+    for ident in ("req/1 of session a", "r" * 200, "7", 7):
+        answers = []
+        for _ in range(2):
+            wire.send(call(0, {"query": ""}) | {"id": ident})
+            answers.append(wire.receive())
+        for answer in answers:
+            assert answer["id"] == ident
+            assert answer["result"]["isError"] is False, answer
+        first, again = (a["result"]["_meta"]["charter/call_id"] for a in answers)
+        assert first == again, (first, again)
+        assert len(first) <= 128
+        named.append(first)
+    assert len(set(named)) == 4, named
     assert wire.close()[0] == 0
 
 

@@ -125,7 +125,8 @@ def import_mcp(
 ) -> None:
     """Write pinned YAML contracts for a downstream MCP server's tools into the project."""
     from charter.deploy.http_binding import read_ca_file
-    from charter.executors.mcp import McpServerSpec, import_contracts
+    from charter.executors.mcp import McpServerSpec
+    from charter.executors.mcp_import import import_contracts
 
     if (command is None) == (url is None):
         fail("give exactly one of --command or --url")

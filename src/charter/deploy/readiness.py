@@ -13,7 +13,8 @@ For every tool the deployment binds:
   ``TOOL_NOT_DESCRIBED``, ``VERSION_MISMATCH``, ``DIGEST_MISMATCH``.
 - ``mcp`` — the downstream MCP server must list the contract's ``upstream`` tool with the
   pinned digest over its name, description and input schema. Not ready: ``UPSTREAM_DRIFT``
-  (the message names what changed), ``UPSTREAM_NOT_PINNED``, ``EXECUTOR_UNREACHABLE``.
+  (the message names what changed), ``UPSTREAM_NOT_PINNED``, ``EXECUTOR_UNREACHABLE``,
+  ``EXECUTOR_REFUSED`` (401/403: the server refused the binding's credential), ``EGRESS_REFUSED``.
 - ``python`` / ``subprocess`` — the entrypoint file exists inside the project, parses, and
   defines the function (checked first without importing it), and the code reports the
   contract it declares, as the executor would run it: the in-process executor's function

@@ -11,7 +11,9 @@ poisoning and "rug pulls" happen, so:
   missing tool before dispatch (``contract_violation`` / ``TOOL_NOT_READY``, nothing sent).
 
 Outcomes: an answer with ``isError`` → ``failed`` (the server reported it);
-a JSON-RPC error → ``failed``; the server unreachable before the call was sent → ``failed``,
+a JSON-RPC error after the call was sent → ``unknown`` for a write (``failed`` for a read),
+unless its code proves the call never ran (``-32700``, ``-32600``, ``-32601``: ``failed``, not
+dispatched); the server unreachable before the call was sent → ``failed``,
 not dispatched (``EXECUTOR_UNREACHABLE``); the deadline passing or the connection breaking
 after the call was sent → ``unknown``.
 
@@ -39,15 +41,26 @@ except ImportError as exc:  # pragma: no cover - only without the extra
 import anyio
 import httpx2
 import mcp_types as types
-import yaml
 from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared.exceptions import MCPError
-from mcp_types.jsonrpc import CONNECTION_CLOSED
+from mcp_types.jsonrpc import (
+    CONNECTION_CLOSED,
+    INVALID_REQUEST,
+    METHOD_NOT_FOUND,
+    PARSE_ERROR,
+    REQUEST_TIMEOUT,
+)
 
 from charter.contracts.canonical import sha256_digest
-from charter.contracts.model import MODEL_NAME, ToolContract
-from charter.errors import ContractViolation, Failure, TransientExternal, UserError
+from charter.contracts.model import ToolContract
+from charter.errors import (
+    ContractViolation,
+    Failure,
+    PermissionDenied,
+    TransientExternal,
+    UserError,
+)
 from charter.executors.egress import (
     EgressPolicy,
     Resolver,
@@ -71,8 +84,12 @@ from charter.kernel.executor_port import (
 
 TOOL_NOT_READY = "TOOL_NOT_READY"
 EXECUTOR_UNREACHABLE = "EXECUTOR_UNREACHABLE"
+EXECUTOR_REFUSED = "EXECUTOR_REFUSED"  # the server refused the binding's credential
 UPSTREAM_TOOL_ERROR = "UPSTREAM_TOOL_ERROR"
-UPSTREAM_PROTOCOL_ERROR = "UPSTREAM_PROTOCOL_ERROR"
+UPSTREAM_PROTOCOL_ERROR = "UPSTREAM_PROTOCOL_ERROR"  # a JSON-RPC error after the call was sent
+UPSTREAM_REFUSED = "UPSTREAM_REFUSED"  # a JSON-RPC error proving the call never ran
+# JSON-RPC errors that prove a tools/call was never taken up (so its tool never ran)
+NOTHING_RAN = frozenset({PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND})
 CONNECTION_LOST = "EXECUTOR_CONNECTION_LOST"
 LIST_TIMEOUT_S = 20.0
 CA_HINT = "a server behind a private CA needs the binding's `ca`"  # after a certificate failure
@@ -132,6 +149,7 @@ async def connect(spec: McpServerSpec, *, address: str | None = None) -> AsyncIt
             env=env,
         )
         async with Client(params, cache=None) as client:
+            client.session.validate_tool_result = _kernel_judges  # type: ignore[method-assign]
             yield client
         return
     assert spec.url is not None
@@ -142,11 +160,41 @@ async def connect(spec: McpServerSpec, *, address: str | None = None) -> AsyncIt
     else:
         pinned = httpx2.AsyncClient(headers=headers, trust_env=False, verify=spec.verify())
         url = spec.url
-    async with (
-        pinned as http,
-        Client(streamable_http_client(url, http_client=http), cache=None) as client,
-    ):
-        yield client
+    refusals: list[int] = []  # HTTP statuses >= 400 the server answered while connecting
+
+    async def note(response: httpx2.Response) -> None:
+        if response.status_code >= 400:
+            refusals.append(response.status_code)
+
+    pinned.event_hooks["response"].append(note)
+    try:
+        async with (
+            pinned as http,
+            Client(streamable_http_client(url, http_client=http), cache=None) as client,
+        ):
+            refusals.clear()  # connected: later answers belong to the calls
+            client.session.validate_tool_result = _kernel_judges  # type: ignore[method-assign]
+            yield client
+    except Exception as exc:
+        if refusals:  # the SDK keeps only "Server returned an error response": say the status
+            raise HttpRefused(refusals[-1]) from exc
+        raise
+
+
+class HttpRefused(Exception):
+    """A ``url`` server answered an HTTP error status while the session was being opened."""
+
+    def __init__(self, status: int) -> None:
+        self.status = status
+        credential = " (check the binding's credential)" if status in (401, 403) else ""
+        super().__init__(f"the server answered HTTP {status}{credential}")
+
+
+async def _kernel_judges(name: str, result: types.CallToolResult) -> None:
+    """In place of the SDK client's check of a tool's result against the output schema its
+    server lists: that check raises after the tool ran, which cannot be told from a broken
+    connection. The kernel checks the result against the contract's pinned ``result_schema``
+    instead (``RESULT_SCHEMA_MISMATCH``: ``failed`` for a read, ``unknown`` otherwise)."""
 
 
 class _Session:
@@ -227,10 +275,7 @@ async def list_upstream(spec: McpServerSpec, *, hint: str = CA_HINT) -> list[typ
             reason=EXECUTOR_UNREACHABLE,
         ) from None
     except Exception as exc:  # any transport or protocol failure: translated here
-        raise TransientExternal(
-            f"the MCP server {spec.label} could not be reached: {connect_failure(exc, hint=hint)}",
-            reason=EXECUTOR_UNREACHABLE,
-        ) from None
+        raise _not_reached(spec, exc, hint=hint) from None
 
 
 async def _all_tools(client: Client) -> list[types.Tool]:
@@ -374,12 +419,14 @@ class McpExecutor:
 
         Returns the tools that are not ready: their drift, or the failure to reach their server.
         """
+        # grouped as sessions are: bindings of one server with another credential, CA or
+        # environment are each listed over their own session, so no binding is reported ready
+        # on another's credential (nor is a credential sent for another binding)
         groups: dict[tuple[Any, ...], tuple[McpServerSpec, list[ToolContract]]] = {}
         for contract in contracts:
             spec = self._servers.get(contract.id)
             if spec is not None:
-                key = (spec.command, spec.url, spec.cwd, spec.ca)
-                groups.setdefault(key, (spec, []))[1].append(contract)
+                groups.setdefault(_session_key(spec), (spec, []))[1].append(contract)
         out: dict[str, Drift | Failure] = {}
         for spec, group in groups.values():
             try:
@@ -407,10 +454,7 @@ class McpExecutor:
                     f"{LIST_TIMEOUT_S:g} s",
                     reason=EXECUTOR_UNREACHABLE,
                 ) from None
-            raise TransientExternal(
-                f"the MCP server {spec.label} could not be reached: {_why(exc)}",
-                reason=EXECUTOR_UNREACHABLE,
-            ) from None
+            raise _not_reached(spec, exc) from None
         session.used = True
         return tools
 
@@ -481,13 +525,7 @@ class McpExecutor:
                 return await self._broken(request, session, sent=sent, reused=reused, why=exc)
             if not sent:
                 return self._unreachable(request, spec, f"protocol error {exc.error.code}")
-            return failed(
-                failure_from(
-                    "internal",
-                    UPSTREAM_PROTOCOL_ERROR,
-                    self._redact(f"the MCP server answered an error: {exc.error.message}", request),
-                )
-            )
+            return self._jsonrpc_error(request, exc.error)
         except Exception as exc:  # transport failures of any kind, translated here
             return await self._broken(request, session, sent=sent, reused=reused, why=exc)
         return self._result(request, result)
@@ -507,6 +545,9 @@ class McpExecutor:
         if not sent and reused:
             return _STALE
         if not sent:
+            refused = _not_reached(session.spec, why)
+            if refused.reason == EXECUTOR_REFUSED:  # (its message holds no argument)
+                return failed(refused, dispatched=False)
             return self._unreachable(request, session.spec, _why(why))
         return unknown(
             failure_from(
@@ -515,6 +556,56 @@ class McpExecutor:
                 f"the connection to the MCP server broke after the call was sent "
                 f"({type(why).__name__})",
             )
+        )
+
+    def _jsonrpc_error(self, request: ExecutionRequest, error: types.ErrorData) -> ExecutionOutcome:
+        """The server answered the sent call with a JSON-RPC error instead of a result.
+
+        Only an error that says the request was never taken up as a tool call (it did not
+        parse, was no valid request, or the server has no ``tools/call``) proves nothing ran:
+        ``failed``, not dispatched. Any other code does not: the SDK's own servers answer
+        ``-32603`` — or ``-32602``, for a validation error raised anywhere in the handler —
+        when a tool raises after its effect, so a write is ``unknown`` (never ``failed``, which
+        a caller may retry under a new call id) and a read ``failed`` (:func:`in_doubt`).
+        """
+        contract = request.contract
+        said = self._redact(error.message[:500], request)
+        details = {"jsonrpc_code": error.code}
+        if error.code in NOTHING_RAN:
+            return failed(
+                failure_from(
+                    "invalid_input",
+                    UPSTREAM_REFUSED,
+                    f"the MCP server refused the call before running it: JSON-RPC error "
+                    f"{error.code} ({said})",
+                    details=details,
+                ),
+                dispatched=False,
+            )
+        if error.code == REQUEST_TIMEOUT:  # the server gave up on its own deadline
+            return unknown(
+                failure_from(
+                    "timeout",
+                    TIMEOUT,
+                    f"the MCP server answered a request timeout ({said}) after the call was sent",
+                    details=details,
+                )
+            )
+        doubt = (
+            ""
+            if contract.read_only
+            else (f"; the effect of tool {contract.id} may or may not have happened")
+        )
+        return in_doubt(
+            failure_from(
+                "transient_external",
+                UPSTREAM_PROTOCOL_ERROR,
+                f"the MCP server answered JSON-RPC error {error.code} ({said}) after the call "
+                f"was sent{doubt}",
+                details=details,
+                retryable=contract.read_only,
+            ),
+            read_only=contract.read_only,
         )
 
     def _unreachable(
@@ -555,9 +646,28 @@ class McpExecutor:
             return in_doubt(exc, read_only=request.contract.read_only)
 
 
-def _why(exc: BaseException) -> str:
-    """A failed connection's reason: a certificate that did not verify says so."""
-    return connect_failure(exc, hint=CA_HINT)
+def _not_reached(spec: McpServerSpec, exc: BaseException, *, hint: str = CA_HINT) -> Failure:
+    """Why a session could not be opened: the server refused the binding's credential
+    (HTTP 401/403: ``permission_denied`` / ``EXECUTOR_REFUSED``, as an ``http`` executor's
+    describe), else ``EXECUTOR_UNREACHABLE``."""
+    if isinstance(exc, HttpRefused) and exc.status in (401, 403):
+        return PermissionDenied(
+            f"the MCP server {spec.label} refused the binding's credential: {exc}",
+            reason=EXECUTOR_REFUSED,
+            details={"http_status": exc.status},
+        )
+    return TransientExternal(
+        f"the MCP server {spec.label} could not be reached: {_why(exc, hint=hint)}",
+        reason=EXECUTOR_UNREACHABLE,
+    )
+
+
+def _why(exc: BaseException, *, hint: str = CA_HINT) -> str:
+    """A failed connection's reason: a certificate that did not verify, or an HTTP status the
+    server refused the session with, says so."""
+    if isinstance(exc, HttpRefused):
+        return str(exc)
+    return connect_failure(exc, hint=hint)
 
 
 def spec_from_options(options: Mapping[str, Any], *, root: Path | None) -> McpServerSpec:
@@ -596,129 +706,3 @@ def mcp_executor(
     if not servers:
         return None
     return McpExecutor(servers=servers, redact_message=redact_message, egress=egress)
-
-
-# ---------------------------------------------------------------------------------------
-# charter import-mcp
-
-
-def _tool_id(prefix: str, server: str, name: str) -> str:
-    safe = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in name).strip("_") or "tool"
-    if not safe[0].isalpha():
-        safe = "t_" + safe
-    return f"{prefix or server}.{safe}"
-
-
-def _model_name(prefix: str, tool_id: str, upstream: str) -> str:
-    """The model-facing name: the upstream name, behind ``prefix_`` when a prefix is given
-    (so two servers' ``search`` tools do not clash); derived from the id when not valid."""
-    safe_prefix = "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in prefix)
-    name = f"{safe_prefix}_{upstream}" if safe_prefix else upstream
-    if MODEL_NAME.fullmatch(name):
-        return name
-    return tool_id.replace(".", "_")[:64]
-
-
-class _NoAliases(yaml.SafeDumper):
-    """Write every value out in full: no ``&id001`` anchors and ``*id001`` aliases."""
-
-    def ignore_aliases(self, data: Any) -> bool:
-        return True
-
-
-def contract_data(
-    tool: types.Tool, *, tool_id: str, server: str, prefix: str = ""
-) -> dict[str, Any]:
-    """The YAML contract for one upstream tool, pinned by :func:`upstream_digest`."""
-    ann = tool.annotations
-    data: dict[str, Any] = {
-        "id": tool_id,
-        "name": _model_name(prefix, tool_id, tool.name),
-        "version": "1.0.0",
-        "description": tool.description or tool.name,
-        "args_schema": tool.input_schema,
-        "effect": "write",
-        "annotations": {"open_world": True},
-        "upstream": {"server": server, "name": tool.name, "digest": upstream_digest(tool)},
-    }
-    if tool.title or (ann is not None and ann.title):
-        data["title"] = tool.title or (ann.title if ann is not None else None)
-    if tool.output_schema is not None and tool.output_schema.get("type") == "object":
-        data["result_schema"] = tool.output_schema
-    if ann is not None:
-        if ann.destructive_hint is not None:
-            data["annotations"]["destructive"] = ann.destructive_hint
-        if ann.idempotent_hint is not None:
-            data["annotations"]["idempotent"] = ann.idempotent_hint
-    return data
-
-
-HEADER = """\
-# Contracts for the tools of the MCP server {server!r}, written by `charter import-mcp`.
-# Each tool is pinned by `upstream.digest` (its name, description and input schema): if the
-# server changes any of them, the tool is not ready until you re-import and review the diff.
-#
-# CONFIRM BEFORE USE: every tool is imported as `effect: write` (approval required) and
-# open-world. Set `effect: read` only for tools that change nothing{hints}, and add the
-# permissions a caller needs.
-"""
-
-
-async def import_contracts(
-    spec: McpServerSpec,
-    *,
-    project: Path,
-    prefix: str = "",
-    server: str | None = None,
-    out: Path | None = None,
-    ca_file: Path | None = None,
-) -> dict[str, Any]:
-    """List ``spec``'s tools and write their contracts as YAML; return what was written
-    (the binding hint names ``ca_file``, the file ``spec.ca`` was read from, if any)."""
-    tools = await list_upstream(spec, hint="a server behind a private CA needs --ca FILE")
-    if server is None:
-        server = prefix or "mcp"
-    contracts = [
-        contract_data(t, tool_id=_tool_id(prefix, server, t.name), server=server, prefix=prefix)
-        for t in tools
-    ]
-    read_only = [t.name for t in tools if t.annotations and t.annotations.read_only_hint]
-    hints = f" (the server marks {', '.join(read_only)} read-only)" if read_only else ""
-    target = out if out is not None else project / "tools" / f"mcp-{server}.yaml"
-    if not target.is_absolute():
-        target = project / target
-    target.parent.mkdir(parents=True, exist_ok=True)
-    body = yaml.dump(
-        {"tools": contracts}, Dumper=_NoAliases, sort_keys=False, allow_unicode=True, width=100
-    )
-    target.write_text(HEADER.format(server=server, hints=hints) + body, encoding="utf-8")
-    binding: dict[str, Any] = {"executor": "mcp"}
-    if spec.command is not None:
-        binding["command"] = list(spec.command)
-        if spec.cwd is not None and spec.cwd.resolve() != project.resolve():
-            try:
-                binding["cwd"] = str(spec.cwd.resolve().relative_to(project.resolve()))
-            except ValueError:
-                binding["cwd"] = str(spec.cwd.resolve())
-    else:
-        binding["url"] = spec.url
-        binding["credential"] = {"env": spec.credential_env or "MCP_TOKEN"}
-        if ca_file is not None:
-            binding["ca"] = {"file": _shown(ca_file, project)}
-    hint = yaml.dump(
-        {"bindings": {c["id"]: binding for c in contracts}},
-        Dumper=_NoAliases,
-        sort_keys=False,
-        width=100,
-    )
-    shown = _shown(target, project)
-    return {"file": shown, "tools": [c["id"] for c in contracts], "binding_hint": hint}
-
-
-def _shown(path: Path, project: Path) -> str:
-    """``path`` relative to the project when inside it (as a deployment file there reads
-    it), else absolute."""
-    try:
-        return str(path.resolve().relative_to(project.resolve()))
-    except ValueError:
-        return str(path.resolve())

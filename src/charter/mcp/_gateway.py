@@ -11,6 +11,10 @@ the model and is removed before the kernel sees the arguments, unless the tool's
 declares a property of that name). It becomes the kernel's call id, and the session remembers
 which context first saw it, so a retried request with the same key — the identical retry after
 an approval included — reaches the same ``(context, call id)`` and never dispatches twice.
+Once that context has expired (or, after a redeploy, belongs to another Build), a key that
+reserved nothing in it is free again (it goes on in the current context); a call there still
+waiting for its approval keeps the key, never runs, and its retry says to call again with a
+new key.
 Without a key the call id is derived from the session and the JSON-RPC request id
 (``mcp-<session>-<request id>``) over stdio, and is random per request over stateless HTTP
 (where request ids repeat across connections).
@@ -25,9 +29,12 @@ applies the task's rules (role, profile, allowlist, handoff, budgets) as on ever
 
 from __future__ import annotations
 
+import hashlib
+import json
+import re
 import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -40,8 +47,10 @@ import mcp_types as types
 
 from charter.contracts.model import ToolContract
 from charter.errors import Failure, InvalidInput, TransientExternal
+from charter.kernel.admission import CALL_ID
 from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.core import _parse_at
+from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.mcp._results import envelope_result, failure_result
 from charter.runtime import Runtime
@@ -50,6 +59,11 @@ MCP_SESSION_SLUG = "mcp-session"
 _RENEW = frozenset({"RUN_ENDED", "RUN_TIME_BUDGET_EXCEEDED", "RUN_CALL_BUDGET_EXCEEDED"})
 IDEMPOTENCY_KEY = "idempotency_key"
 TASK_META = "charter/task_id"
+_CLOSED = {  # the kernel's reasons for a context that takes no new call, and what they mean
+    "CONTEXT_EXPIRED": "has expired",
+    "CONTEXT_BUILD_CHANGED": "was resolved under another Build (the project was redeployed)",
+}
+_DIGITS = re.compile(r"-?[0-9]+")
 _KEYS_KEPT = 10_000  # idempotency keys a session maps without asking the store
 # Calls with one idempotency key looked at: the tenant's, every principal's (the calls table
 # indexes no actor), so a common key ("1", "retry") may match many calls of others.
@@ -193,16 +207,16 @@ class Gateway:
                 return failure_result(bad, name=name)
             task_id = named
         try:
-            key = self._take_key(name, args)
-        except InvalidInput as exc:
-            return failure_result(exc, name=name)
-        try:
             ctx = await self.context(principal, session)
         except Failure as exc:  # e.g. a required tool is no longer ready: TOOL_NOT_READY
             return failure_result(exc, name=name)
+        try:
+            key = self._take_key(ctx, name, args)
+        except InvalidInput as exc:
+            return failure_result(exc, name=name)
         if key is None:
             if session.request_ids_unique and request_id is not None:
-                call_id = f"mcp-{session.tag}-{request_id}"
+                call_id = _derived(session.tag, request_id)
             else:
                 call_id = f"mcp-{session.tag}-{secrets.token_hex(8)}"
             context_id = ctx.context_id
@@ -221,6 +235,25 @@ class Gateway:
         env = await self.runtime.call(
             context_id, name, call_id, given, as_=principal, task_id=task_id
         )
+        for _ in range(2):
+            # The key's context expired (the session's own context was renewed meanwhile), or
+            # was resolved under another Build (a keyed retry reaching a redeployed replica).
+            # A key that reserved nothing there — its call was rejected or denied before
+            # reserving — is free: it goes on where the store has a call of it, else in the
+            # current context. A call waiting for its approval keeps the key, and says so.
+            if key is None or context_id == ctx.context_id or not _closed(env):
+                break
+            state = await self._state_in(principal, context_id, key)
+            if state is not None:
+                if state == CallStatus.PENDING_APPROVAL.value:
+                    return _stuck(env, name=name, call_id=call_id)
+                break
+            session.key_contexts.pop(key, None)
+            context_id = await self._keyed_context(principal, key, ctx.context_id)
+            session.key_contexts[key] = context_id
+            env = await self.runtime.call(
+                context_id, name, call_id, given, as_=principal, task_id=task_id
+            )
         renew = key is None and self.run_id is None  # a bound run is never swapped
         if renew and env.error is not None and env.error.get("reason") in _RENEW:
             # The session's run ended (idle, or by an operator) or spent its budgets: the
@@ -264,13 +297,23 @@ class Gateway:
             )
         return current
 
-    def _take_key(self, name: str, args: dict[str, Any]) -> str | None:
-        """Remove and return the ``idempotency_key`` argument (unless the tool declares it)."""
+    async def _state_in(self, principal: Principal, context_id: str, key: str) -> str | None:
+        """The state of ``principal``'s call ``key`` in ``context_id``; None: none reserved."""
+        calls = await self.runtime.calls(tenant=principal.tenant, call_id=key, limit=_KEY_SCAN)
+        found = (c for c in calls if c.context_id == context_id and c.actor == principal.name)
+        return next((c.state for c in found), None)
+
+    def _take_key(self, ctx: ResolvedContext, name: str, args: dict[str, Any]) -> str | None:
+        """Remove and return the ``idempotency_key`` argument (unless the tool declares it).
+
+        Only a tool the context offers is looked at: a tool of another profile answers as a
+        name nothing has, whatever its schema (nothing about it is disclosed)."""
         if IDEMPOTENCY_KEY not in args:
             return None
-        offered = self.runtime.build.tools.get(name)
-        contract = offered.contract if offered is not None else self._by_name(name)
-        if contract is not None and IDEMPOTENCY_KEY in contract.args_schema.get("properties", {}):
+        offered = ctx.offered(name)
+        bound = self.runtime.build.tools.get(offered.id) if offered is not None else None
+        declared = bound.contract.args_schema.get("properties", {}) if bound is not None else {}
+        if IDEMPOTENCY_KEY in declared:
             return None
         value = args.pop(IDEMPOTENCY_KEY)
         if value is not None and not isinstance(value, str):
@@ -281,13 +324,52 @@ class Gateway:
                 reason="IDEMPOTENCY_KEY_INVALID",
                 details={"field": IDEMPOTENCY_KEY},
             )
+        if value is not None and CALL_ID.fullmatch(value) is None:
+            # refused here, as a wrong type is: never echoed, nor recorded as a call id (a
+            # client could otherwise write megabytes into the ledger with every request)
+            raise InvalidInput(
+                f"the argument {IDEMPOTENCY_KEY} must match {CALL_ID.pattern} (at most 128 "
+                f"characters; a UUID will do), not a string of {len(value)} characters that "
+                "does not",
+                reason="IDEMPOTENCY_KEY_INVALID",
+                details={"field": IDEMPOTENCY_KEY},
+            )
         return value
 
-    def _by_name(self, name: str) -> ToolContract | None:
-        for tool in self.runtime.build.tools.values():
-            if tool.contract.name == name:
-                return tool.contract
-        return None
+
+def _derived(tag: str, request_id: str | int) -> str:
+    """The call id of an unkeyed request: ``mcp-<session>-<request id>``, or — for a request
+    id that cannot be part of a call id (too long, or characters such as ``/`` or spaces,
+    valid JSON-RPC all the same), and for a string of digits (``"7"`` is another id than
+    ``7``) — ``mcp-<session>-h<its hash>``, so the same request id still names the same call
+    and two ids never name one."""
+    call_id = f"mcp-{tag}-{request_id}"
+    if CALL_ID.fullmatch(call_id) and not (
+        isinstance(request_id, str) and _DIGITS.fullmatch(request_id)
+    ):
+        return call_id
+    digest = hashlib.sha256(json.dumps(request_id).encode()).hexdigest()[:32]
+    return f"mcp-{tag}-h{digest}"
+
+
+def _closed(env: Envelope) -> bool:
+    """The kernel refused the call because its context is closed: expired, or resolved
+    under another Build (a redeploy)."""
+    return env.status is CallStatus.DENIED and (env.error or {}).get("reason") in _CLOSED
+
+
+def _stuck(env: Envelope, *, name: str, call_id: str) -> types.CallToolResult:
+    """A keyed call whose context closed with the call unfinished in it (an approval asked,
+    never used): nothing ran, and the key stays bound to that call, so say what to do."""
+    error = dict(env.error or {})
+    why = _CLOSED.get(str(error.get("reason")), "has closed")
+    error["message"] = (
+        f"the context this idempotency key's call was made in {why} before the call ran "
+        f"(nothing ran; an approval asked for it can no longer be used); the key "
+        f"{call_id!r} stays bound to that call: call again with a new idempotency_key "
+        "(a write asks for a new approval)"
+    )
+    return envelope_result(replace(env, error=error), name=name, call_id=call_id, keyed=True)
 
 
 def _json_type(value: Any) -> str:

@@ -64,8 +64,11 @@ def artifact_uri(run_id: str, artifact_id: str) -> str:
     return f"{SCHEME}{run_id}/artifacts/{quote(artifact_id, safe='')}"
 
 
+_BAD_CURSOR = {"reason": "CURSOR_INVALID"}
+
+
 def _missing() -> MCPError:
-    return MCPError(INVALID_PARAMS, "no such resource")
+    return MCPError(INVALID_PARAMS, "no such resource", data={"reason": "RESOURCE_NOT_FOUND"})
 
 
 def parse_uri(uri: str) -> tuple[str, str | None]:
@@ -107,9 +110,9 @@ class Resources:
         try:
             offset = int(cursor) if cursor else 0
         except ValueError:
-            raise MCPError(INVALID_PARAMS, "invalid cursor") from None
+            raise MCPError(INVALID_PARAMS, "invalid cursor", data=_BAD_CURSOR) from None
         if offset < 0:
-            raise MCPError(INVALID_PARAMS, "invalid cursor")
+            raise MCPError(INVALID_PARAMS, "invalid cursor", data=_BAD_CURSOR)
         summaries = await self.runtime.run_summaries(
             tenant=principal.tenant, limit=offset + PAGE_RUNS + 1
         )
@@ -196,11 +199,13 @@ class Resources:
                 INVALID_PARAMS,
                 f"resource_limit ARTIFACT_TOO_LARGE: {art.size} bytes; at most {MAX_READ_BYTES} "
                 "over MCP (download it with `charter artifacts get` or the HTTP API)",
+                data={"code": "resource_limit", "reason": "ARTIFACT_TOO_LARGE"},
             )
         try:
             data = await self.runtime.artifacts.read_bytes(art.run_id, art.artifact_id)
         except Failure as exc:  # a checksum or size mismatch, a missing file: never the bytes
-            raise MCPError(INVALID_PARAMS, str(exc)) from None
+            refused = {"code": exc.code.value, "reason": exc.reason}
+            raise MCPError(INVALID_PARAMS, str(exc), data=refused) from None
         media = art.media_type or "application/octet-stream"
         if media.startswith(TEXT_TYPES):
             try:

@@ -11,8 +11,11 @@ would never see with a JSON-RPC error naming the problem (never the offending va
   a notification and never answer it), not a JSON-RPC 2.0 message;
 - ``-32602`` invalid params: an object repeating a key (``ARGS_DUPLICATE_KEY``) or a string
   with a lone surrogate (``ARGS_LONE_SURROGATE``) anywhere in the message — ambiguous or
-  unencodable, refused as the kernel refuses them on every other surface — and a
-  ``tools/call`` whose ``name`` is not a string or whose ``arguments`` are not an object.
+  unencodable, refused as the kernel refuses them on every other surface — a ``tools/call``
+  whose ``name`` is not a string or whose ``arguments`` are not an object, and a request
+  Charter serves (``tools/…``, ``resources/…``) whose params do not fit its method
+  (``PARAMS_INVALID``, at the first field that does not: a ``_meta`` that is not an object, a
+  ``cursor`` that is not a string, a ``resources/read`` without its ``uri``).
 
 Each error carries ``data: {reason, pointer}`` (a JSON pointer into the message) and answers
 the request's ``id`` when one can be read, else ``id: null`` (also for a message that gives
@@ -200,6 +203,41 @@ def _tool_call_problem(message: dict[str, Any]) -> tuple[str, str] | None:
     return None
 
 
+_SERVED = {
+    model.model_fields["method"].default: model
+    for model in (
+        types.CallToolRequest,
+        types.ListToolsRequest,
+        types.ListResourcesRequest,
+        types.ListResourceTemplatesRequest,
+        types.ReadResourceRequest,
+    )
+}
+"""The requests Charter's server answers, by method: their params are checked here, so a
+malformed one is answered with a reason and a pointer (the SDK answers only "Invalid request
+parameters")."""
+
+
+def _params_problem(message: dict[str, Any]) -> tuple[str, str] | None:
+    """A served request whose params do not fit its method: (JSON pointer, why)."""
+    method = message.get("method")
+    model = _SERVED.get(method) if isinstance(method, str) and "id" in message else None
+    if model is None:
+        return None
+    request = {"method": method}
+    if "params" in message:
+        request["params"] = message["params"]
+    try:
+        model.model_validate(request, by_name=False)
+    except ValueError as exc:
+        error = next(iter(_errors(exc)), None)
+        if error is None:  # pragma: no cover - a ValueError that is not pydantic's
+            return "/params", f"the params of {method} are not valid"
+        pointer = _pointer([str(p) for p in error["loc"]])
+        return pointer, f"{pointer}: {error['msg']} (the params of {method})"
+    return None
+
+
 def check_line(raw: bytes) -> Checked:
     """One line (or HTTP body) from the client, checked."""
     try:
@@ -247,6 +285,11 @@ def check_line(raw: bytes) -> Checked:
     if bad_call is not None:
         field, why = bad_call
         data = {"reason": "PARAMS_INVALID", "pointer": "/" + field.replace(".", "/")}
+        return Checked(None, (ident, types.INVALID_PARAMS, f"Invalid params: {why}", data))
+    bad_params = _params_problem(message)
+    if bad_params is not None:
+        pointer, why = bad_params
+        data = {"reason": "PARAMS_INVALID", "pointer": pointer}
         return Checked(None, (ident, types.INVALID_PARAMS, f"Invalid params: {why}", data))
     try:
         valid = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
