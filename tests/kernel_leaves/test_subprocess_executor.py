@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import os
+import signal
+import subprocess
 import time
 from pathlib import Path
 from typing import Any
@@ -11,7 +13,7 @@ import anyio
 import pytest
 
 from charter.errors import ErrorCode
-from charter.executors.subprocess import SubprocessExecutor, worker_environment
+from charter.executors.subprocess import SubprocessExecutor, _WorkerIO, worker_environment
 
 from .conftest import CANARY, process_gone, request
 
@@ -223,3 +225,26 @@ async def test_aclose_kills_running_workers(executor: SubprocessExecutor, tmp_pa
     assert outcomes[0].status == "unknown"
     assert outcomes[0].reason == "WORKER_LOST"
     assert process_gone(int(pid_file.read_text().split()[0]))
+
+
+async def test_pipes_closed_under_a_running_call_end_its_reads_quietly() -> None:
+    """``aclose`` kills and closes a worker while its call still reads the pipes; under load
+    the close came first and the drains raised ``ClosedResourceError`` out of the call
+    (seen once in the full suite) instead of letting the exit status tell what happened."""
+    process = await anyio.open_process(
+        ["sleep", "30"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    io = _WorkerIO(process, 1 << 20, 1 << 16)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(io.run, b"{}")
+        await anyio.sleep(0.05)  # both drains wait for data
+        assert process.stdout is not None
+        assert process.stderr is not None
+        await process.stderr.aclose()
+        await process.stdout.aclose()
+        os.killpg(process.pid, signal.SIGKILL)
+    assert io.returncode == -signal.SIGKILL

@@ -300,6 +300,11 @@ class SubprocessExecutor:
             )
 
 
+_CLOSED = (anyio.ClosedResourceError, anyio.BrokenResourceError)
+"""A pipe closed under a drain: the executor closing (``aclose`` kills and closes every
+worker while its call still reads); the worker's exit status tells the call what happened."""
+
+
 class _WorkerIO:
     """Feeds the request and drains stdout (bounded) and stderr (tail kept) concurrently."""
 
@@ -333,22 +338,24 @@ class _WorkerIO:
     async def _drain_stdout(self, scope: anyio.CancelScope) -> None:
         stdout = self.process.stdout
         assert stdout is not None
-        async for chunk in stdout:
-            self.stdout += chunk
-            if len(self.stdout) > self.max_stdout:
-                self.too_large = True
-                scope.cancel()
-                return
+        with contextlib.suppress(*_CLOSED):
+            async for chunk in stdout:
+                self.stdout += chunk
+                if len(self.stdout) > self.max_stdout:
+                    self.too_large = True
+                    scope.cancel()
+                    return
 
     async def _drain_stderr(self) -> None:
         stderr = self.process.stderr
         assert stderr is not None
-        async for chunk in stderr:
-            self.stderr += chunk
-            excess = len(self.stderr) - self.max_stderr
-            if excess > 0:
-                del self.stderr[:excess]
-                self.stderr_dropped += excess
+        with contextlib.suppress(*_CLOSED):
+            async for chunk in stderr:
+                self.stderr += chunk
+                excess = len(self.stderr) - self.max_stderr
+                if excess > 0:
+                    del self.stderr[:excess]
+                    self.stderr_dropped += excess
 
     def stderr_text(self) -> str:
         text = self.stderr.decode("utf-8", "replace")
