@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from charter.contracts.text import MAX_REASON, bounded
 from charter.errors import (
     InvalidInput,
     PermissionDenied,
@@ -317,6 +318,7 @@ class ApprovalGate:
     ) -> ApprovalRow:
         """Approve or reject a pending approval. Only operators (or the standalone approval
         token) may; application principals are refused with ``APPROVER_NOT_HUMAN``."""
+        bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
         if principal is not None:
             if not principal.is_operator:
                 raise PermissionDenied(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from charter.contracts.text import MAX_REASON, bounded
 from charter.errors import (
     InvalidInput,
     PermissionDenied,
@@ -81,6 +82,7 @@ class Operators:
             raise InvalidInput(
                 "outcome must be succeeded, failed or abandoned", reason="OUTCOME_INVALID"
             )
+        bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
         ctx = await self.state.context(context_id)
         if ctx is None or ctx.tenant != operator.tenant:
             raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
