@@ -9,14 +9,15 @@ way everywhere:
   naming the field (``REASON_TOO_LONG``, ``OBJECTIVE_TOO_LONG``), ``details`` carrying the
   ``field`` and the ``limit`` — before anything is recorded;
 * :func:`shown` is a value an error message may echo: a short prefix, control characters and
-  lone surrogates escaped (the caller chose its length and its bytes).
+  lone surrogates escaped (the caller chose its length and its bytes); :func:`clipped` one a
+  record of a refusal may keep.
 """
 
 from __future__ import annotations
 
 from charter.errors import InvalidInput
 
-__all__ = ["MAX_OBJECTIVE", "MAX_REASON", "SHOWN", "bounded", "shown"]
+__all__ = ["MAX_OBJECTIVE", "MAX_REASON", "SHOWN", "bounded", "clipped", "shown"]
 
 MAX_REASON = 2048
 """Characters of a decision's, an ending's or a resolution's reason (``REASON_TOO_LONG``)."""
@@ -43,3 +44,9 @@ def shown(text: object, limit: int = SHOWN) -> str:
     value = str(text)
     cut = value if len(value) <= limit else value[: limit - 1] + "…"
     return repr(cut)  # repr escapes control characters and lone surrogates
+
+
+def clipped(text: str, limit: int) -> str:
+    """A caller's invalid value as a record may keep it: at most ``limit`` characters, lone
+    surrogates escaped (no store or answer can encode them)."""
+    return text[:limit].encode("utf-8", "backslashreplace").decode("utf-8")

@@ -33,7 +33,7 @@ from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
 from charter.contracts.delegation import CURRENT_SPAN
 from charter.contracts.model import ToolContract
-from charter.contracts.text import MAX_OBJECTIVE, bounded, shown
+from charter.contracts.text import MAX_OBJECTIVE, bounded, clipped, shown
 from charter.errors import (
     Failure,
     InternalFailure,
@@ -614,9 +614,11 @@ class Kernel:
         at.contract = contract  # offered: from here on, refusals and audit records name it
         if CALL_ID.fullmatch(at.call_id) is None:
             invalid = InvalidInput(
-                f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
+                f"call_id must match {CALL_ID.pattern} (at most 128 characters), not "
+                f"{shown(at.call_id)}",
                 reason="CALL_ID_INVALID",
             )
+            at.call_id = clipped(at.call_id, 128)  # recorded and echoed, never whole
             return await answers.refuse(at, invalid, CallStatus.REJECTED)
         mode = settings.modes.resolve(
             settings.mode,
