@@ -59,6 +59,7 @@ STATUS_BY_REASON: dict[str, int] = {
     "RUN_BUSY": 409,
     "TASK_BUSY": 409,
     "BODY_TOO_LARGE": 413,
+    "BODY_TIMEOUT": 408,
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "BODY_MALFORMED": 400,
 }
