@@ -120,3 +120,18 @@ def test_http_and_the_shell_refuse_a_huge_note(tmp_path: Path) -> None:
     assert "HANDOFF_TOO_LARGE" in done.stdout + done.stderr
     assert "Traceback" not in done.stderr
     assert len(done.stdout + done.stderr) < 2000
+
+
+async def test_a_long_receiver_role_is_echoed_cut_short(tmp_path: Path) -> None:
+    """A wrong receiver_role of 60,000 characters (under the size limit) was quoted whole."""
+    root = pipeline_project(tmp_path / "rp")
+    async with pipeline_runtime(root) as rt:
+        run_id = await rt.workflows.create_run("quarterly-report", as_="alice")
+        task = (await rt.workflows.tasks(run_id, as_="alice"))[0]
+        h = {**handoff_template(task, sender_role="coordinator", inputs={})}
+        h["receiver_role"] = "r" * 60_000
+        with pytest.raises(InvalidInput) as refused:
+            await rt.workflows.record_handoff(run_id, "retrieve", h, as_="alice")
+        assert refused.value.reason == "HANDOFF_WRONG_RECEIVER"
+        assert len(refused.value.message) < 200
+        assert await _handoffs(rt, run_id) == 0

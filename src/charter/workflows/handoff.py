@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from charter.contracts.text import shown
 from charter.errors import InvalidInput
 from charter.ledger.views import ArtifactRow
 from charter.project.catalog import TaskContract
@@ -181,7 +182,7 @@ def validate_handoff(
         raise _bad("a role cannot hand off to itself", "HANDOFF_SAME_ROLE")
     if receiver != task.role:
         raise _bad(
-            f"task {task.id} is for role {task.role!r}, not {receiver!r}",
+            f"task {task.id} is for role {task.role!r}, not {shown(receiver)}",
             "HANDOFF_WRONG_RECEIVER",
             expected=task.role,
         )
