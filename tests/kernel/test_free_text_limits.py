@@ -83,6 +83,10 @@ async def test_unknown_names_are_echoed_cut_short(project: Project, tmp_path: Pa
             assert "xxxx" in refused.value.message
     root = pipeline_project(tmp_path / "rp")
     async with pipeline_runtime(root) as rt:
+        with pytest.raises(InvalidInput) as unknown:
+            await rt.workflows.create_run(long, as_="alice")
+        assert unknown.value.reason == "WORKFLOW_UNKNOWN"
+        assert len(unknown.value.message) < 200, unknown.value.message[:300]
         run_id = await rt.workflows.create_run("quarterly-report", as_="alice")
         for step in (
             rt.workflows.task(run_id, long, as_="alice"),
