@@ -99,3 +99,25 @@ async def test_expired_context_conflict_is_recorded(env: Env) -> None:
         if r.type == "tool_call_recorded"
     ]
     assert outcomes[-1] == "conflict"
+
+
+@pytest.mark.parametrize("bad", ["x" * 50_000, "a\ud800b" + "y" * 200])
+async def test_an_invalid_call_id_is_recorded_and_echoed_cut_short(env: Env, bad: str) -> None:
+    """A 50,000-character call id used to be kept whole in the ledger's audit record and
+    echoed whole in the envelope (and its message); one with a lone surrogate could not be
+    recorded at all, and answered ``failed`` / ``ARGS_LONE_SURROGATE`` instead."""
+    ctx = await env.kernel.resolve_context(APP, "all")
+    out = await env.kernel.call(ctx.context_id, "kv.get", bad, {"key": "k"}, principal=APP)
+    assert out.status is CallStatus.REJECTED, out
+    assert out.error is not None
+    assert out.error["reason"] == "CALL_ID_INVALID"
+    assert len(out.error["message"]) < 200
+    assert len(out.call_id) <= 128 + 5
+    assert out.call_id.startswith(bad[:1])
+    out.call_id.encode("utf-8")  # an answer can carry it
+    records = [
+        json.loads(r.data)["payload"]
+        for r in await env.store.read_stored(ctx.run_id)
+        if r.type == "tool_call_recorded"
+    ]
+    assert [(r["reason"], r["call_id"]) for r in records] == [("CALL_ID_INVALID", out.call_id)]

@@ -224,3 +224,17 @@ def test_a_client_gone_during_a_slow_call_counts_as_499(
     assert after.get("499", 0) == before.get("499", 0) + 1, after
     assert after.get("200", 0) == before.get("200", 0), after
     assert clients["app"].get_call(ctx["context_id"], "gone-1")["state"] == "succeeded"
+
+
+def test_a_huge_call_id_is_not_echoed_whole(
+    server: ThreadServer, project: Project, clients: dict[str, Client]
+) -> None:
+    """The envelope of a 500,000-character call id used to carry it whole (a 500 kB answer,
+    and the same in the ledger's audit record)."""
+    ctx = clients["app"].resolve_context("all")
+    body = {"tool": "kv.get", "call_id": "x" * 500_000, "arguments": {"key": "k"}}
+    with raw(server, project.keys["app"]) as http:
+        answer = http.post(f"/v1/contexts/{ctx['context_id']}/calls", json=body)
+        assert answer.status_code == 422, answer.text[:300]
+        assert answer.json()["error"]["reason"] == "CALL_ID_INVALID"
+        assert len(answer.content) < 2000

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 
+from charter.contracts.text import clipped, shown
 from charter.errors import InvalidInput
 from charter.kernel.answers import Answers
 from charter.kernel.core import Arrival, Attempt, KernelState
@@ -27,21 +28,25 @@ def call_id_refusal(at: Attempt, redactor: Redactor) -> InvalidInput | None:
     """``CALL_ID_INVALID`` for a call id of the wrong form, ``IDENTIFIER_SECRET`` for one that
     holds a secret ``redactor`` knows (a deployment secret, a configured pattern — or, with
     the call's redactor, one of its own secret argument values): an id is kept as it is in
-    the ledger, rows and audit records, so it cannot be kept redacted. The refused id is
-    dropped from the attempt (the refusal's audit record and answer carry none)."""
-    if CALL_ID.fullmatch(at.call_id) is None:
+    the ledger, rows and audit records, so it cannot be kept redacted. A secret id is
+    dropped from the attempt (the refusal's audit record and answer carry none); one of the
+    wrong form is recorded and echoed cut short, never whole."""
+    if redactor.contains_secret(at.call_id):
+        at.call_id = ""
         return InvalidInput(
-            f"call_id must match {CALL_ID.pattern} (at most 128 characters)",
+            "call_id contains a secret value; choose another (not echoed)",
+            reason="IDENTIFIER_SECRET",
+            details={"field": "call_id"},
+        )
+    if CALL_ID.fullmatch(at.call_id) is None:
+        invalid = InvalidInput(
+            f"call_id must match {CALL_ID.pattern} (at most 128 characters), not "
+            f"{shown(at.call_id)}",
             reason="CALL_ID_INVALID",
         )
-    if not redactor.contains_secret(at.call_id):
-        return None
-    at.call_id = ""
-    return InvalidInput(
-        "call_id contains a secret value; choose another (not echoed)",
-        reason="IDENTIFIER_SECRET",
-        details={"field": "call_id"},
-    )
+        at.call_id = clipped(at.call_id, 128)
+        return invalid
+    return None
 
 
 async def admit(

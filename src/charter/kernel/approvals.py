@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
+from charter.contracts.text import MAX_REASON, bounded
 from charter.errors import (
     InvalidInput,
     PermissionDenied,
@@ -20,7 +21,7 @@ from charter.kernel.core import Attempt, KernelState, _parse_at
 from charter.kernel.envelope import CallStatus, Envelope, Metrics
 from charter.kernel.limits import PendingCaps, pending_approvals_refusal
 from charter.kernel.principals import Principal
-from charter.kernel.secret_marks import MAX_NOTE_CHARS, scrub_note, secret_marks
+from charter.kernel.secret_marks import scrub_note, secret_marks
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import LEDGER_DAMAGE, skipped_damaged
 from charter.ledger.views import ApprovalRow, CallRow, RunRow
@@ -326,12 +327,7 @@ class ApprovalGate:
     ) -> ApprovalRow:
         """Approve or reject a pending approval. Only operators (or the standalone approval
         token) may; application principals are refused with ``APPROVER_NOT_HUMAN``."""
-        if reason is not None and len(reason) > MAX_NOTE_CHARS:
-            raise InvalidInput(
-                f"the reason is at most {MAX_NOTE_CHARS} characters",
-                reason="REASON_TOO_LONG",
-                details={"field": "reason"},
-            )
+        bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
         if principal is not None:
             if not principal.is_operator:
                 raise PermissionDenied(

@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from charter.contracts.text import MAX_REASON, bounded, shown
 from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.delegation import delegates
 from charter.kernel.principals import Principal
@@ -117,7 +118,9 @@ class RunEndings:
         lifecycle.ensure_run_open(lifecycle.parse_run_status(run["status"]))
         task = await self.store.get_row(task_key(run_id, task_id))
         if task is None:
-            raise PermissionDenied(f"no task {task_id!r} in run {run_id}", reason="TASK_NOT_FOUND")
+            raise PermissionDenied(
+                f"no task {shown(task_id)} in run {run_id}", reason="TASK_NOT_FOUND"
+            )
         error = _error(note) if status == "failed" else None
         lifecycle.check_task_transition(
             lifecycle.parse_task_status(task["status"]), lifecycle.parse_task_status(status), error
@@ -160,6 +163,7 @@ class RunEndings:
             )
         if not isinstance(reason, str) or not reason.strip():
             raise InvalidInput("a reason is required", reason="REASON_REQUIRED")
+        bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
         return self.redactor.redact_text(reason.strip())
 
     async def _run(self, run_id: str, operator: Principal) -> Row:

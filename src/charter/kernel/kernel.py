@@ -33,6 +33,7 @@ from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
 from charter.contracts.delegation import CURRENT_SPAN
 from charter.contracts.model import ToolContract
+from charter.contracts.text import MAX_OBJECTIVE, bounded, shown
 from charter.errors import (
     Failure,
     InternalFailure,
@@ -323,9 +324,10 @@ class Kernel:
         """
         state = self.state
         if profile not in state.build.profiles:
-            raise InvalidInput(f"unknown profile {profile!r}", reason="PROFILE_UNKNOWN")
-        # A client's text, kept in the ledger and the context row: no known secret, no value a
-        # redaction pattern matches (docs/privacy.md)
+            raise InvalidInput(f"unknown profile {shown(profile)}", reason="PROFILE_UNKNOWN")
+        # A client's text, kept in the ledger and the context row: bounded, no known secret,
+        # no value a redaction pattern matches (docs/privacy.md)
+        bounded(objective, field="objective", limit=MAX_OBJECTIVE, reason="OBJECTIVE_TOO_LONG")
         if objective:
             objective = state.redactor.redact_text(objective)
         state.redactor.refuse_in_id(session_id, "session_id")
@@ -335,7 +337,7 @@ class Kernel:
         agent_tools: frozenset[str] | None = None
         if agent is not None:
             if agent not in state.build.agents:
-                raise InvalidInput(f"unknown agent {agent!r}", reason="AGENT_UNKNOWN")
+                raise InvalidInput(f"unknown agent {shown(agent)}", reason="AGENT_UNKNOWN")
             agent_tools = frozenset(state.build.agents[agent].tools)
         contracts = [
             c

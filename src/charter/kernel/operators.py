@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from charter.contracts.text import MAX_REASON, bounded
 from charter.errors import (
     InvalidInput,
     PermissionDenied,
@@ -15,7 +16,7 @@ from charter.kernel.audit import AuditOutcome
 from charter.kernel.core import KernelState
 from charter.kernel.delegation import delegates, orphaned_receipt
 from charter.kernel.principals import Principal
-from charter.kernel.secret_marks import MAX_NOTE_CHARS, scrub_note
+from charter.kernel.secret_marks import scrub_note
 from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import RunLedgerInvalid
@@ -78,12 +79,7 @@ class Operators:
             raise PermissionDenied(
                 "only an operator may resolve a call", reason="RESOLVER_NOT_HUMAN"
             )
-        if len(reason) > MAX_NOTE_CHARS:
-            raise InvalidInput(
-                f"the reason is at most {MAX_NOTE_CHARS} characters",
-                reason="REASON_TOO_LONG",
-                details={"field": "reason"},
-            )
+        bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
         stages = {"succeeded": "completed", "failed": "failed", "abandoned": "abandoned"}
         if outcome not in stages:
             raise InvalidInput(

@@ -40,8 +40,6 @@ from charter.kernel.redaction import MIN_SCRUB_LENGTH, REDACTED, Redactor
 _LABEL = b"charter.secret-mark.v1"
 _JSON_ESCAPE = re.compile(r"\\u([0-9a-fA-F]{4})")
 _BASE64_RUN = re.compile(r"[A-Za-z0-9+/_-]{6,}=*")
-MAX_NOTE_CHARS = 2048
-"""The longest note a decision takes (``REASON_TOO_LONG`` beyond), as the HTTP API's."""
 MAX_MARKS = 64
 """Marks kept per approval request (the longest values first); more are not kept."""
 

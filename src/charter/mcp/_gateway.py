@@ -46,6 +46,7 @@ import anyio
 import mcp_types as types
 
 from charter.contracts.model import ToolContract
+from charter.contracts.text import shown
 from charter.errors import Failure, InvalidInput, TransientExternal
 from charter.kernel.admission import CALL_ID
 from charter.kernel.contexts import ResolvedContext, tool_schemas
@@ -103,7 +104,7 @@ class Gateway:
         if profile not in runtime.build.profiles:
             known = ", ".join(sorted(runtime.build.profiles)) or "(none)"
             raise InvalidInput(
-                f"unknown profile {profile!r} (known: {known})", reason="PROFILE_UNKNOWN"
+                f"unknown profile {shown(profile)} (known: {known})", reason="PROFILE_UNKNOWN"
             )
         self.runtime = runtime
         self.profile = profile

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from charter.contracts.text import shown
 from charter.errors import InvalidInput
 from charter.project.catalog import CatalogEntry
 
@@ -19,7 +20,9 @@ def pin(build_doc: Mapping[str, Any], slug: str) -> dict[str, Any]:
     entries = catalog_of(build_doc)
     wf = entries.get(slug)
     if wf is None or wf["kind"] != "workflow":
-        raise InvalidInput(f"no catalog workflow {slug!r} in the Build", reason="WORKFLOW_UNKNOWN")
+        raise InvalidInput(
+            f"no catalog workflow {shown(slug)} in the Build", reason="WORKFLOW_UNKNOWN"
+        )
     closure: dict[str, dict[str, Any]] = {}
     todo = [slug]
     while todo:

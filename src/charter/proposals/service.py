@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from charter.contracts.text import MAX_REASON, bounded
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, TransientExternal
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
@@ -216,6 +217,7 @@ class ProposalService:
     async def decide(
         self, proposal_id: str, *, approve: bool, principal: Principal, reason: str | None = None
     ) -> dict[str, Any]:
+        bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
         row = await self._expire_if_due(await self.get(proposal_id, principal.tenant))
         self._may_decide(row, principal, APPROVE_PERMISSION)
         allowed = ("validated",) if approve else ("validated", "blocked")

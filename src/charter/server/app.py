@@ -75,6 +75,7 @@ def make_state(
     readiness: Sequence[ReadinessCheck] = (),
     max_body_bytes: int | None = None,
     sse_keepalive_s: float = 15.0,
+    body_timeout_s: float = 30.0,
 ) -> ServerState:
     config = load_jwt_config(runtime.deployment) if jwt_config is _AUTO else jwt_config
     assert config is None or isinstance(config, JwtConfig)
@@ -87,6 +88,7 @@ def make_state(
         readiness=tuple(readiness),
         max_body_bytes=limit,
         sse_keepalive_s=sse_keepalive_s,
+        body_timeout_s=body_timeout_s,
     )
 
 
@@ -100,12 +102,14 @@ def create_app(
     max_body_bytes: int | None = None,
     sse_keepalive_s: float = 15.0,
     maintain_s: float | None = 15.0,
+    body_timeout_s: float = 30.0,
 ) -> FastAPI:
     """The HTTP API over ``runtime`` — or over the runtime ``opener`` opens at start-up
     (``charter serve`` does that, so the store's pool lives on the server's event loop).
 
     ``jwt_config`` defaults to the deployment file's ``jwt:`` section; ``readiness`` adds
-    checks to ``/readyz``; ``mounts`` maps path prefixes to other ASGI apps. Every
+    checks to ``/readyz``; ``mounts`` maps path prefixes to other ASGI apps; a JSON body
+    that has not arrived whole after ``body_timeout_s`` is ``408 BODY_TIMEOUT``. Every
     ``maintain_s`` seconds (None: never) the server runs its upkeep
     (``Runtime.operations.maintain``): calls of processes whose lease lapsed become
     ``unknown``, approvals past their lifetime ``expired``, idle session runs end.
@@ -117,6 +121,7 @@ def create_app(
         "readiness": readiness,
         "max_body_bytes": max_body_bytes,
         "sse_keepalive_s": sse_keepalive_s,
+        "body_timeout_s": body_timeout_s,
     }
 
     mcp_mount = McpMount()

@@ -1,4 +1,5 @@
-"""One pure ASGI middleware for every request: trace id, body size limit, access log, metrics.
+"""One pure ASGI middleware for every request: trace id, body size and time limits, access log,
+metrics.
 
 Pure ASGI (not ``BaseHTTPMiddleware``) so streaming answers — SSE — pass through untouched
 and the per-request overhead stays small. The trace id comes from the W3C ``traceparent``
@@ -72,15 +73,26 @@ class ServerMiddleware:
         trace_id = trace_id_of(headers)
         scope.setdefault("state", {})["trace_id"] = trace_id
         if state is not None and scope["method"] in _BODY_METHODS and not _streamed(scope):
-            buffered = await self._read_body(receive, headers, state.max_body_bytes)
+            buffered: list[Message] | None = None
+            # a body sent slowly holds a request and its buffer: it gets a deadline
+            with anyio.move_on_after(state.body_timeout_s) as reading:
+                buffered = await self._read_body(receive, headers, state.max_body_bytes)
             if buffered is None:
                 response = problem_response(
                     code=ErrorCode.INVALID_INPUT,
                     reason="BODY_TOO_LARGE",
                     detail=f"the request body is larger than {state.max_body_bytes} bytes",
                 )
+                if reading.cancelled_caught:
+                    response = problem_response(
+                        code=ErrorCode.INVALID_INPUT,
+                        reason="BODY_TIMEOUT",
+                        detail="the request body did not arrive whole within "
+                        f"{state.body_timeout_s:g} seconds",
+                        headers={"Connection": "close"},
+                    )
                 await response(scope, receive, send)
-                self._log(scope, state, 413, started, trace_id)
+                self._log(scope, state, response.status_code, started, trace_id)
                 return
             receive = _replay(buffered, receive)
         status = 500

@@ -7,6 +7,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic.json_schema import SkipJsonSchema
 
+from charter.contracts.text import MAX_OBJECTIVE, MAX_REASON
+
 SchemaFormat = Literal["charter", "openai", "anthropic", "mcp"]
 ApprovalStatus = Literal["pending", "approved", "rejected", "expired", "consumed"]
 ProposalStatus = Literal[
@@ -26,7 +28,7 @@ class AttachmentRef(Strict):
 class ContextRequest(Strict):
     profile: str = Field(min_length=1, max_length=128)
     agent: str | None = Field(default=None, max_length=128)
-    objective: str | None = Field(default=None, max_length=4096)
+    objective: str | None = Field(default=None, max_length=MAX_OBJECTIVE)
     attachments: list[AttachmentRef] = Field(default_factory=list, max_length=64)
     run: str | None = Field(default=None, max_length=128, description="Record in this run.")
 
@@ -118,14 +120,16 @@ class EnvelopeOut(BaseModel):
 
 
 class DecisionRequest(Strict):
-    reason: str | None = Field(default=None, max_length=2048)
+    reason: str | None = Field(default=None, max_length=MAX_REASON)
     tenant: str | None = Field(
         default=None, max_length=128, description="With the approval token: whose approval."
     )
 
 
 class EndRequest(Strict):
-    reason: str = Field(min_length=1, max_length=2048, description="Why (recorded, redacted).")
+    reason: str = Field(
+        min_length=1, max_length=MAX_REASON, description="Why (recorded, redacted)."
+    )
 
 
 class RunRequest(Strict):

@@ -34,6 +34,7 @@ class ServerState:
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
     readiness: Sequence[ReadinessCheck] = ()
     max_body_bytes: int = 1024 * 1024 + 64 * 1024
+    body_timeout_s: float = 30.0  # a request body still arriving after this: 408 BODY_TIMEOUT
     sse_keepalive_s: float = 15.0
     run_tenant_cache: int = 10_000
     _run_tenants: OrderedDict[str, str | None] = field(default_factory=OrderedDict)

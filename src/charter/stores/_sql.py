@@ -17,11 +17,22 @@ from collections.abc import Sequence
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes, canonical_text
+from charter.errors import InvalidInput
 from charter.ledger.chain import LedgerKey, same_mac
 from charter.ledger.checker import storage_class
 from charter.ledger.jsonload import loads
 from charter.ledger.projections import TABLES, Row, RowKey, TableSpec
 from charter.ledger.trust import LedgerTrust, RowUnsealed, RunLedgerInvalid, RunProblem
+
+
+def unencodable_key() -> InvalidInput:
+    """A caller's key that no store can hold — a lone surrogate (not Unicode), or a NUL
+    (PostgreSQL text cannot hold it) — so no stored row has it: ``INVALID_IDENTIFIER``, not
+    a store failure (the SQLite store answers the same)."""
+    return InvalidInput(
+        "an identifier holds a lone surrogate or a NUL character", reason="INVALID_IDENTIFIER"
+    )
+
 
 # Columns a query may filter on without naming a run or an id: such a query lists rows of
 # many runs, and a row that fails its MAC is left out (its run is refused) instead of failing

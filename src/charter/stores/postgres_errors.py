@@ -20,6 +20,7 @@ import psycopg.errors
 from psycopg_pool import PoolTimeout
 
 from charter.errors import CharterError, ConfigError, StoreConflict, StoreError
+from charter.stores._sql import unencodable_key
 
 MASK = "***"
 # A URL's userinfo password: scheme://user:PASSWORD@ (up to the authority's last '@', as a
@@ -151,5 +152,14 @@ def translated() -> Iterator[None]:
         yield
     except CharterError:
         raise
+    except UnicodeEncodeError:  # a caller's id with a lone surrogate, sent as a parameter
+        raise unencodable_key() from None
+    except psycopg.DataError as exc:
+        if _NUL in str(exc):  # psycopg refuses to send a NUL in a text parameter
+            raise unencodable_key() from None
+        raise translate_psycopg_error(exc) from None
     except (psycopg.Error, PoolTimeout) as exc:
         raise translate_psycopg_error(exc) from None
+
+
+_NUL = "cannot contain NUL (0x00) bytes"

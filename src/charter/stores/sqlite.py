@@ -69,6 +69,7 @@ from charter.stores._sql import (
     seal_params,
     seal_sql,
     select_sql,
+    unencodable_key,
 )
 from charter.stores.flags import (
     FLAG_COLUMNS,
@@ -610,6 +611,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
                 return fn(conn)
         except sqlite3.Error as exc:
             raise translate_sqlite_error(exc, path=str(self.path)) from None
+        except UnicodeEncodeError:  # a caller's id with a lone surrogate
+            raise unencodable_key() from None
 
     async def schema_versions(self) -> tuple[int, int]:
         sql = f"SELECT coalesce(max(version), 0) FROM {migrations.SCHEMA_TABLE}"

@@ -8,15 +8,22 @@ depth — compared case-, dash-, underscore- and space-insensitively — refuses
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from charter.contracts.text import shown
 from charter.errors import InvalidInput
 from charter.ledger.views import ArtifactRow
 from charter.project.catalog import TaskContract
 
 MAX_DEPTH = 32
+MAX_BYTES = 64 * 1024
+"""The handoff's JSON in UTF-8 bytes (its members summed), recorded whole in the ledger."""
+MAX_TEXT = 4096
+"""Characters of one free-text string: ``objective``, each constraint, ``notes`` when it is
+text, ``trace_id``, ``span_id`` (as a context's ``objective``)."""
 FORBIDDEN_KEYS = frozenset(
     {
         "messages",
@@ -78,6 +85,42 @@ def scan(value: Any, path: str = "", depth: int = 0) -> None:
             scan(item, f"{path}/{i}", depth + 1)
 
 
+def _json_bytes(value: Any, name: str) -> int:
+    try:
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False)
+    except (TypeError, ValueError):
+        raise _bad(f"{name} is not JSON", "HANDOFF_INVALID", field=name) from None
+    return len(text.encode("utf-8", "surrogatepass"))
+
+
+def check_size(handoff: Mapping[str, Any]) -> None:
+    """Refuse a handoff over :data:`MAX_BYTES` (naming its largest member) or a free-text
+    string over :data:`MAX_TEXT` characters (naming it): ``HANDOFF_TOO_LARGE``, before
+    anything is recorded. Call after :func:`scan` (the nesting is bounded)."""
+    sizes = {str(name): _json_bytes(value, str(name)) for name, value in handoff.items()}
+    if sum(sizes.values()) > MAX_BYTES:
+        largest = max(sizes, key=lambda n: sizes[n])
+        raise _bad(
+            f"the handoff is larger than {MAX_BYTES} bytes of JSON "
+            f"({largest} alone is {sizes[largest]})",
+            "HANDOFF_TOO_LARGE",
+            field=largest,
+            limit=MAX_BYTES,
+        )
+    for name in ("objective", "notes", "trace_id", "span_id", "constraints"):
+        value = handoff.get(name)
+        texts = value if name == "constraints" and isinstance(value, list) else [value]
+        for i, text in enumerate(texts):
+            if isinstance(text, str) and len(text) > MAX_TEXT:
+                where = f"{name}[{i}]" if name == "constraints" else name
+                raise _bad(
+                    f"{where} is longer than {MAX_TEXT} characters",
+                    "HANDOFF_TOO_LARGE",
+                    field=where,
+                    limit=MAX_TEXT,
+                )
+
+
 def _strings(h: Mapping[str, Any], name: str) -> list[str]:
     v = h[name]
     if not isinstance(v, list) or not all(isinstance(s, str) for s in v):
@@ -110,14 +153,15 @@ def validate_handoff(
 ) -> dict[str, Any]:
     """The normalised handoff for ``task``; ``artifacts`` are the run's registered rows by id.
 
-    Checks: forbidden keys and depth, the envelope's fields, sender ≠ receiver, receiver =
-    the task's role, capabilities / expected outputs / acceptance criteria equal to the task
-    contract, and exactly one registered artifact per declared input type. The caller verifies
-    the checksums of the returned ``input_artifact_ids``.
+    Checks: forbidden keys and depth, size (:func:`check_size`), the envelope's fields,
+    sender ≠ receiver, receiver = the task's role, capabilities / expected outputs /
+    acceptance criteria equal to the task contract, and exactly one registered artifact per
+    declared input type. The caller verifies the checksums of the returned ``input_artifact_ids``.
     """
     if not isinstance(handoff, Mapping):
         raise _bad("a handoff is an object", "HANDOFF_INVALID")
     scan(handoff)
+    check_size(handoff)
     missing = [f for f in REQUIRED if f not in handoff]
     if missing:
         raise _bad(f"the handoff lacks {', '.join(missing)}", "HANDOFF_INVALID", missing=missing)
@@ -138,7 +182,7 @@ def validate_handoff(
         raise _bad("a role cannot hand off to itself", "HANDOFF_SAME_ROLE")
     if receiver != task.role:
         raise _bad(
-            f"task {task.id} is for role {task.role!r}, not {receiver!r}",
+            f"task {task.id} is for role {task.role!r}, not {shown(receiver)}",
             "HANDOFF_WRONG_RECEIVER",
             expected=task.role,
         )

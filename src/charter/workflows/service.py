@@ -18,6 +18,7 @@ from typing import Any
 from charter.artifacts.names import normal_path
 from charter.artifacts.records import MEDIA_TYPE, Producer, StoredObject, Trust
 from charter.artifacts.service import ArtifactService
+from charter.contracts.text import shown
 from charter.errors import Failure, InvalidInput, PermissionDenied
 from charter.kernel import task_rules as rules
 from charter.kernel.store import KernelStore
@@ -110,7 +111,7 @@ class WorkflowRuns:
             if t.id == task_id:
                 return t
         raise PermissionDenied(
-            f"no task {task_id!r} in the pinned workflow", reason="TASK_NOT_FOUND"
+            f"no task {shown(task_id)} in the pinned workflow", reason="TASK_NOT_FOUND"
         )
 
     @staticmethod

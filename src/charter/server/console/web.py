@@ -18,6 +18,7 @@ from fastapi.responses import HTMLResponse
 from fastapi.templating import Jinja2Templates
 from starlette.datastructures import FormData
 
+from charter.contracts.text import MAX_REASON  # as the API's DecisionRequest, EndRequest
 from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
 from charter.proposals import ProposalService, load_proposal_settings
@@ -153,9 +154,6 @@ async def checked_form(request: Request) -> tuple[Operator, FormData]:
 def field(form: FormData, name: str) -> str:
     value = form.get(name)
     return value.strip() if isinstance(value, str) else ""
-
-
-MAX_REASON = 2048  # as the API's DecisionRequest and EndRequest
 
 
 def reason_field(form: FormData) -> str:
