@@ -32,6 +32,7 @@ from charter.artifacts.local import LocalArtifactStore
 from charter.artifacts.ports import ArtifactStore
 from charter.artifacts.service import ArtifactService
 from charter.contracts.canonical import Fingerprinter
+from charter.contracts.text import shown
 from charter.deploy.audit_settings import audit_sinks
 from charter.deploy.deployment import (
     Binding,
@@ -148,7 +149,7 @@ class Runtime:
         found = self.deployment.principals.get(who)
         if found is None:
             known = ", ".join(sorted(self.deployment.principals)) or "(none)"
-            raise ConfigError(f"no principal named {who!r} in the deployment (known: {known})")
+            raise ConfigError(f"no principal named {shown(who)} in the deployment (known: {known})")
         return found
 
     # -----------------------------------------------------------------------------------
@@ -299,8 +300,7 @@ class Runtime:
     async def stored_events(
         self, run_id: str, *, after: int = 0, limit: int = 1000
     ) -> Sequence[StoredEvent]:
-        """A run's events after ``after`` as stored (unchecked: ``charter runs verify``
-        checks them)."""
+        """A run's events after ``after`` as stored (unchecked: ``runs verify`` checks them)."""
         return await self.store.read_stored(run_id, after=after, limit=limit)
 
     async def stored_tenant(self, run_id: str) -> str | None:

@@ -14,8 +14,9 @@ import anyio
 import pytest
 
 from charter.contracts.text import MAX_OBJECTIVE, MAX_REASON
-from charter.errors import InvalidInput, PermissionDenied
+from charter.errors import ConfigError, InvalidInput, PermissionDenied
 from charter.runtime import Runtime, open_runtime
+from charter.workflows.entry import inputs_from_options
 from tests.server._harness import Project, write_served_project
 from tests.workflows.pipeline_env import pipeline_project, pipeline_runtime
 
@@ -81,6 +82,14 @@ async def test_unknown_names_are_echoed_cut_short(project: Project, tmp_path: Pa
             assert refused.value.reason == reason
             assert len(refused.value.message) < 200, refused.value.message[:300]
             assert "xxxx" in refused.value.message
+        with pytest.raises(ConfigError) as nobody:  # --as on every local command
+            rt.principal(long)
+        assert len(str(nobody.value)) < 300, str(nobody.value)[:300]
+    for bad in (long, f"report={long}"):  # charter runs create --input
+        with pytest.raises(InvalidInput) as named:
+            inputs_from_options([bad], base=tmp_path)
+        assert named.value.reason == "RUN_INPUT_INVALID"
+        assert len(named.value.message) < 200, named.value.message[:300]
     root = pipeline_project(tmp_path / "rp")
     async with pipeline_runtime(root) as rt:
         with pytest.raises(InvalidInput) as unknown:

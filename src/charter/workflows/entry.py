@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from charter.contracts.text import shown
 from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
 from charter.workflows.service import RunInput, WorkflowRuns
@@ -50,7 +51,7 @@ def inputs_from_request(inputs: Mapping[str, InputFile]) -> list[RunInput]:
             data = base64.b64decode(item.content_base64, validate=True)
         except (binascii.Error, ValueError) as exc:
             raise InvalidInput(
-                f"input {typ}: content_base64 is not base64", reason="RUN_INPUT_INVALID"
+                f"input {shown(typ)}: content_base64 is not base64", reason="RUN_INPUT_INVALID"
             ) from exc
         out.append(RunInput(type=typ, path=item.path, data=data, media_type=item.media_type))
     return out
@@ -62,10 +63,17 @@ def inputs_from_options(options: Sequence[str], *, base: Path) -> list[RunInput]
     for opt in options:
         typ, sep, file = opt.partition("=")
         if not sep or not typ or not file:
-            raise InvalidInput(f"--input {opt!r}: expected TYPE=FILE", reason="RUN_INPUT_INVALID")
-        path = (base / file).resolve()
-        if not path.is_file():
-            raise InvalidInput(f"--input {opt!r}: no such file", reason="RUN_INPUT_INVALID")
+            raise InvalidInput(
+                f"--input {shown(opt)}: expected TYPE=FILE", reason="RUN_INPUT_INVALID"
+            )
+        path = base / file
+        try:  # a name too long for the file system is no such file either
+            path = path.resolve()
+            found = path.is_file()
+        except OSError:
+            found = False
+        if not found:
+            raise InvalidInput(f"--input {shown(opt)}: no such file", reason="RUN_INPUT_INVALID")
         media = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
         out.append(
             RunInput(type=typ, path=f"inputs/{path.name}", data=path.read_bytes(), media_type=media)
