@@ -127,6 +127,18 @@ class ThreadServer:
         self.sock.close()
 
 
+def stored_bytes(root: Path) -> bytes:
+    """Every byte of ``root``'s SQLite database files (``.charter/charter.db*``), read by a
+    child process. A ThreadServer shares this process: a file descriptor this process opened
+    and closed on those files would drop the server's POSIX locks on them, and the next process
+    to open the database would take it for unused and delete its WAL under the live server
+    (the next read fails SQLITE_IOERR_SHORT_READ; sqlite.org/howtocorrupt.html section 2.2)."""
+    files = sorted(str(p) for p in (root / ".charter").glob("charter.db*") if p.is_file())
+    if not files:
+        return b""
+    return subprocess.run(["cat", *files], capture_output=True, check=True, timeout=60).stdout
+
+
 def free_port() -> int:
     with free_socket() as sock:
         return int(sock.getsockname()[1])

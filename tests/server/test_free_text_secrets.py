@@ -11,11 +11,7 @@ from pathlib import Path
 
 import httpx
 
-from tests.server._harness import Project, ThreadServer
-
-
-def _stored_bytes(root: Path) -> bytes:
-    return b"".join(p.read_bytes() for p in (root / ".charter").glob("charter.db*"))
+from tests.server._harness import Project, ThreadServer, stored_bytes
 
 
 def test_free_text_with_a_known_secret_is_kept_redacted(
@@ -56,7 +52,7 @@ def test_free_text_with_a_known_secret_is_kept_redacted(
             assert secret not in events.text
             assert http.get(f"/v1/runs/{run_id}/verify").json()["ok"] is True
         assert secret not in http.get(f"/v1/contexts/{context['context_id']}").text
-    assert secret.encode() not in _stored_bytes(project.root)
+    assert secret.encode() not in stored_bytes(project.root)
     out = tmp_path / "export"
     store = "sqlite:///.charter/charter.db"
     command = [sys.executable, "-m", "charter", "runs", "export", context["run_id"], str(out)]
@@ -99,4 +95,4 @@ def test_a_problem_never_sends_back_a_known_secret_the_client_sent(
         assert refused.json()["call_id"] == ""
         assert secret not in refused.text
         assert http.post(calls, json=call).json()["status"] == "succeeded"
-    assert secret.encode() not in _stored_bytes(project.root)
+    assert secret.encode() not in stored_bytes(project.root)
