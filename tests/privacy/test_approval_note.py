@@ -18,7 +18,7 @@ import pytest
 from charter.deploy.ledger_key import ledger_key_for
 from charter.errors import InvalidInput
 from charter.runtime import open_runtime
-from tests.privacy._project import Canaries, write_privacy_project
+from tests.privacy._project import PrivacyProject
 from tests.privacy.test_canary_project import found, sqlite_files
 
 pytestmark = pytest.mark.anyio
@@ -40,12 +40,9 @@ def notes(secret: str) -> list[str]:
 
 
 async def test_a_note_holding_the_calls_secret_is_scrubbed_before_it_is_kept(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: PrivacyProject
 ) -> None:
-    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
     c = project.canaries
-    for key, value in project.env.items():
-        monkeypatch.setenv(key, value)
     db = tmp_path / "charter.db"
     args = {"config": {"api_key": c.arg, "host": "h"}}
     async with open_runtime(project.root, store=f"sqlite:///{db}") as rt:
@@ -82,11 +79,8 @@ async def test_a_note_holding_the_calls_secret_is_scrubbed_before_it_is_kept(
 
 
 async def test_an_overlong_note_is_refused_and_nothing_is_decided(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: PrivacyProject
 ) -> None:
-    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
-    for key, value in project.env.items():
-        monkeypatch.setenv(key, value)
     args = {"config": {"api_key": project.canaries.arg}}
     async with open_runtime(project.root, store=f"sqlite:///{tmp_path / 'c.db'}") as rt:
         ctx = await rt.resolve_context("app", "all")

@@ -17,7 +17,7 @@ import pytest
 from charter.errors import InvalidInput
 from charter.kernel.envelope import CallStatus
 from charter.runtime import open_runtime
-from tests.privacy._project import Canaries, write_privacy_project
+from tests.privacy._project import PrivacyProject
 from tests.privacy.test_canary_project import found, sqlite_files
 
 pytestmark = pytest.mark.anyio
@@ -29,12 +29,9 @@ def anyio_backend() -> str:
 
 
 async def test_a_call_id_holding_a_secret_is_refused_and_kept_nowhere(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: PrivacyProject
 ) -> None:
-    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
     c = project.canaries
-    for key, value in project.env.items():
-        monkeypatch.setenv(key, value)
     db, audit = tmp_path / "charter.db", tmp_path / "audit.jsonl"
     args = {"url": "https://u.example/", "config": {"api_key": c.arg}}
     b64 = base64.urlsafe_b64encode(c.dep.encode()).decode().rstrip("=")
@@ -64,15 +61,12 @@ async def test_a_call_id_holding_a_secret_is_refused_and_kept_nowhere(
 
 
 async def test_an_attachment_ref_holding_a_secret_is_refused_and_kept_nowhere(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: PrivacyProject
 ) -> None:
     """A context's attachments are kept as ids (``kind:ref``, resolved or not) in the
     ``context_resolved`` event and the context row: one holding a known secret is refused
     (``IDENTIFIER_SECRET``, naming the attachment, not echoing it) and nothing is resolved."""
-    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
     c = project.canaries
-    for key, value in project.env.items():
-        monkeypatch.setenv(key, value)
     db = tmp_path / "charter.db"
     async with open_runtime(project.root, store=f"sqlite:///{db}") as rt:
         for attachments in (

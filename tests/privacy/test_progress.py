@@ -11,7 +11,7 @@ import pytest
 from charter.kernel.envelope import CallStatus
 from charter.kernel.progress import MAX_MESSAGES
 from charter.runtime import open_runtime
-from tests.privacy._project import Canaries, write_privacy_project
+from tests.privacy._project import PrivacyProject
 
 pytestmark = pytest.mark.anyio
 
@@ -22,12 +22,9 @@ def anyio_backend() -> str:
 
 
 async def test_progress_messages_are_recorded_redacted_in_order_and_bounded(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: PrivacyProject
 ) -> None:
-    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
     c = project.canaries
-    for key, value in project.env.items():
-        monkeypatch.setenv(key, value)
     db = tmp_path / "charter.db"
     async with open_runtime(project.root, store=f"sqlite:///{db}") as rt:
         ctx = await rt.resolve_context("app", "all")

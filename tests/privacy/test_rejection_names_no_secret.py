@@ -15,7 +15,7 @@ import pytest
 
 from charter.kernel.envelope import CallStatus
 from charter.runtime import open_runtime
-from tests.privacy._project import Canaries, write_privacy_project
+from tests.privacy._project import PrivacyProject
 from tests.privacy.test_canary_project import found
 
 pytestmark = pytest.mark.anyio
@@ -27,12 +27,9 @@ def anyio_backend() -> str:
 
 
 async def test_a_rejection_naming_a_key_scrubs_the_calls_secret(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: PrivacyProject
 ) -> None:
-    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
     c = project.canaries
-    for key, value in project.env.items():
-        monkeypatch.setenv(key, value)
     config = {"api_key": c.arg}
     sent: dict[str, object] = {
         "unknown property (value)": {"url": "u", "config": config, c.arg: 1},

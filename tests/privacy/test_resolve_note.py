@@ -19,7 +19,7 @@ import pytest
 from charter.deploy.ledger_key import ledger_key_for
 from charter.errors import InvalidInput, PermissionDenied
 from charter.runtime import open_runtime
-from tests.privacy._project import Canaries, write_privacy_project
+from tests.privacy._project import PrivacyProject
 from tests.privacy.test_canary_project import found, sqlite_files
 
 pytestmark = pytest.mark.anyio
@@ -42,15 +42,12 @@ def anyio_backend() -> str:
 
 
 async def test_a_resolution_note_holding_the_calls_secret_is_scrubbed(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, project: PrivacyProject
 ) -> None:
-    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
     c = project.canaries
     (project.root / "tools.py").write_text((project.root / "tools.py").read_text() + SLOW_TOOL)
     yaml = (project.root / "charter.yaml").read_text()
     (project.root / "charter.yaml").write_text(yaml.replace("svc.chatty]", "svc.chatty, svc.slow]"))
-    for key, value in project.env.items():
-        monkeypatch.setenv(key, value)
     db, audit = tmp_path / "charter.db", tmp_path / "audit.jsonl"
     args = {"config": {"api_key": c.arg}}
     async with open_runtime(project.root, store=f"sqlite:///{db}", audit_file=audit) as rt:
