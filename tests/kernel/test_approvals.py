@@ -243,3 +243,23 @@ async def test_concurrent_duplicates_share_one_approval_request(env: Env) -> Non
     )
     assert len({o.approval["id"] for o in outs if o.approval}) == 1
     assert len(await env.kernel.list_approvals(tenant="acme", status="pending")) == 2
+
+
+async def test_an_approval_never_outlives_its_context(env: Env) -> None:
+    """Asked for 60 s before the context ends, the approval ends with it (not 5 minutes
+    later): past the context's end its call can never run, so nobody may approve it then,
+    and the inbox does not list it as pending."""
+    ctx = await env.kernel.resolve_context(APP, "all")
+    lifetime = env.kernel.settings.context_lifetime_s
+    env.clock.advance(timedelta(seconds=lifetime - 60))
+    out = await pending(env, ctx.context_id)
+    assert out.approval["expires_at"] == ctx.expires_at
+    env.clock.advance(timedelta(seconds=60))
+    with pytest.raises(PermissionDenied) as info:
+        await env.kernel.decide(out.approval["id"], approve=True, principal=ALICE)
+    assert info.value.reason == "APPROVAL_EXPIRED"
+    assert not await env.kernel.list_approvals(tenant="acme", status="pending")
+    late = await env.kernel.call(ctx.context_id, "kv.put", "p1", PUT, principal=APP)
+    assert late.error is not None
+    assert late.error["reason"] == "CONTEXT_EXPIRED"
+    assert env.runs_of("kv.put") == 0

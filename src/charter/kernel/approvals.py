@@ -113,7 +113,10 @@ class ApprovalGate:
         if too_many is not None:
             return await self.answers.refuse(at, too_many, CallStatus.DENIED)
         approval_id = state.new_id("apr")
-        expires_at = format_at(now + timedelta(seconds=state.settings.approval_lifetime_s))
+        # An approval never outlives its context: past the context's end its call can never
+        # run, so a person must not be asked to approve it (nor see it wait in the inbox).
+        lifetime = now + timedelta(seconds=state.settings.approval_lifetime_s)
+        expires_at = format_at(min(lifetime, state.expiry(ctx)))
         entries.append(
             NewEvent(
                 type="approval_requested",
