@@ -549,3 +549,19 @@ async def test_reading_an_old_conversation_does_not_keep_it_past_retention(
     store = rt.kernel.store
     assert isinstance(store, ConversationStore)
     assert fresh.history[0].text != "hello"  # not the deleted conversation's history
+
+
+async def test_a_message_sent_the_moment_a_turn_ends_starts_the_next_turn(
+    project: Project, sqlite_url: str
+) -> None:
+    """A client that answers as soon as it sees ``conversation.completed`` is not refused
+    ``TURN_IN_PROGRESS``: the store shows the turn closed before anyone sees it end (it was
+    saved after, and the next turn read the record still open, about one time in ten)."""
+    clock = FakeClock()
+    async with _replica(project, sqlite_url, clock) as (rt, hub):
+        conv_id = ""
+        for turn in range(30):
+            conv, events = await _turn(hub, rt, f"hello {turn}", conv_id)
+            assert events[-1]["type"] == "conversation.completed", events[-1]
+            conv_id = conv.conversation_id
+        assert conv.turns == 30

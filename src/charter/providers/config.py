@@ -14,6 +14,7 @@ settings (grace window, retention, budgets)::
       max_rounds: 8                 # model rounds per turn (Charter's continuation bound)
       context_budget_bytes: 131072
       result_max_bytes: 65536
+      history_bytes: 262144         # the newest messages a conversation keeps and sends
 
 Without a ``chat:`` section (or with ``provider: none``) chats answer with one explanatory
 delta. The network providers' SDKs are optional extras, imported only when configured.
@@ -48,6 +49,7 @@ _KEYS = frozenset(
         "max_rounds",
         "context_budget_bytes",
         "result_max_bytes",
+        "history_bytes",
         "max_tokens",
         "timeout_s",
     }
@@ -95,6 +97,7 @@ def parse_chat_config(doc: Any, *, base: Path, where: str = "chat") -> ChatConfi
         max_rounds=int(_number(doc, "max_rounds", 8, where)),
         context_budget_bytes=int(_number(doc, "context_budget_bytes", 128 * 1024, where)),
         result_max_bytes=int(_number(doc, "result_max_bytes", 64 * 1024, where)),
+        history_bytes=int(_number(doc, "history_bytes", 256 * 1024, where)),
     )
     kind = _text(doc, "provider", where) or "none"
     provider: Provider | None

@@ -74,6 +74,7 @@ _LABEL = re.compile(r"[^A-Za-z0-9_.:/@+-]")
 class ChatSettings:
     context_budget_bytes: int = 128 * 1024
     result_max_bytes: int = 64 * 1024
+    history_bytes: int = 256 * 1024  # the newest messages kept and sent (``windowed``)
     max_rounds: int = 8
     approval_poll_s: float = 0.1
     grace_s: float = 300.0
@@ -601,6 +602,22 @@ class KernelInvoker:
 
 _ROLES = frozenset({"user", "assistant", "tool"})
 _CALL_FIELDS = frozenset({"call_id", "name", "arguments"})
+
+
+def windowed(history: Sequence[ChatMessage], budget: int) -> list[ChatMessage]:
+    """The newest messages of ``history`` whose texts fit ``budget`` UTF-8 bytes, starting at
+    a user message: a conversation that lasts for days sends the model (and keeps) a bounded
+    window, not every message since it began. The newest message is kept even if it alone is
+    larger (a message is bounded by ``MAX_MESSAGE_CHARS``)."""
+    size, start = 0, len(history)
+    while start > 0:
+        size += len(history[start - 1].text.encode("utf-8", "surrogatepass"))
+        if size > budget and start < len(history):
+            break
+        start -= 1
+    while start < len(history) - 1 and history[start].role != "user":
+        start += 1
+    return list(history[start:])
 
 
 def history_from(messages: Any) -> list[ChatMessage]:

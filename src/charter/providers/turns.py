@@ -55,6 +55,7 @@ from charter.providers.orchestrator import (
     Orchestrator,
     check_request,
     history_from,
+    windowed,
 )
 from charter.stores.conversations import (
     ConversationDamaged,
@@ -345,6 +346,8 @@ class TurnHub:
             )
         conv.turns += 1
         conv.turn_start = conv.last_sequence
+        # a conversation that lasts for days: the model gets, and the store keeps, a window
+        conv.history = windowed(conv.history, self.orchestrator.settings.history_bytes)
         turn = replace(
             request,
             conversation_id=conv.conversation_id,
@@ -396,9 +399,15 @@ class TurnHub:
                         text.append(str(event.data.get("text", "")))
                     if event.type == COMPLETED:
                         self._end_turn(conv, turn_no, text)  # before a subscriber sees it
-                    self._keep(conv, event)
-                    if event.type == COMPLETED:
-                        await self._save(conv)  # a reader of the stored event finds the history
+                        try:
+                            # Saved first: a client that answers the moment it sees the turn
+                            # end finds it closed in the store (not TURN_IN_PROGRESS), and a
+                            # reader of the stored event finds the answer in the history.
+                            await self._save(conv)
+                        finally:
+                            self._keep(conv, event)
+                    else:
+                        self._keep(conv, event)
                     if event.type != DELTA or time.monotonic() - conv.flushed_at >= self.flush_s:
                         await self._flush(conv)
         except asyncio.CancelledError:
