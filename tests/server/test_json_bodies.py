@@ -273,6 +273,47 @@ def test_repeats_inside_a_calls_arguments_still_reach_the_kernel(
 
 
 @pytest.mark.parametrize(
+    ("name", "value", "reason"),
+    [
+        ("deep", b"[" * 3000 + b"]" * 3000, "ARGS_TOO_DEEP"),
+        ("digits", b"9" * 5000, "ARGS_INTEGER_OUT_OF_RANGE"),
+        (
+            "deep-string",
+            b'[{"s": "a]}\\\\", "d": ' + b"[" * 3000 + b"]" * 3000 + b"}]",
+            "ARGS_TOO_DEEP",
+        ),
+    ],
+)
+def test_arguments_python_cannot_decode_are_the_kernels_rejection_as_from_the_cli(
+    server: ThreadServer,
+    project: Project,
+    clients: dict[str, Client],
+    name: str,
+    value: bytes,
+    reason: str,
+) -> None:
+    """Valid JSON nested past the interpreter's recursion limit, or an integer of more than
+    4300 digits, inside ``arguments``: the kernel's own recorded rejection (as ``charter call``
+    and MCP answer it), not ``400 BODY_MALFORMED`` "the value of 'arguments' is not valid
+    JSON"; elsewhere in a body, a 400 saying which (and a syntax error says where)."""
+    ctx = clients["app"].resolve_context("all")
+    with _http(server, project.keys["app"]) as http:
+        calls = f"/v1/contexts/{ctx['context_id']}/calls"
+        json_type = {"content-type": "application/json"}
+        body = b'{"tool": "kv.echo", "call_id": "raw-' + name.encode() + b'", "arguments": '
+        answer = http.post(calls, content=body + b'{"payload": ' + value + b"}}", headers=json_type)
+        assert answer.status_code == 422, answer.text
+        assert (answer.json()["status"], answer.json()["error"]["reason"]) == ("rejected", reason)
+        other = http.post(calls, content=b'{"tool": ' + value + b"}", headers=json_type)
+        assert other.status_code == 400, other.text
+        what = "nests too deeply" if reason == "ARGS_TOO_DEEP" else "too many digits"
+        assert what in other.json()["detail"]
+        broken = http.post(calls, content=body + b'{"payload": [1,, 2]}}', headers=json_type)
+        assert broken.status_code == 400, broken.text
+        assert "(Expecting value: character " in broken.json()["detail"]
+
+
+@pytest.mark.parametrize(
     ("value", "taken"),
     [
         ("application/json", True),

@@ -116,8 +116,19 @@ def parse_object(raw: bytes, *, keep_raw: frozenset[str] = frozenset()) -> dict[
         i = _skip(text, i + 1)
         try:
             value, end = _DECODER.raw_decode(text, i)
-        except (ValueError, RecursionError):
-            raise _malformed(f"the value of {key!r} is not valid JSON") from None
+        except json.JSONDecodeError as exc:  # its message names what, never the text
+            at = f"{exc.msg}: character {exc.pos}"
+            raise _malformed(f"the value of {shown(key)!r} is not valid JSON ({at})") from None
+        except (ValueError, RecursionError) as exc:
+            # Valid JSON this decoder cannot hold: nested past the interpreter's recursion
+            # limit, or an integer of more than 4300 digits. Kept raw, the kernel's intake
+            # refuses it with its own reason (ARGS_TOO_DEEP, ARGS_INTEGER_OUT_OF_RANGE) and
+            # records the call rejected, as from every other surface.
+            if key not in keep_raw:
+                what = "nests too deeply" if isinstance(exc, RecursionError) else "holds an "
+                what += "" if isinstance(exc, RecursionError) else "integer with too many digits"
+                raise _malformed(f"the value of {shown(key)!r} {what}") from None
+            value, end = None, _raw_end(text, i)
         if key in keep_raw:
             value = text[i:end]
         elif isinstance(value, dict | list):  # the decoder kept the last of repeated members
@@ -132,6 +143,41 @@ def parse_object(raw: bytes, *, keep_raw: frozenset[str] = frozenset()) -> dict[
         if i < len(text) and text[i] == "}":
             return _end(text, i + 1, out)
         raise _malformed("expected ',' or '}'")
+
+
+def _raw_end(text: str, i: int) -> int:
+    """Where the JSON value at ``i`` ends, found without decoding it (iteratively, so no
+    nesting is too deep): its strings are scanned, its brackets counted; its content is the
+    kernel's intake's to read and refuse."""
+    n = len(text)
+    if i < n and text[i] not in "[{":
+        if text[i] == '"':
+            return _string_end(text, i)
+        j = i
+        while j < n and text[j] not in ",]} \t\r\n":
+            j += 1
+        return j
+    depth = 0
+    while i < n:
+        c = text[i]
+        if c == '"':
+            i = _string_end(text, i)
+            continue
+        i += 1
+        if c in "[{":
+            depth += 1
+        elif c in "]}":
+            depth -= 1
+            if depth == 0:
+                return i
+    raise _malformed("the body ends inside a value")
+
+
+def _string_end(text: str, i: int) -> int:
+    try:
+        return int(scanstring(text, i + 1, True)[1])
+    except ValueError:
+        raise _malformed("a string is not a valid JSON string") from None
 
 
 def _end(text: str, i: int, out: dict[str, Any]) -> dict[str, Any]:
