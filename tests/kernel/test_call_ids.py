@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
@@ -121,3 +122,23 @@ async def test_an_invalid_call_id_is_recorded_and_echoed_cut_short(env: Env, bad
         if r.type == "tool_call_recorded"
     ]
     assert [(r["reason"], r["call_id"]) for r in records] == [("CALL_ID_INVALID", out.call_id)]
+
+
+@pytest.mark.parametrize("shape", ["dict", "list"])
+async def test_arguments_that_hold_themselves_are_rejected_too_deep(env: Env, shape: str) -> None:
+    """A library caller's cyclic arguments (a dict or list that holds itself) are the
+    intake's ``ARGS_TOO_DEEP``, recorded like any rejection. Before, scrubbing the rejection's
+    message of the call's secrets walked the cycle: RecursionError, ``INTERNAL_ERROR``."""
+    ctx = await env.kernel.resolve_context(APP, "all")
+    cyclic: Any = {} if shape == "dict" else []
+    if shape == "dict":
+        cyclic["key"] = cyclic
+        arguments = cyclic
+    else:
+        cyclic.append(cyclic)
+        arguments = {"key": cyclic}
+    out = await env.kernel.call(ctx.context_id, "kv.get", "cyc", arguments, principal=APP)
+    assert out.status is CallStatus.REJECTED, out
+    assert out.error is not None
+    assert out.error["reason"] == "ARGS_TOO_DEEP"
+    assert env.runs_of("kv.get") == 0

@@ -191,6 +191,8 @@ class RedactionSettings:
 
 
 _MEMO_KEYS = 1024  # key names a redactor remembers (see Redactor._key)
+_COLLECT_DEPTH = 256  # levels secret_values reads: past any accepted nesting (intake: 64), and
+# so a cyclic value (a dict that holds itself, from a library caller) ends
 
 
 def _unique(clean: Any, taken: Mapping[Any, Any]) -> Any:
@@ -384,10 +386,14 @@ class Redactor:
     def secret_values(self, value: Any) -> frozenset[str]:
         """Every string (and number, as text) that :meth:`redact` would hide whole."""
         found: set[str] = set()
-        self._collect(value, self._trie, False, found)
+        self._collect(value, self._trie, False, found, _COLLECT_DEPTH)
         return frozenset(found)
 
-    def _collect(self, value: Any, node: _Trie | None, hidden: bool, found: set[str]) -> None:
+    def _collect(
+        self, value: Any, node: _Trie | None, hidden: bool, found: set[str], depth: int
+    ) -> None:
+        if depth == 0:  # deeper than any accepted argument (or a cycle): nothing to scrub
+            return
         hidden = hidden or (node is not None and node.end)
         if isinstance(value, str):
             if hidden:
@@ -405,11 +411,11 @@ class Redactor:
                 sensitive = (self._key(key) if known is None else known)[0]
                 if child is None and not (hidden or sensitive) and type(item) is str:
                     continue  # a string nothing hides: nothing to collect
-                self._collect(item, child, hidden or sensitive, found)
+                self._collect(item, child, hidden or sensitive, found, depth - 1)
         elif isinstance(value, list | tuple):
             for i, item in enumerate(value):
                 child = node.children.get(str(i)) if node is not None else None
-                self._collect(item, child, hidden, found)
+                self._collect(item, child, hidden, found, depth - 1)
 
     # -- text -----------------------------------------------------------------------------
 
