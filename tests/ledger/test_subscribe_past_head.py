@@ -66,3 +66,26 @@ async def test_an_event_missing_at_or_below_the_head_is_still_a_gap(
         with pytest.raises(LedgerIntegrityError) as info:
             await read_events(store, "run-1", after=int(seq))
         assert (info.value.reason, info.value.seq) == ("LEDGER_GAP", seq)
+
+
+async def test_a_negative_cursor_or_empty_limit_is_the_callers_mistake_not_a_gap(
+    tmp_path: Path,
+) -> None:
+    """``after=-5`` read as "event -5 is missing" (``LEDGER_GAP``: damage, for a caller's
+    typo) and ``limit=0`` returned one event; both are ``InvalidInput`` now."""
+    from charter.errors import InvalidInput
+
+    async with SQLiteStore.open(tmp_path / "c.db", key=KEY, clock=FakeClock()) as store:
+        await record_sample_run(store, "run-1")
+        for after in (-5, -1, "3", 1.5, True):
+            with pytest.raises(InvalidInput) as info:
+                await read_events(store, "run-1", after=after)  # type: ignore[arg-type]
+            assert info.value.reason == "CURSOR_INVALID"
+            with pytest.raises(InvalidInput):
+                async for _ in subscribe(store, "run-1", after=after, follow=False):  # type: ignore[arg-type]
+                    pass
+        for limit in (0, -1, True):
+            with pytest.raises(InvalidInput) as info:
+                await read_events(store, "run-1", limit=limit)
+            assert info.value.reason == "LIMIT_INVALID"
+        assert [e.seq for e in await read_events(store, "run-1", limit=1)] == [1]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
-from charter.errors import LedgerIntegrityError
+from charter.errors import InvalidInput, LedgerIntegrityError
 from charter.ledger.events import GENESIS_HASH, Event, decode
 from charter.ledger.lifecycle import RUN_TERMINAL
 from charter.ledger.ports import EventLog
@@ -33,12 +33,27 @@ async def read_events(
     log: EventLog, run_id: str, *, after: int = 0, after_hash: str | None = None, limit: int = 1000
 ) -> list[Event]:
     """Up to ``limit`` checked events after ``after`` (continuity checked from ``after_hash``)."""
+    _cursor(after)
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise InvalidInput(
+            f"limit must be a positive integer, not {limit!r:.40}", reason="LIMIT_INVALID"
+        )
     out: list[Event] = []
     async for event in subscribe(log, run_id, after=after, after_hash=after_hash, follow=False):
         out.append(event)
         if len(out) >= limit:
             break
     return out
+
+
+def _cursor(after: object) -> None:
+    """``after`` is a sequence number (0: from the start): a negative or non-integer one is
+    the caller's mistake, not a gap in the ledger (it read as ``LEDGER_GAP``)."""
+    if isinstance(after, bool) or not isinstance(after, int) or after < 0:
+        raise InvalidInput(
+            f"after must be an event sequence number (0 or more), not {after!r:.40}",
+            reason="CURSOR_INVALID",
+        )
 
 
 async def _anchor(log: EventLog, run_id: str, after: int) -> str | None:
@@ -70,6 +85,7 @@ async def subscribe(
     """Yield the run's events with ``seq > after``; with ``follow``, wait for new ones — until
     ``ended`` (when given) says the run is over and everything has been read (a follower
     that starts at or past the head of an ended run stops instead of waiting forever)."""
+    _cursor(after)
     last_seq = after
     last_hash = after_hash
     if last_hash is None and after == 0:
