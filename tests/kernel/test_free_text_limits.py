@@ -72,6 +72,32 @@ async def test_reasons_and_objectives_are_bounded_from_python(project: Project) 
         await rt.resolve_context("app", "all", objective="o" * MAX_OBJECTIVE)
 
 
+async def test_text_and_attachments_of_the_wrong_type_are_invalid_input(project: Project) -> None:
+    """A library caller's bytes for a note or objective, or an attachment that is not a
+    ``(kind, ref)`` pair of strings: ``InvalidInput`` naming the field, nothing recorded
+    (they raised TypeError from a regex, or ValueError unpacking the pair)."""
+    async with open_runtime(project.root, store="sqlite:///.charter/charter.db") as rt:
+        run_id, approval_id = await _pending(rt)
+        before = len(await rt.events(run_id, limit=10_000))
+        for objective in (b"fetch it", 5, ["a"]):
+            with pytest.raises(InvalidInput) as refused:
+                await rt.resolve_context("app", "all", objective=objective)  # type: ignore[arg-type]
+            assert (refused.value.reason, refused.value.details) == (
+                "TEXT_NOT_STRING",
+                {"field": "objective"},
+            )
+        with pytest.raises(InvalidInput) as refused:
+            await rt.reject(approval_id, as_="alice", reason=b"no")  # type: ignore[arg-type]
+        assert refused.value.reason == "TEXT_NOT_STRING"
+        for attachment in (("docs",), ("docs", "a", "b"), ("docs", 5), "docs:a", None):
+            with pytest.raises(InvalidInput) as refused:
+                await rt.resolve_context("app", "all", attachments=[attachment])  # type: ignore[list-item]
+            assert refused.value.reason == "ATTACHMENT_INVALID"
+            assert "attachments[0]" in refused.value.message
+        assert len(await rt.events(run_id, limit=10_000)) == before
+        assert (await rt.get_approval(approval_id, as_="alice"))["status"] == "pending"
+
+
 async def test_unknown_names_are_echoed_cut_short(project: Project, tmp_path: Path) -> None:
     long = "x" * 100_000
     async with open_runtime(project.root, store="sqlite:///.charter/charter.db") as rt:

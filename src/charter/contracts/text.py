@@ -29,7 +29,14 @@ SHOWN = 64
 
 def bounded(value: str | None, *, field: str, limit: int, reason: str) -> None:
     """Refuse ``value`` longer than ``limit`` characters: ``InvalidInput`` with ``reason``,
-    naming ``field`` and ``limit`` (never the value). None and shorter text pass."""
+    naming ``field`` and ``limit`` (never the value). None and shorter text pass; a value
+    that is not text (a library caller's bytes, a number) is ``TEXT_NOT_STRING``."""
+    if value is not None and not isinstance(value, str):
+        raise InvalidInput(
+            f"{field} must be a string, not {type(value).__name__}",
+            reason="TEXT_NOT_STRING",
+            details={"field": field},
+        )
     if value is not None and len(value) > limit:
         raise InvalidInput(
             f"{field} is longer than {limit} characters ({len(value)})",

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from charter.contracts.canonical import canonical_bytes, sha256_digest
 from charter.contracts.model import ToolContract
+from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
 
 SCHEMA_FORMATS = ("charter", "openai", "anthropic", "mcp")
@@ -193,6 +194,21 @@ def tool_schemas(contracts: Iterable[ToolContract], fmt: str = "charter") -> lis
         else:
             raise ValueError(f"unknown schema format {fmt!r}; use one of {SCHEMA_FORMATS}")
     return out
+
+
+def check_attachment(attachment: object, index: int) -> None:
+    """A context's attachment reference is a ``(kind, ref)`` pair of strings: anything else
+    from a library caller is ``ATTACHMENT_INVALID`` (it raised ValueError or TypeError)."""
+    if (
+        not isinstance(attachment, tuple | list)
+        or len(attachment) != 2
+        or not all(isinstance(part, str) for part in attachment)
+    ):
+        raise InvalidInput(
+            f"attachments[{index}] must be a (kind, ref) pair of strings",
+            reason="ATTACHMENT_INVALID",
+            details={"field": f"attachments[{index}]"},
+        )
 
 
 def estimate_tokens(contracts: Sequence[ToolContract], attachments: Sequence[Attachment]) -> int:

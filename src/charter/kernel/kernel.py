@@ -56,6 +56,7 @@ from charter.kernel.contexts import (
     ContextProvider,
     OfferedTool,
     ResolvedContext,
+    check_attachment,
     estimate_tokens,
     schema_digest,
 )
@@ -332,6 +333,7 @@ class Kernel:
             objective = state.redactor.redact_text(objective)
         state.redactor.refuse_in_id(session_id, "session_id")
         for index, attachment in enumerate(attachments):  # kept as ids (kind:ref)
+            check_attachment(attachment, index)
             for part in attachment:
                 state.redactor.refuse_in_id(part, f"attachments[{index}]")
         agent_tools: frozenset[str] | None = None
