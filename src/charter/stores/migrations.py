@@ -247,6 +247,10 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
             )
         ),
     ),
+    # A conversation's history is fed back to the model as what was said: its row carries a
+    # MAC under the ledger key (charter.stores.conversations.history_mac). Rows from before
+    # have none and are refused (CONVERSATION_DAMAGED): nothing can tell them from edited ones.
+    ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -400,6 +404,7 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
             )
         ),
     ),
+    ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),  # (the SQLite list's 16)
 )
 
 
