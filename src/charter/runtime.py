@@ -188,7 +188,7 @@ class Runtime:
         """A resolved context by id (also once expired: its receipts stay readable); with
         ``tenant``, None for another tenant's. Its run is verified on this process's first
         touch: a context of a refused run raises ``RUN_LEDGER_INVALID``, as its calls do."""
-        ctx = await self.kernel.get_context(context_id)
+        ctx = await self.kernel.get_context(context_id, tenant)
         if ctx is None or (tenant is not None and ctx.tenant != tenant):
             return None
         await self.store.trust.ensure(self.store, ctx.run_id)

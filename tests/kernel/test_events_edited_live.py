@@ -155,27 +155,6 @@ async def test_rows_deleted_under_another_process_are_noticed(
         assert other.status is CallStatus.SUCCEEDED, other
 
 
-async def test_a_deleted_context_row_is_a_context_that_is_gone(
-    tmp_path: Path, backend: tuple[str, Edit]
-) -> None:
-    """A context row deleted under a process that never held it: its calls find no context
-    (denied, nothing dispatched), and the run itself is refused once touched."""
-    project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
-    async with open_runtime(project, store=url) as writer:
-        runs = await two_runs(writer)
-    async with open_runtime(project, store=url) as rt:
-        assert (await rt.run(runs["damaged"])) is not None
-        edit("DELETE FROM contexts WHERE run_id = ?", runs["damaged"])
-        again = await rt.call(runs["damaged_ctx"], "kv.get", "c9", {"key": "k"}, as_="app")
-        assert again.status is CallStatus.DENIED, again
-        assert runs_of(project, "kv.get") == 2
-        with pytest.raises(Failure) as caught:
-            await rt.resolve_context("app", "all", run_id=runs["damaged"])
-        assert caught.value.reason == "RUN_LEDGER_INVALID"
-        assert "SNAPSHOT_DIVERGENCE" in str(caught.value)
-
-
 async def test_a_deleted_artifact_row_is_noticed_by_a_read(
     tmp_path: Path, backend: tuple[str, Edit]
 ) -> None:

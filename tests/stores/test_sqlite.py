@@ -199,11 +199,13 @@ def test_migrations_are_recorded(tmp_path: Path) -> None:
 
 def undo_edit_triggers(conn: sqlite3.Connection) -> None:
     """Back to a schema before migration 13: no ledger_edits table, no triggers on events
-    (a table renamed away took its triggers along), none on the row tables (migration 14)."""
+    (a table renamed away took its triggers along), none on the row tables (migrations 14
+    and 15)."""
     conn.execute("DROP TRIGGER IF EXISTS events_updated")
     conn.execute("DROP TRIGGER IF EXISTS events_deleted")
     for table in migrations.ROW_TABLES:
         conn.execute(f"DROP TRIGGER IF EXISTS {table}_row_deleted")
+        conn.execute(f"DROP TRIGGER IF EXISTS {table}_key_changed")
     conn.execute("DROP TABLE ledger_edits")
 
 

@@ -59,7 +59,7 @@ async def admit(
     """1b. rate and concurrency limits, before anything is parsed or written."""
     if limiter is None:
         return ADMITTED
-    ctx = await state.context(context_id)
+    ctx = await state.context(context_id, arrival.principal.tenant)
     if ctx is None or ctx.tenant != arrival.principal.tenant:
         return ADMITTED  # the call path answers CONTEXT_NOT_FOUND
     offered = ctx.offered(arrival.tool) if isinstance(arrival.tool, str) else None

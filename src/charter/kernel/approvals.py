@@ -23,7 +23,7 @@ from charter.kernel.limits import PendingCaps, pending_approvals_refusal
 from charter.kernel.principals import Principal
 from charter.kernel.secret_marks import scrub_note, secret_marks
 from charter.ledger.events import NewEvent, format_at
-from charter.ledger.trust import LEDGER_DAMAGE, skipped_damaged
+from charter.ledger.trust import LEDGER_DAMAGE, refuse_vanished, skipped_damaged
 from charter.ledger.views import ApprovalRow, CallRow, RunRow
 
 logger = logging.getLogger("charter.kernel.approvals")
@@ -217,6 +217,8 @@ class ApprovalGate:
     async def find_approval(self, approval_id: str, tenant: str) -> ApprovalRow | None:
         """One approval of the tenant; past its lifetime it is ``expired`` (and recorded so)."""
         rows = await self.state.store.find_views(ApprovalRow, approval_id=approval_id, limit=1)
+        if not rows:  # its row deleted outside Charter: its run is refused
+            await refuse_vanished(self.state.store, "approvals", approval_id, tenant)
         if not rows or rows[0].tenant != tenant:
             return None
         row = rows[0]

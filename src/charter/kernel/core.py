@@ -45,6 +45,7 @@ from charter.kernel.store import KernelStore
 from charter.ledger.clock import Clock, system_clock
 from charter.ledger.events import NewEvent
 from charter.ledger.ids import new_id
+from charter.ledger.trust import refuse_vanished
 from charter.ledger.views import ApprovalRow, CallRow, ContextRow, RunRow
 from charter.project.build import Build
 
@@ -380,12 +381,15 @@ class KernelState:
     # -----------------------------------------------------------------------------------
     # reads and small derivations the phases share
 
-    async def context(self, context_id: str) -> ResolvedContext | None:
+    async def context(self, context_id: str, tenant: str | None = None) -> ResolvedContext | None:
+        """The context, or None; one whose row was deleted outside Charter refuses its run
+        (to ``tenant``, the caller's, when its run is that tenant's; None: to any caller)."""
         cached = self.contexts.get(context_id)
         if cached is not None:
             return cached
         rows = await self.store.find_views(ContextRow, context_id=context_id, limit=1)
         if not rows:
+            await refuse_vanished(self.store, "contexts", context_id, tenant)
             return None
         context = ResolvedContext.from_row(rows[0].row)
         self.contexts[context_id] = context

@@ -196,8 +196,10 @@ class Kernel:
     # -----------------------------------------------------------------------------------
     # reads and operators' actions (held by the parts; named here for the callers)
 
-    async def get_context(self, context_id: str) -> ResolvedContext | None:
-        return await self.state.context(context_id)
+    async def get_context(
+        self, context_id: str, tenant: str | None = None
+    ) -> ResolvedContext | None:
+        return await self.state.context(context_id, tenant)
 
     async def find_approval(self, approval_id: str, tenant: str) -> ApprovalRow | None:
         return await self.approvals.find_approval(approval_id, tenant)
@@ -604,7 +606,7 @@ class Kernel:
         settings = state.settings
         # 1. attribution
         principal = arrival.principal
-        ctx = state.contexts.get(context_id) or await state.context(context_id)
+        ctx = state.contexts.get(context_id) or await state.context(context_id, principal.tenant)
         if ctx is None or ctx.tenant != principal.tenant:
             denied = PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
             return answers.answer(arrival, CallStatus.DENIED, denied, tool=arrival.tool)

@@ -19,7 +19,7 @@ from charter.kernel.principals import Principal
 from charter.kernel.secret_marks import scrub_note
 from charter.kernel.store import KernelStore
 from charter.ledger.events import NewEvent, format_at
-from charter.ledger.trust import RunLedgerInvalid
+from charter.ledger.trust import RunLedgerInvalid, refuse_vanished
 from charter.ledger.views import CallRow, ContextRow
 
 
@@ -85,7 +85,7 @@ class Operators:
             raise InvalidInput(
                 "outcome must be succeeded, failed or abandoned", reason="OUTCOME_INVALID"
             )
-        ctx = await self.state.context(context_id)
+        ctx = await self.state.context(context_id, operator.tenant)
         if ctx is None or ctx.tenant != operator.tenant:
             raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
         row = await self.state.call_row(ctx, call_id)
@@ -132,7 +132,7 @@ class Operators:
             context_id = await context_of_call(self.state.store, call_id, tenant)
             if context_id is None:
                 return None
-        ctx = await self.state.context(context_id)
+        ctx = await self.state.context(context_id, tenant)
         if ctx is None or ctx.tenant != tenant:
             return None
         return await self.state.store.read_view(CallRow, ctx.run_id, context_id, call_id)
@@ -147,6 +147,9 @@ async def context_of_call(store: KernelStore, call_id: str, tenant: str | None) 
     naming them (``GET /v1/calls/{call_id}``, ``charter calls show ID``)."""
     where = {"call_id": call_id} if tenant is None else {"call_id": call_id, "tenant": tenant}
     rows = await store.find_views(CallRow, limit=10, **where)
+    # a call row with this id deleted outside Charter refuses its run (one indexed read):
+    # else the id would answer from another context, or not be found
+    await refuse_vanished(store, "calls", call_id, tenant)
     contexts = sorted({row.context_id for row in rows})
     if len(contexts) > 1:
         raise InvalidInput(

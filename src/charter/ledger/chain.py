@@ -95,6 +95,13 @@ class LedgerKey:
     def mac_matches(self, run_id: str, seq: int, head_hash: str, mac: str) -> bool:
         return same_mac(self.mac(run_id, seq, head_hash), mac)
 
+    def text_mac(self, kind: str, parts: tuple[str, ...]) -> str:
+        """``hmac-sha256:<key-id>:<hex>`` over ``kind`` and ``parts`` (NUL-separated: values
+        that hold a NUL must be encoded first). Rows kept outside the ledger (a conversation's
+        history) carry it, with the key id as a head MAC does."""
+        digest = self._hmac("\x00".join((kind, *parts)).encode("utf-8", "surrogatepass"))
+        return f"hmac-sha256:{self.key_id}:{digest}"
+
     def row_mac(self, table: str, key: tuple[str, ...], data: bytes, seq: int) -> str:
         """The MAC of a projection row: its table, key, stored bytes and the sequence of the
         event that last wrote it (key values are identifiers: no NUL inside)."""

@@ -691,14 +691,15 @@ class ChainChecker:
         values, outside the rows' text: each must hold the rebuilt row's value. Runs after the
         rows compared equal, so row ``i`` stored is row ``i`` rebuilt."""
         spec = TABLES[table]
-        if not spec.columns:
+        compared = spec.compared
+        if not compared:
             return
         stored = columns.get(table, ())
-        values = _column_values(spec.columns)
+        values = _column_values(compared)
         if len(stored) == len(rows) and all(map(eq, map(values, rows), stored)):
             return
         for row, got in zip(rows, stored, strict=False):
-            for name, a, b in zip(spec.columns, values(row), got, strict=True):
+            for name, a, b in zip(compared, values(row), got, strict=True):
                 if a != b:
                     key = "/".join(str(row.get(k)) for k in spec.keys)
                     raise self._diverged(

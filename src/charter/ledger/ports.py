@@ -50,7 +50,7 @@ class StoredSnapshot:
     run: bytes | None
     tables: dict[str, list[bytes]] = field(default_factory=dict)
     columns: dict[str, list[tuple[Any, ...]]] | None = None
-    """Each row's indexed columns as stored (``TableSpec.columns``; the run row's under
+    """Each row's compared columns as stored (``TableSpec.compared``; the run row's under
     ``"runs"``), in the order of ``tables``; None from a store that keeps no such copies."""
 
 

@@ -65,6 +65,13 @@ class TableSpec:
     columns: tuple[str, ...]
     order_by: str
 
+    @property
+    def compared(self) -> tuple[str, ...]:
+        """The columns outside ``data`` that verification compares with the rebuilt row: the
+        keys after ``run_id`` (a row's own id: an id changed in place would hide the row from
+        every lookup of it) and the indexed columns."""
+        return (*self.keys[1:], *self.columns)
+
     def sort_key(self, row: Row) -> tuple[Any, ...]:
         """List order: ``order_by``, ties broken by the key columns (as the SQL stores do)."""
         return (row[self.order_by], *(row[k] for k in self.keys))

@@ -136,6 +136,24 @@ async def stored_tenant(store: _Reader, run_id: str) -> str | None:
     return created_tenant(first[0].data)
 
 
+async def refuse_vanished(store: Any, table: str, key: str, tenant: str | None) -> None:
+    """A lookup of a ``table`` row by its own id ``key`` (a context, an approval, a proposal)
+    found nothing. When the store noted such a row deleted or its id changed outside Charter
+    (``ledger_edits``), the run it belonged to is verified again — and refused: its row is
+    missing — instead of answering that the row never existed. ``tenant``: only a run whose
+    first event names that tenant is refused to this caller (None: any run); the others'
+    callers are told nothing. Costs one indexed read of ``ledger_edits``, on a miss only."""
+    gone = getattr(store, "vanished", None)
+    trust = getattr(store, "trust", None)
+    if gone is None or trust is None or not trust.enabled:
+        return
+    for run_id in await gone(table, key):
+        if tenant is not None and await stored_tenant(store, run_id) != tenant:
+            continue
+        trust.forget([run_id])
+        await trust.ensure(store, run_id)
+
+
 class LedgerTrust:
     """What this process verified of each run, and which runs it refuses (thread-safe)."""
 

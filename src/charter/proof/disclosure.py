@@ -294,7 +294,7 @@ def report_flags(
 class _Runtime(Protocol):
     """What :func:`record` needs of the runtime (proof sits below it)."""
 
-    async def get_context(self, context_id: str) -> Any: ...
+    async def get_context(self, context_id: str, *, tenant: str | None = None) -> Any: ...
 
     async def context_record(self, run_id: str, context_id: str) -> Any: ...
 
@@ -314,7 +314,7 @@ async def record(
     """Validate, check the context (the caller's tenant), append the event; the answer is the
     recorded facts with the flags this report raises against its context."""
     report = parse_report(raw)
-    context = await runtime.get_context(context_id)
+    context = await runtime.get_context(context_id, tenant=principal.tenant)
     check_context(context, principal.tenant)
     row = await runtime.context_record(context.run_id, context_id)
     stored = (row.row.get("attachments") if row is not None else None) or []

@@ -35,6 +35,7 @@ from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.ids import new_id
+from charter.ledger.trust import refuse_vanished
 from charter.ledger.views import ProposalRow
 
 if TYPE_CHECKING:
@@ -119,6 +120,8 @@ class ProposalService:
 
     async def get(self, proposal_id: str, tenant: str) -> dict[str, Any]:
         rows = await self.runtime.store.find_views(ProposalRow, proposal_id=proposal_id, limit=1)
+        if not rows:  # its row deleted outside Charter: its run is refused
+            await refuse_vanished(self.runtime.store, "proposals", proposal_id, tenant)
         if not rows or rows[0].tenant != tenant:
             raise _not_found()
         return rows[0].to_dict()

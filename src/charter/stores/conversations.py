@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Protocol, runtime_checkable
 
 from charter.errors import InternalFailure, StoreConflict
+from charter.ledger.chain import LedgerKey, same_mac
 
 SEQUENCE_CONFLICT = "CONVERSATION_SEQUENCE_CONFLICT"
 
@@ -199,19 +200,28 @@ class MemoryConversations:
 
 _COLUMNS = (
     "conversation_id, tenant, user_name, run_id, turns, updated_at, history, watched_at, "
-    "turn_open_since"
+    "turn_open_since, history_mac"
 )
+
+
+def history_mac(key: LedgerKey, r: ConversationRecord) -> str:
+    """The MAC of what a turn reads back from a record: its owner, run, turn count and message
+    history (the history is fed to the model as what the user and the assistant said). Under
+    the ledger key; ``updated_at``, ``watched_at`` and ``turn_open_since`` are bookkeeping
+    moved by other writes and are not covered."""
+    parts = (r.conversation_id, r.tenant, r.user, r.run_id or "", str(r.turns))
+    return key.text_mac("conversation", (*(p.replace("\x00", "\\0") for p in parts), r.history))
 
 
 def save_sql(p: str) -> str:
     """Upsert a record, leaving a stored ``watched_at`` alone."""
-    marks = ", ".join([p] * 9)
+    marks = ", ".join([p] * 10)
     return (
         f"INSERT INTO conversations ({_COLUMNS}) VALUES ({marks}) "
         "ON CONFLICT (conversation_id) DO UPDATE SET tenant = excluded.tenant, "
         "user_name = excluded.user_name, run_id = excluded.run_id, turns = excluded.turns, "
         "updated_at = excluded.updated_at, history = excluded.history, "
-        "turn_open_since = excluded.turn_open_since"
+        "turn_open_since = excluded.turn_open_since, history_mac = excluded.history_mac"
     )
 
 
@@ -220,7 +230,7 @@ def claim_sql(p: str) -> str:
     return save_sql(p) + " WHERE conversations.turns = excluded.turns - 1"
 
 
-def save_params(r: ConversationRecord) -> tuple[object, ...]:
+def save_params(r: ConversationRecord, key: LedgerKey) -> tuple[object, ...]:
     return (
         r.conversation_id,
         r.tenant,
@@ -231,6 +241,7 @@ def save_params(r: ConversationRecord) -> tuple[object, ...]:
         r.history,
         r.watched_at,
         r.turn_open_since,
+        history_mac(key, r),
     )
 
 
@@ -238,13 +249,16 @@ def load_sql(p: str) -> str:
     return f"SELECT {_COLUMNS} FROM conversations WHERE conversation_id = {p}"
 
 
-def as_record(row: Sequence[object]) -> ConversationRecord:
-    cid, tenant, user, run_id, turns, updated_at, history, watched_at, open_since = row
+def as_record(row: Sequence[object], key: LedgerKey) -> ConversationRecord:
+    """The stored record, once its :func:`history_mac` verifies: a history edited in the
+    database (or any covered column, or a record from before histories carried a MAC) is
+    :class:`ConversationDamaged`, never fed to the model."""
+    cid, tenant, user, run_id, turns, updated_at, history, watched_at, open_since, mac = row
     if not isinstance(turns, int) or turns < 0:  # SQLite keeps any value an edit wrote
         raise ConversationDamaged(
             str(cid), "its turn count is not a number", tenant=str(tenant), user=str(user)
         )
-    return ConversationRecord(
+    record = ConversationRecord(
         conversation_id=str(cid),
         tenant=str(tenant),
         user=str(user),
@@ -255,6 +269,15 @@ def as_record(row: Sequence[object]) -> ConversationRecord:
         watched_at=None if watched_at is None else str(watched_at),
         turn_open_since=None if open_since is None else str(open_since),
     )
+    if not same_mac(history_mac(key, record), mac):
+        if mac is None:
+            what = "its history carries no MAC: stored before histories were authenticated"
+        elif isinstance(mac, str) and not mac.startswith(f"hmac-sha256:{key.key_id}:"):
+            what = f"its history MAC is not under ledger key {key.key_id}"
+        else:
+            what = "its history does not match its MAC: edited outside Charter"
+        raise ConversationDamaged(str(cid), what, tenant=str(tenant), user=str(user))
+    return record
 
 
 def insert_events_sql(p: str) -> str:

@@ -10,7 +10,7 @@ only makes a process verify the run again on first touch.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from charter.ledger.checker import storage_class
@@ -31,6 +31,12 @@ UPSERT_QUARANTINE = (
     "quarantined_at = excluded.quarantined_at, quarantined_by = excluded.quarantined_by"
 )
 SELECT_FLAGS = "SELECT run_id, " + ", ".join(FLAG_COLUMNS) + " FROM run_ledger_flags"
+ALL_FLAGS = SELECT_FLAGS + " ORDER BY found_at, run_id"
+
+
+def flag_problems(rows: Iterable[Sequence[Any]]) -> list[RunProblem]:
+    """The problems :data:`ALL_FLAGS`' rows record (every flagged run)."""
+    return [p for got in rows if (p := flag_problem(str(got[0]), got[1:])) is not None]
 
 
 def flag_problem(run_id: str, values: Sequence[Any]) -> RunProblem | None:

@@ -56,6 +56,14 @@ ROW_TABLES = (
 )  # fmt: skip
 """The tables holding a run's head and projection rows (each keyed by ``run_id``)."""
 
+ID_LOOKUPS = {
+    "contexts": "context_id",
+    "approvals": "approval_id",
+    "proposals": "proposal_id",
+    "calls": "call_id",
+}
+"""Tables whose rows are also looked up by an id of their own, without the run: the column."""
+
 SQLITE: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE events (
@@ -214,6 +222,35 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
         END"""
         for table in ROW_TABLES
     ),
+    # Rows looked up by their own id (a context, an approval, a proposal, a call by its call
+    # id): a deleted row would answer "no such context". The entry now keeps the row's id, and
+    # a changed id (or run) is noted too, so a lookup that finds nothing can name the run it
+    # belonged to and refuse it (charter.stores.vanished).
+    (
+        "ALTER TABLE ledger_edits ADD COLUMN row_key TEXT",
+        "CREATE INDEX ledger_edits_by_key ON ledger_edits (row_key)",
+        *(
+            statement
+            for table, column in ID_LOOKUPS.items()
+            for statement in (
+                f"DROP TRIGGER {table}_row_deleted",
+                f"""CREATE TRIGGER {table}_row_deleted AFTER DELETE ON {table} BEGIN
+                    INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                        VALUES (old.run_id, NULL, 'delete {table}', old.{column});
+                END""",
+                f"""CREATE TRIGGER {table}_key_changed AFTER UPDATE OF run_id, {column}
+                    ON {table} WHEN old.run_id IS NOT new.run_id
+                        OR old.{column} IS NOT new.{column} BEGIN
+                    INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                        VALUES (old.run_id, NULL, 'rekey {table}', old.{column});
+                END""",
+            )
+        ),
+    ),
+    # A conversation's history is fed back to the model as what was said: its row carries a
+    # MAC under the ledger key (charter.stores.conversations.history_mac). Rows from before
+    # have none and are refused (CONVERSATION_DAMAGED): nothing can tell them from edited ones.
+    ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -342,6 +379,32 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
             for table in ROW_TABLES
         ),
     ),
+    (  # the id of a deleted or re-keyed row (the SQLite list's migration 15)
+        "ALTER TABLE ledger_edits ADD COLUMN row_key TEXT",
+        "CREATE INDEX ledger_edits_by_key ON ledger_edits (row_key)",
+        """CREATE FUNCTION charter_note_row_gone() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO ledger_edits (run_id, seq, op, row_key) VALUES (
+                OLD.run_id, NULL,
+                CASE TG_OP WHEN 'DELETE' THEN 'delete ' ELSE 'rekey ' END || TG_TABLE_NAME,
+                to_jsonb(OLD) ->> TG_ARGV[0]);
+            RETURN NULL;
+        END $$""",
+        *(
+            statement
+            for table, column in ID_LOOKUPS.items()
+            for statement in (
+                f"DROP TRIGGER {table}_row_deleted ON {table}",
+                f"""CREATE TRIGGER {table}_row_deleted AFTER DELETE ON {table}
+                    FOR EACH ROW EXECUTE FUNCTION charter_note_row_gone('{column}')""",
+                f"""CREATE TRIGGER {table}_key_changed AFTER UPDATE OF run_id, {column}
+                    ON {table} FOR EACH ROW WHEN (OLD.run_id IS DISTINCT FROM NEW.run_id
+                        OR OLD.{column} IS DISTINCT FROM NEW.{column})
+                    EXECUTE FUNCTION charter_note_row_gone('{column}')""",
+            )
+        ),
+    ),
+    ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),  # (the SQLite list's 16)
 )
 
 

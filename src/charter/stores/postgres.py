@@ -55,13 +55,14 @@ from charter.stores._sql import (
     upsert_sql,
 )
 from charter.stores.flags import (
+    ALL_FLAGS,
     FLAG_COLUMNS,
     ROWLESS_GATE_SQL,
     ROWLESS_SQL,
-    SELECT_FLAGS,
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
     flag_problem,
+    flag_problems,
     listed_count,
     rowless_summaries,
 )
@@ -71,6 +72,7 @@ from charter.stores.postgres_conversations import PostgresConversations
 from charter.stores.postgres_errors import LOG_SCRUB, connect_failure, mask_url
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
 from charter.stores.postgres_errors import translated as _translated
+from charter.stores.vanished import VANISHED_SQL, run_ids, vanished_params
 
 T = TypeVar("T")
 # A listed run: its row as RowOpener reads it, then its head and its ledger flags.
@@ -327,14 +329,16 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         """Every flagged run (found damaged by some process, or quarantined)."""
         with _translated():
             async with self._pool.connection() as conn:
-                cur = await conn.execute(SELECT_FLAGS + " ORDER BY found_at, run_id")
-                rows = await cur.fetchall()
-        found = []
-        for got in rows:
-            problem = flag_problem(str(got[0]), got[1:])
-            if problem is not None:
-                found.append(problem)
-        return found
+                cur = await conn.execute(ALL_FLAGS)
+                return flag_problems(await cur.fetchall())
+
+    async def vanished(self, table: str, key: str) -> list[str]:
+        """Runs that held a ``table`` row of id ``key`` deleted outside Charter."""
+        with _translated():
+            async with self._pool.connection() as conn:
+                sql = VANISHED_SQL.format(p="%s").encode()
+                cur = await conn.execute(sql, vanished_params(table, key))
+                return run_ids(await cur.fetchall())
 
     # -- EventLog -------------------------------------------------------------------------
 
@@ -671,8 +675,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                     cur = await conn.execute(list_sql(TABLES[t], "%s"), (run_id,))
                     got = await cur.fetchall()
                     tables[t] = [str(r[0]).encode() for r in got]
-                    keyed = 3 + len(TABLES[t].keys)
-                    columns[t] = [tuple(r[keyed:]) for r in got]
+                    columns[t] = [tuple(r[4:]) for r in got]  # spec.compared: after run_id
                 return StoredSnapshot(
                     head=head,
                     run=None if run is None else str(run[0]).encode(),

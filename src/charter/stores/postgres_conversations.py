@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from charter.errors import StoreConflict
+from charter.ledger.chain import LedgerKey
 from charter.stores import conversations as sql
 from charter.stores.conversations import ConversationEvent, ConversationRecord
 from charter.stores.postgres_errors import translated
@@ -24,16 +25,17 @@ if TYPE_CHECKING:
 
 class PostgresConversations:
     _pool: AsyncConnectionPool[Any]
+    key: LedgerKey
 
     async def save_conversation(self, record: ConversationRecord) -> None:
         with translated():
             async with self._pool.connection() as conn:
-                await conn.execute(sql.save_sql("%s"), sql.save_params(record))
+                await conn.execute(sql.save_sql("%s"), sql.save_params(record, self.key))
 
     async def claim_turn(self, record: ConversationRecord) -> bool:
         with translated():
             async with self._pool.connection() as conn:
-                cur = await conn.execute(sql.claim_sql("%s"), sql.save_params(record))
+                cur = await conn.execute(sql.claim_sql("%s"), sql.save_params(record, self.key))
                 return bool(cur.rowcount == 1)
 
     async def load_conversation(self, conversation_id: str) -> ConversationRecord | None:
@@ -41,7 +43,7 @@ class PostgresConversations:
             async with self._pool.connection() as conn:
                 cur = await conn.execute(sql.load_sql("%s"), (conversation_id,))
                 row = await cur.fetchone()
-        return None if row is None else sql.as_record(row)
+        return None if row is None else sql.as_record(row, self.key)
 
     async def append_conversation_events(
         self, conversation_id: str, events: Sequence[ConversationEvent], *, updated_at: str

@@ -72,11 +72,12 @@ from charter.stores._sql import (
     unencodable_key,
 )
 from charter.stores.flags import (
+    ALL_FLAGS,
     FLAG_COLUMNS,
-    SELECT_FLAGS,
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
     flag_problem,
+    flag_problems,
     listed_count,
 )
 from charter.stores.leases import SQLiteLeases
@@ -106,6 +107,7 @@ from charter.stores.sqlite_errors import (
     write_transaction,
 )
 from charter.stores.sqlite_listing import rowless_runs, stored_table, text_bytes
+from charter.stores.vanished import VANISHED_SQL, run_ids, vanished_params
 
 T = TypeVar("T")
 logger = logging.getLogger(__name__)
@@ -519,16 +521,12 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
 
     async def run_flags(self) -> list[RunProblem]:
         """Every flagged run (found damaged by some process, or quarantined)."""
+        return await self._read(lambda c: flag_problems(c.execute(ALL_FLAGS)))
 
-        def go(conn: sqlite3.Connection) -> list[RunProblem]:
-            found = []
-            for got in conn.execute(SELECT_FLAGS + " ORDER BY found_at, run_id"):
-                problem = flag_problem(str(got[0]), got[1:])
-                if problem is not None:
-                    found.append(problem)
-            return found
-
-        return await self._read(go)
+    async def vanished(self, table: str, key: str) -> list[str]:
+        """Runs that held a ``table`` row of id ``key`` deleted outside Charter."""
+        sql, params = VANISHED_SQL.format(p="?"), vanished_params(table, key)
+        return await self._read(lambda c: run_ids(c.execute(sql, params).fetchall()))
 
     # -- EventLog -------------------------------------------------------------------------
 

@@ -27,6 +27,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, TypeVar
 
 from charter.errors import StoreConflict, StoreError
+from charter.ledger.chain import LedgerKey
 from charter.stores import conversations as sql
 from charter.stores.conversations import ConversationEvent, ConversationRecord
 from charter.stores.sqlite_errors import translate_sqlite_error
@@ -51,6 +52,7 @@ class SQLiteConversations:
     """Conversation rows: writes on a dedicated connection and thread, reads on the pool."""
 
     path: str
+    key: LedgerKey
     _closed: bool
 
     if TYPE_CHECKING:
@@ -100,18 +102,18 @@ class SQLiteConversations:
     # -- ConversationStore ------------------------------------------------------------------
 
     async def save_conversation(self, record: ConversationRecord) -> None:
-        params = sql.save_params(record)
+        params = sql.save_params(record, self.key)
         await self._chat_write(lambda c: c.execute(sql.save_sql("?"), params))
 
     async def claim_turn(self, record: ConversationRecord) -> bool:
-        params = sql.save_params(record)
+        params = sql.save_params(record, self.key)
         changed = await self._chat_write(lambda c: c.execute(sql.claim_sql("?"), params).rowcount)
         return bool(changed)
 
     async def load_conversation(self, conversation_id: str) -> ConversationRecord | None:
         def go(conn: sqlite3.Connection) -> ConversationRecord | None:
             row = conn.execute(sql.load_sql("?"), (conversation_id,)).fetchone()
-            return None if row is None else sql.as_record(row)
+            return None if row is None else sql.as_record(row, self.key)
 
         return await self._read(go)
 

@@ -30,7 +30,8 @@ def stored_table(
     conn: sqlite3.Connection, spec: TableSpec, run_id: str
 ) -> tuple[list[bytes], list[tuple[Any, ...]]]:
     """``data`` of ``spec``'s rows of ``run_id`` as bytes, ordered as :func:`list_sql` orders,
-    and each row's indexed columns (``spec.columns``) as stored, in the same order.
+    and each row's compared columns (``spec.compared``: its keys after ``run_id``, its indexed
+    columns) as stored, in the same order.
 
     The rows are read with their ``order_by`` column alone and sorted by it when no two rows
     share a value (every call row has its own ``updated_seq``): the key columns only break
@@ -44,8 +45,7 @@ def stored_table(
     an encode, and text that is not UTF-8 as its bytes, which verification then reports as a
     row that is not JSON.
     """
-    width = len(spec.columns)
-    columns = "".join(f", {c}" for c in spec.columns)
+    columns = "".join(f", {c}" for c in spec.compared)
     sql = (
         f"SELECT {spec.order_by}, CAST(data AS BLOB){columns} FROM {spec.name} "
         f"WHERE {spec.keys[0]} = ?"
@@ -59,7 +59,7 @@ def stored_table(
         else:
             return [text_bytes(r[1]) for r in got], [r[2:] for r in got]
     listed = conn.execute(list_sql(spec, "?"), (run_id,)).fetchall()
-    return [text_bytes(r[0]) for r in listed], [r[len(r) - width :] for r in listed]
+    return [text_bytes(r[0]) for r in listed], [r[4:] for r in listed]  # after data… run_id
 
 
 _first = itemgetter(0)
