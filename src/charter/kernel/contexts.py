@@ -20,6 +20,7 @@ from charter.contracts.canonical import canonical_bytes, sha256_digest
 from charter.contracts.model import ToolContract
 from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
+from charter.kernel.redaction import Redactor
 
 SCHEMA_FORMATS = ("charter", "openai", "anthropic", "mcp")
 _REF = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
@@ -196,9 +197,10 @@ def tool_schemas(contracts: Iterable[ToolContract], fmt: str = "charter") -> lis
     return out
 
 
-def check_attachment(attachment: object, index: int) -> None:
-    """A context's attachment reference is a ``(kind, ref)`` pair of strings: anything else
-    from a library caller is ``ATTACHMENT_INVALID`` (it raised ValueError or TypeError)."""
+def check_attachment(attachment: object, index: int, redactor: Redactor) -> None:
+    """A context's attachment reference is a ``(kind, ref)`` pair of strings — anything else
+    from a library caller is ``ATTACHMENT_INVALID`` (it raised ValueError or TypeError) —
+    holding no secret (it is kept as an id: ``IDENTIFIER_SECRET``)."""
     if (
         not isinstance(attachment, tuple | list)
         or len(attachment) != 2
@@ -209,6 +211,8 @@ def check_attachment(attachment: object, index: int) -> None:
             reason="ATTACHMENT_INVALID",
             details={"field": f"attachments[{index}]"},
         )
+    for part in attachment:
+        redactor.refuse_in_id(part, f"attachments[{index}]")
 
 
 def estimate_tokens(contracts: Sequence[ToolContract], attachments: Sequence[Attachment]) -> int:

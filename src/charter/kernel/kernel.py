@@ -335,9 +335,7 @@ class Kernel:
             objective = state.redactor.redact_text(objective)
         state.redactor.refuse_in_id(session_id, "session_id")
         for index, attachment in enumerate(attachments):  # kept as ids (kind:ref)
-            check_attachment(attachment, index)
-            for part in attachment:
-                state.redactor.refuse_in_id(part, f"attachments[{index}]")
+            check_attachment(attachment, index, state.redactor)
         agent_tools: frozenset[str] | None = None
         if agent is not None:
             if agent not in state.build.agents:
