@@ -134,7 +134,12 @@ async def test_a_call_still_in_flight_after_the_wait_becomes_unknown(tmp_path: P
         )
         while runs_of(project, "kv.slow") == 0:
             await asyncio.sleep(0.01)
-        endings = RunEndings(store=rt.store, redactor=rt.kernel.redactor, settle_s=0.1)
+        endings = RunEndings(
+            store=rt.store,
+            redactor=rt.kernel.redactor,
+            fingerprinter=rt.kernel.state.fingerprinter,
+            settle_s=0.1,
+        )
         ended = await endings.end_run(
             ctx.run_id, "cancelled", reason="stop now", operator=rt.principal("alice")
         )

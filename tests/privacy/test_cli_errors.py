@@ -45,3 +45,72 @@ def test_an_error_quoting_a_typed_secret_prints_it_redacted(tmp_path: Path) -> N
         assert done.returncode != 0, (what, out)
         assert b"[REDACTED]" in out, (what, out)
         assert not found(c.dep, out), (what, out)
+
+
+def test_hostile_arguments_to_runs_calls_proposals_and_approvals_never_echo_a_secret(
+    tmp_path: Path,
+) -> None:
+    """Every ``charter runs`` subcommand (and ``calls``, ``proposals``, ``approvals``) given a
+    run id, workflow, input, build, status or reason holding a deployment secret — long, and
+    with the secret where a 64-character cut would split it — answers an error that holds
+    no part of it, quotes no typed value longer than 64 characters, and has no traceback."""
+    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
+    c = project.canaries
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
+    env.update(project.env)
+    store = f"sqlite:///{tmp_path / 'c.db'}"
+    made = subprocess.run(
+        [str(CHARTER), "call", "notes_search", "--profile", "all", "--as", "app",
+         "--call-id", "c1", "--args", '{"query": "x"}', "--project", str(project.root),
+         "--store", store],
+        capture_output=True, env=env, timeout=120, check=False,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr
+    hostile = "r-" + c.dep + "Y" * 150
+    split = "s" * 50 + c.dep  # the 64-character cut falls inside the secret
+    commands = [
+        ["runs", "show", hostile],
+        ["runs", "events", split],
+        ["runs", "verify", hostile],
+        ["runs", "export", hostile, str(tmp_path / "out")],
+        ["runs", "quarantine", hostile, "--reason", f"saw {c.dep}", "--by", "alice"],
+        ["runs", "cancel", split, "--reason", "x", "--as", "alice"],
+        ["runs", "fail", hostile, "--reason", "x", "--as", "alice"],
+        ["runs", "cancel", "r1", "--reason", "x", "--as", hostile],
+        ["runs", "finish", hostile, "--as", "alice"],
+        ["runs", "evaluate", hostile],
+        ["runs", "create", split, "--as", "app"],
+        ["runs", "create", "wf", "--as", "app", "--input", split],
+        ["runs", "create", "wf", "--as", "app", "--input", "t=" + hostile],
+        ["runs", "replay", hostile],
+        ["runs", "replay", "r1", "--build", split],
+        ["runs", "disclosure", hostile],
+        ["calls", "show", hostile],
+        ["calls", "resolve", "c1", "--context", split, "--outcome", hostile, "--reason", "x",
+         "--as", "alice"],
+        ["proposals", "show", hostile, "--as", "alice"],
+        ["proposals", "reject", split, "--as", "alice", "--reason", c.dep],
+        ["proposals", "apply", hostile, "--as", "alice"],
+        ["proposals", "ls", "--as", "alice", "--status", split],
+        ["approvals", "show", hostile, "--as", "alice"],
+        ["approvals", "approve", split, "--as", "alice", "--reason", c.dep],
+        ["approvals", "ls", "--as", "alice", "--status", hostile],
+    ]  # fmt: skip
+    for index, argv in enumerate(commands):
+        extra = ["--json"] if index % 2 else []
+        done = subprocess.run(
+            [str(CHARTER), *argv, *extra, "--project", str(project.root), "--store", store],
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        out = done.stdout + done.stderr
+        what = " ".join(argv)[:80]
+        assert b"Traceback" not in out, (what, out)
+        assert not found(c.dep, out), (what, out)
+        assert c.dep[:8].encode() not in out, (what, out)  # not even the part a cut kept
+        assert b"Y" * 64 not in out, (what, out)
+        assert b"s" * 64 not in out, (what, out)
+        if argv[:2] != ["proposals", "ls"]:  # an unknown status lists nothing
+            assert done.returncode != 0, (what, out)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from charter.contracts.canonical import Fingerprinter
 from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.endings import RunEndings
 from charter.kernel.principals import Principal, PrincipalKind
@@ -26,7 +27,12 @@ EVE = Principal(name="eve", tenant="globex", kind=PrincipalKind.OPERATOR, permis
 
 
 def endings(env: Env) -> RunEndings:
-    return RunEndings(store=env.store, redactor=Redactor(), settle_s=0.1)  # type: ignore[arg-type]
+    return RunEndings(
+        store=env.store,  # type: ignore[arg-type]
+        redactor=Redactor(),
+        fingerprinter=Fingerprinter("fp-test", b"f" * 32),
+        settle_s=0.1,
+    )
 
 
 async def started(env: Env) -> str:

@@ -18,6 +18,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from charter.cli._typed import guarded, guarded_value
 from charter.errors import (
     BuildError,
     CharterError,
@@ -140,8 +141,12 @@ def fail(
     """Report one error and exit ``code``. With ``--json`` it is one JSON object on stdout with
     ``ok: false``, the message (``error``), one of the seven error ``code`` values and the
     upper-case ``reason`` (``code_name`` repeats ``code`` for older scripts)."""
+    # the deployment's secrets (the command line's, cli/_typed.py) and any runtime's scrubbed,
+    # and a long typed value cut to its first 64 characters
+    message = guarded(message, _REDACTORS)
+    extra = guarded_value(extra, _REDACTORS)
     for redactor in _REDACTORS:
-        message, extra = redactor.redact_text(message), redactor.redact(extra)
+        extra = redactor.redact(extra)
     if as_json:
         print_json(
             {

@@ -149,14 +149,14 @@ def _decide(verb: str) -> Callable[..., None]:
         async def local(service: ProposalService, rt: Runtime, who: str) -> Any:
             principal = rt.principal(who)
             if verb == "apply":
-                return await service.apply(proposal_id, principal=principal)
+                return await service.apply(proposal_id, principal=principal, reason=reason)
             return await service.decide(
                 proposal_id, approve=verb == "approve", principal=principal, reason=reason
             )
 
         def remote(cl: Client) -> Any:
             if verb == "apply":
-                return cl.apply_proposal(proposal_id)
+                return cl.apply_proposal(proposal_id, reason=reason)
             if verb == "approve":
                 return cl.approve_proposal(proposal_id, reason=reason)
             return cl.reject_proposal(proposal_id, reason=reason)

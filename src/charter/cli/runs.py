@@ -24,6 +24,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from charter.cli._output import JSON_OPTION, console, fail, print_json, print_table, reported_errors
+from charter.cli._typed import command_redactor
 from charter.cli.artifacts_cmds import deployment_source
 from charter.deploy.deployment import deployment_path
 from charter.errors import InvalidInput, UserError
@@ -196,11 +197,15 @@ def quarantine(
     """Mark a run quarantined, outside its ledger: every runtime opened from now on refuses
     it (RUN_LEDGER_INVALID); it can still be exported and verified."""
     with reported_errors(as_json):
+        redactor = command_redactor()
+        redactor.refuse_in_id(run_id, "run_id")  # an id cannot be kept redacted: refused
+        redactor.refuse_in_id(by, "by")
+        note = redactor.redact_text(reason)
         key = ledger_key_for(project, deploy)
         problem = _run(
             in_project(store, project),
             key,
-            lambda s: s.quarantine(run_id, by=by, reason=reason),
+            lambda s: s.quarantine(run_id, by=by, reason=note),
             checked=False,
         )
     if as_json:

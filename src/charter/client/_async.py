@@ -476,6 +476,11 @@ class AsyncClient:
         )
         return result
 
-    async def apply_proposal(self, proposal_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._json("POST", f"/v1/proposals/{proposal_id}/apply")
+    async def apply_proposal(
+        self, proposal_id: str, *, reason: str | None = None
+    ) -> dict[str, Any]:
+        body = {"reason": reason} if reason else {}
+        result: dict[str, Any] = await self._json(
+            "POST", f"/v1/proposals/{proposal_id}/apply", json=body
+        )
         return result

@@ -460,6 +460,7 @@ class Client:
         )
         return result
 
-    def apply_proposal(self, proposal_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self._json("POST", f"/v1/proposals/{proposal_id}/apply")
+    def apply_proposal(self, proposal_id: str, *, reason: str | None = None) -> dict[str, Any]:
+        body = {"reason": reason} if reason else {}
+        result: dict[str, Any] = self._json("POST", f"/v1/proposals/{proposal_id}/apply", json=body)
         return result

@@ -3,7 +3,8 @@
 The transitions are the ChemSpace seed's (:mod:`charter.ledger.lifecycle`): any open run may
 go ``cancelled`` or ``failed``; a task ``pending → cancelled | skipped``, ``running |
 input_required → cancelled | failed``. Only an operator (a human principal) of the run's
-tenant may, with a reason, which is recorded (redacted) in the status event.
+tenant may, with a reason, which is recorded in the status event redacted and scrubbed of the
+secret argument values of every call of the run (:mod:`charter.kernel.run_notes`).
 
 A status change waits for the run's (or the task's) calls in flight: for up to ``settle_s``
 seconds they may finish; a call still ``dispatching`` after that is recorded ``unknown``
@@ -21,11 +22,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from charter.contracts.canonical import Fingerprinter
 from charter.contracts.text import MAX_REASON, bounded, shown
 from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.delegation import delegates
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import Redactor
+from charter.kernel.run_notes import scrub_run_note
 from charter.kernel.store import KernelStore
 from charter.ledger import lifecycle
 from charter.ledger.events import NewEvent
@@ -65,10 +68,23 @@ def in_flight_unknown(call: CallRow, reason: str, message: str) -> NewEvent:
 
 
 class RunEndings:
-    def __init__(self, *, store: KernelStore, redactor: Redactor, settle_s: float = 10.0):
+    def __init__(
+        self,
+        *,
+        store: KernelStore,
+        redactor: Redactor,
+        fingerprinter: Fingerprinter,
+        settle_s: float = 10.0,
+    ):
         self.store = store
         self.redactor = redactor
+        self.fingerprinter = fingerprinter
         self.settle_s = settle_s
+
+    @classmethod
+    def of(cls, state: Any) -> RunEndings:
+        """The endings of a kernel's state (its store, redactor and fingerprint key)."""
+        return cls(store=state.store, redactor=state.redactor, fingerprinter=state.fingerprinter)
 
     async def end_run(
         self, run_id: str, status: str, *, reason: str, operator: Principal
@@ -76,8 +92,9 @@ class RunEndings:
         """Cancel or fail an open run (see the module docstring); returns the run row."""
         if status not in RUN_ENDINGS:
             raise InvalidInput("a run ends cancelled or failed", reason="RUN_ENDING_INVALID")
-        note = self._check(operator, reason)
+        self._check(operator, reason)
         run = await self._run(run_id, operator)
+        note = await self._note(run_id, reason)
         target = lifecycle.parse_run_status(status)
         error = _error(note) if status == "failed" else None
         lifecycle.check_run_transition(lifecycle.parse_run_status(run["status"]), target, error)
@@ -113,8 +130,9 @@ class RunEndings:
             raise InvalidInput(
                 "a task ends cancelled, failed or skipped", reason="TASK_ENDING_INVALID"
             )
-        note = self._check(operator, reason)
+        self._check(operator, reason)
         run = await self._run(run_id, operator)
+        note = await self._note(run_id, reason)
         lifecycle.ensure_run_open(lifecycle.parse_run_status(run["status"]))
         task = await self.store.get_row(task_key(run_id, task_id))
         if task is None:
@@ -156,7 +174,7 @@ class RunEndings:
 
     # -----------------------------------------------------------------------------------
 
-    def _check(self, operator: Principal, reason: str) -> str:
+    def _check(self, operator: Principal, reason: str) -> None:
         if not operator.is_operator:
             raise PermissionDenied(
                 "only an operator may end a run or a task", reason="ENDER_NOT_HUMAN"
@@ -164,7 +182,17 @@ class RunEndings:
         if not isinstance(reason, str) or not reason.strip():
             raise InvalidInput("a reason is required", reason="REASON_REQUIRED")
         bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
-        return self.redactor.redact_text(reason.strip())
+
+    async def _note(self, run_id: str, reason: str) -> str:
+        """The reason as recorded: redacted, and scrubbed of the secret argument values of
+        every call of the run (:mod:`charter.kernel.run_notes`)."""
+        return await scrub_run_note(
+            reason.strip(),
+            run_id=run_id,
+            store=self.store,
+            fingerprinter=self.fingerprinter,
+            redactor=self.redactor,
+        )
 
     async def _run(self, run_id: str, operator: Principal) -> Row:
         run = await self.store.get_row(run_key(run_id))

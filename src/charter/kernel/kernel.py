@@ -235,14 +235,14 @@ class Kernel:
         self, run_id: str, status: str, reason: str, operator: Principal
     ) -> dict[str, Any]:
         """An operator cancels or fails a run (:mod:`charter.kernel.endings`)."""
-        endings = RunEndings(store=self.store, redactor=self.redactor)
+        endings = RunEndings.of(self.state)
         return await endings.end_run(run_id, status, reason=reason, operator=operator)
 
     async def end_task(
         self, run_id: str, task_id: str, status: str, reason: str, operator: Principal
     ) -> dict[str, Any]:
         """An operator cancels, fails or skips a task (:mod:`charter.kernel.endings`)."""
-        endings = RunEndings(store=self.store, redactor=self.redactor)
+        endings = RunEndings.of(self.state)
         return await endings.end_task(run_id, task_id, status, reason=reason, operator=operator)
 
     async def maintain(self) -> dict[str, int]:

@@ -6,7 +6,7 @@ import contextlib
 import os
 import stat
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
 import anyio
@@ -60,19 +60,23 @@ async def serve_stdio(
         server = build_server(gateway, identify, lambda ctx: guard.raw_arguments(ctx.request_id))
         write, outgoing = anyio.create_memory_object_stream[SessionMessage](0)
         async with anyio.create_task_group() as tg:
-            tg.start_soon(_write_out, outgoing, wire_out)
+            tg.start_soon(_write_out, outgoing, wire_out, guard.written)
             guard.attach(write)
             # the server closes ``write`` when it ends: the writer sends what is left, then ends
             await server.run(guard, write, server.create_initialization_options())
 
 
 async def _write_out(
-    outgoing: MemoryObjectReceiveStream[SessionMessage], wire: BinaryIO | int
+    outgoing: MemoryObjectReceiveStream[SessionMessage],
+    wire: BinaryIO | int,
+    written: Callable[[SessionMessage], None],
 ) -> None:
-    """Each message the server sends, as one line on the client's stdout."""
+    """Each message the server sends, as one line on the client's stdout (``written`` is
+    told first: a response frees its request's id, :class:`~charter.mcp._wire.WireGuard`)."""
     try:
         async with outgoing:
             async for message in outgoing:
+                written(message)  # before it can reach the client, who may reuse the id then
                 line = message.message.model_dump_json(by_alias=True, exclude_unset=True)
                 data = line.encode() + b"\n"
                 if isinstance(wire, int):

@@ -17,6 +17,13 @@ would never see with a JSON-RPC error naming the problem (never the offending va
   (``PARAMS_INVALID``, at the first field that does not: a ``_meta`` that is not an object, a
   ``cursor`` that is not a string, a ``resources/read`` without its ``uri``).
 
+A request whose ``id`` is that of a request still in flight (not yet answered) is answered
+``-32600`` too (``REQUEST_ID_IN_USE``, at ``/id``) and never reaches the server, so its tool
+never runs: JSON-RPC ids must be unique among a client's requests in flight, or the answers
+cannot be told apart. The error answers that ``id`` (it is the second request's as much as the
+first's); the first request completes as usual, and once answered (or cancelled by the
+client: a cancelled request is never answered) its id may be used again.
+
 Each error carries ``data: {reason, pointer}`` (a JSON pointer into the message) and answers
 the request's ``id`` when one can be read, else ``id: null`` (also for a message that gives
 its ``id`` twice). What passes goes to the SDK as
@@ -352,6 +359,8 @@ class WireGuard:
         self._attached = anyio.Event()
         self._raw: dict[str | int, str] = {}
         self._closed = False
+        self._in_flight: set[str | int] = set()  # the ids of requests not yet answered
+        self._refusals: set[int] = set()  # id() of this guard's own answers not yet written
 
     def raw_arguments(self, request_id: str | int | None) -> str | None:
         """The arguments as written of a ``tools/call`` the kernel must refuse (taken once)."""
@@ -365,8 +374,39 @@ class WireGuard:
         ident, code, message, data = refusal
         await self._attached.wait()
         error = types.ErrorData(code=code, message=message, data=data)
-        reply = types.JSONRPCError(jsonrpc="2.0", id=ident, error=error)
-        await self._write.send(SessionMessage(reply))
+        reply = SessionMessage(types.JSONRPCError(jsonrpc="2.0", id=ident, error=error))
+        self._refusals.add(id(reply))
+        await self._write.send(reply)
+
+    def written(self, message: SessionMessage) -> None:
+        """``message`` went to the client: a response of the server's frees its request's
+        id (this guard's own refusals never do — a refused duplicate's first is still in
+        flight)."""
+        if id(message) in self._refusals:
+            self._refusals.discard(id(message))
+            return
+        reply = message.message
+        if isinstance(reply, types.JSONRPCResponse | types.JSONRPCError) and reply.id is not None:
+            self._in_flight.discard(reply.id)
+
+    def _duplicate(self, message: types.JSONRPCMessage) -> Refusal | None:
+        """The refusal of a request whose id is in flight; else None (the id is taken). A
+        request the client cancels is never answered (MCP): its id is free again at once."""
+        if isinstance(message, types.JSONRPCNotification):
+            if message.method == "notifications/cancelled" and isinstance(message.params, dict):
+                self._in_flight.discard(message.params.get("requestId"))
+            return None
+        if not isinstance(message, types.JSONRPCRequest):
+            return None
+        if message.id in self._in_flight:
+            why = (
+                f"Invalid Request: id {json.dumps(message.id)[:64]} is already in use by a "
+                "request in flight; ids must be unique among requests not yet answered"
+            )
+            data = {"reason": "REQUEST_ID_IN_USE", "pointer": "/id"}
+            return (message.id, types.INVALID_REQUEST, why, data)
+        self._in_flight.add(message.id)
+        return None
 
     async def _readline(self, limit: int) -> bytes:
         """The next line of at most ``limit`` bytes (its newline included; the line's start
@@ -414,6 +454,10 @@ class WireGuard:
             if checked.refusal is not None:
                 await self._refuse(checked.refusal)
             elif checked.message is not None:
+                duplicate = self._duplicate(checked.message)
+                if duplicate is not None:
+                    await self._refuse(duplicate)
+                    continue
                 if checked.raw_arguments is not None and checked.request_id is not None:
                     self._raw[checked.request_id] = checked.raw_arguments
                 return SessionMessage(checked.message)

@@ -33,6 +33,7 @@ from charter.contracts.text import MAX_REASON, bounded
 from charter.errors import ConfigError, InvalidInput, PermissionDenied, TransientExternal
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
+from charter.kernel.run_notes import scrub_run_note
 from charter.ledger.events import NewEvent, format_at
 from charter.ledger.ids import new_id
 from charter.ledger.trust import refuse_vanished
@@ -226,13 +227,28 @@ class ProposalService:
         allowed = ("validated",) if approve else ("validated", "blocked")
         if row["status"] not in allowed:
             raise _illegal(row, "approve" if approve else "reject")
-        extra = {"reason": self.runtime.redactor.redact_text(reason)} if reason else {}
+        extra = {"reason": await self._note(row, reason)} if reason else {}
         type_ = "proposal_approved" if approve else "proposal_rejected"
         return await self._append(row, type_, principal.name, **extra)
 
+    async def _note(self, row: Mapping[str, Any], reason: str) -> str:
+        """A decision's reason as recorded: redacted, and scrubbed of the secret argument
+        values of every call of the proposal's run (:mod:`charter.kernel.run_notes`)."""
+        kernel = self.runtime.kernel
+        return await scrub_run_note(
+            reason,
+            run_id=row["run_id"],
+            store=kernel.state.store,
+            fingerprinter=kernel.state.fingerprinter,
+            redactor=kernel.state.redactor,
+        )
+
     # -- applying
 
-    async def apply(self, proposal_id: str, *, principal: Principal) -> dict[str, Any]:
+    async def apply(
+        self, proposal_id: str, *, principal: Principal, reason: str | None = None
+    ) -> dict[str, Any]:
+        bounded(reason, field="reason", limit=MAX_REASON, reason="REASON_TOO_LONG")
         row = await self._expire_if_due(await self.get(proposal_id, principal.tenant))
         self._may_decide(row, principal, APPLY_PERMISSION)
         if row["status"] != "approved":
@@ -290,7 +306,10 @@ class ProposalService:
             )
         envelope = await self._apply_call(row, kind, apply, principal)
         if envelope.status is CallStatus.SUCCEEDED:
-            return await self._append(row, "proposal_applied", principal.name, result=envelope.data)
+            extra = {"reason": await self._note(row, reason)} if reason else {}
+            return await self._append(
+                row, "proposal_applied", principal.name, result=envelope.data, **extra
+            )
         error = envelope.error or {}
         raise TransientExternal(
             f"the applier answered {envelope.status.value}; the proposal stays approved",

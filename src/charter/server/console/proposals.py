@@ -191,7 +191,8 @@ async def _act(request: Request, proposal_id: str, action: str) -> Response:
         if action == "apply":
             if field(form, "confirm") != "yes":
                 raise _unconfirmed()
-            await service.apply(proposal_id, principal=who.principal)
+            reason = reason_field(form) or None
+            await service.apply(proposal_id, principal=who.principal, reason=reason)
         else:
             reason = reason_field(form) or None
             await service.decide(

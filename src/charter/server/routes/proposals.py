@@ -91,5 +91,11 @@ async def reject_proposal(
 @router.post(
     "/proposals/{proposal_id}/apply", responses=problem_responses(400, 401, 403, 404, 409, 422)
 )
-async def apply_proposal(proposal_id: str, principal: Caller, service: Service) -> dict[str, Any]:
-    return await service.apply(proposal_id, principal=principal)
+async def apply_proposal(
+    proposal_id: str,
+    principal: Caller,
+    service: Service,
+    body: Annotated[DecisionRequest | None, Body()] = None,
+) -> dict[str, Any]:
+    reason = body.reason if body else None
+    return await service.apply(proposal_id, principal=principal, reason=reason)
