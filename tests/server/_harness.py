@@ -25,6 +25,8 @@ import httpx2
 import uvicorn
 from fastapi import FastAPI
 
+from charter.deploy.http_limits import HeadLimits
+from charter.server import head_limited_protocol
 from tests.kernel._project import write_runtime_project
 
 CHARTER_YAML = """
@@ -105,7 +107,12 @@ class ThreadServer:
         self.sock = free_socket()
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
+            app,
+            http=head_limited_protocol(HeadLimits()),  # as charter serve: bounded heads
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(

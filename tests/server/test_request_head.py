@@ -12,6 +12,7 @@ does not grow with the flood.
 from __future__ import annotations
 
 import json
+import re
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -194,3 +195,19 @@ def test_a_connection_that_sends_nothing_is_closed_after_the_head_timeout(served
         started = time.monotonic()
         assert sock.recv(100) == b""
         assert time.monotonic() - started < 6
+
+
+def test_pipelined_and_kept_alive_requests_are_still_served(served: Served) -> None:
+    """The head is counted per request: three requests in one write, the second with a body
+    larger than a head may be, are each answered."""
+    body = b'{"x": "' + b"a" * 40_000 + b'"}'
+    parts = [
+        b"GET /healthz HTTP/1.1\r\nHost: c\r\n\r\n"
+        + b"POST /v1/runs HTTP/1.1\r\nHost: c\r\nContent-Type: application/json\r\n"
+        + b"Content-Length: %d\r\n\r\n" % len(body)
+        + body
+        + b"GET /healthz HTTP/1.1\r\nHost: c\r\nConnection: close\r\n\r\n"
+    ]
+    answer = exchange(served, parts)
+    statuses = [int(m) for m in re.findall(rb"HTTP/1\.1 (\d{3}) ", answer.raw)]
+    assert statuses == [200, 401, 200], answer.raw[:500]

@@ -29,7 +29,7 @@ from charter.runtime import Runtime, open_runtime
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-    from charter.server.http_head import HttpImplementation
+    from charter.server.http_protocol import HttpImplementation
 
 
 def serve(
@@ -67,7 +67,7 @@ def serve(
         import uvicorn
 
         from charter.server.app import create_app
-        from charter.server.http_head import head_limited_protocol
+        from charter.server.http_protocol import head_limited_protocol
         from charter.server.logs import configure_logging
     except ImportError:  # pragma: no cover - depends on the installed extras
         fail("charter serve needs the server extra: pip install -e '.[server]'")

@@ -4,9 +4,10 @@ uvicorn buffers a request's head until it is whole: with httptools without any b
 client could send megabytes of header fields, one huge field or 100,000 small ones, and the
 server kept them all), with h11 up to 16 KiB, then answering a plain-text 400; a too-long URL
 was a plain-text 400 as well; and a head trickled a byte at a time held its connection for
-ever. :func:`head_limited_protocol` returns uvicorn's protocol class for the implementation
-with :class:`~charter.deploy.http_limits.HeadLimits` enforced as the bytes arrive — buffering
-stops once a bound is passed — and the answer is a problem document as every other error's:
+ever. The protocol classes here (h11's; httptools' in :mod:`.http_head_httptools`, both picked
+by :func:`charter.server.http_protocol.head_limited_protocol`) enforce
+:class:`~charter.deploy.http_limits.HeadLimits` as the bytes arrive — buffering stops once a
+bound is passed — and answer with a problem document as every other error's:
 
 - a request target longer than ``max_url_bytes``: ``414 URL_TOO_LONG``;
 - a head (request line and header fields) larger than ``max_head_bytes``, one header field
@@ -22,13 +23,12 @@ The connection is closed after each of these. The answer never quotes what was s
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import json
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, ClassVar, Literal
+from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -38,8 +38,6 @@ from charter.deploy.http_limits import HeadLimits
 from charter.errors import ErrorCode
 from charter.server.logs import log
 from charter.server.problems import STATUS_BY_REASON
-
-HttpImplementation = Literal["auto", "httptools", "h11"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -275,18 +273,3 @@ class H11HeadProtocol(H11Protocol):
             super().send_400_response(msg)
             return
         send_refusal(self, refusal)
-
-
-def head_limited_protocol(
-    limits: HeadLimits, http: HttpImplementation = "auto"
-) -> type[asyncio.Protocol]:
-    """uvicorn's protocol class (``uvicorn.Config(http=...)``) for ``http`` — ``auto``:
-    httptools when it is installed, else h11, as uvicorn picks — enforcing ``limits``."""
-    if http == "auto":
-        http = "httptools" if importlib.util.find_spec("httptools") else "h11"
-    base: type[asyncio.Protocol] = H11HeadProtocol
-    if http == "httptools":
-        from charter.server.http_head_httptools import HttpToolsHeadProtocol
-
-        base = HttpToolsHeadProtocol
-    return type(base.__name__, (base,), {"limits": limits})
