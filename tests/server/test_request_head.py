@@ -46,7 +46,7 @@ def served(
 ) -> Iterator[Served]:
     project = write_served_project(tmp_path_factory.mktemp("head"))
     deploy = project.root / "charter.deploy.yaml"
-    deploy.write_text(deploy.read_text() + "limits:\n  http:\n    head_timeout_s: 1.5\n")
+    deploy.write_text(deploy.read_text() + "limits:\n  http:\n    head_timeout_s: 2\n")
     with spawn_serve_process(
         Path(project.root), "sqlite:///.charter/charter.db", args=["--http", request.param]
     ) as (url, proc):
@@ -179,7 +179,7 @@ def test_a_trickled_head_is_408_after_the_head_timeout(served: Served) -> None:
 
     def trickle() -> Iterator[bytes]:
         yield HEAD
-        for _ in range(40):  # 8 s at most: the server answers after its 1.5 s
+        for _ in range(40):  # 8 s at most: the server answers after its 2 s
             yield b"X-Flood: " + CANARY + b"\r\n"
             time.sleep(0.2)
 
@@ -211,3 +211,18 @@ def test_pipelined_and_kept_alive_requests_are_still_served(served: Served) -> N
     answer = exchange(served, parts)
     statuses = [int(m) for m in re.findall(rb"HTTP/1\.1 (\d{3}) ", answer.raw)]
     assert statuses == [200, 401, 200], answer.raw[:500]
+
+
+def test_the_head_deadline_runs_from_its_first_byte(served: Served) -> None:
+    """A connection opened ahead of its first request (a client's pool, a browser's
+    preconnect) has the whole head timeout for that request's head."""
+
+    def late_and_slow() -> Iterator[bytes]:
+        time.sleep(1.4)  # idle, under the 2 s timeout
+        for piece in (b"GET /healthz HTTP/1.1\r\n", b"Host: c\r\n", b"Connection: close\r\n"):
+            yield piece
+            time.sleep(0.4)  # the head ends 2.6 s after the connection, 1.2 s after its start
+        yield b"\r\n"
+
+    answer = exchange(served, late_and_slow())
+    assert answer.status == 200, answer.raw[:300]

@@ -131,16 +131,21 @@ class HeadGuard:
             self._timer = self._loop.call_later(self.limits.head_timeout_s, self._fire)
 
     def received(self) -> None:
-        """A byte of the awaited head arrived."""
-        self.started = True
+        """A byte of the awaited head arrived: its deadline runs from the first."""
+        if not self.started:
+            self.started = True
+            self.done_waiting()
         self.waiting()
+
+    def done_waiting(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
     def done(self) -> None:
         """The head is whole (or the connection gone): no deadline until the next one."""
         self.started = False
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        self.done_waiting()
 
     def refuse(self, refusal: Refusal) -> Refusal:
         self.refusal = refusal
