@@ -226,3 +226,16 @@ def test_the_head_deadline_runs_from_its_first_byte(served: Served) -> None:
 
     answer = exchange(served, late_and_slow())
     assert answer.status == 200, answer.raw[:300]
+
+
+@pytest.mark.parametrize(
+    "head",
+    [
+        HEAD + b"X Flood: " + CANARY + b"\r\n\r\n",  # a space in a field name
+        b"GET /healthz HTTP/1.1\r\nHost: c\r\nX-Flood: " + CANARY + b"\x00\r\n\r\n",
+        b"\x16\x03\x01\x02\x00\x01" + CANARY + b"\r\n\r\n",  # TLS spoken to plain HTTP
+    ],
+)
+def test_a_malformed_request_is_a_400_problem(served: Served, head: bytes) -> None:
+    refused(exchange(served, [head]), 400, "REQUEST_MALFORMED")
+    still_serves(served)

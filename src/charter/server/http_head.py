@@ -15,7 +15,9 @@ bound is passed — and answer with a problem document as every other error's:
   ``431 HEADERS_TOO_LARGE`` (RFC 6585);
 - a head not whole ``head_timeout_s`` after its first byte: ``408 HEADERS_TIMEOUT`` (a
   connection on which nothing at all arrives in that time is closed without an answer, as an
-  idle kept-alive one is).
+  idle kept-alive one is);
+- anything else the parser refuses (a malformed request line or field, a bad chunk size):
+  ``400 REQUEST_MALFORMED`` — uvicorn answered a plain-text 400.
 
 The connection is closed after each of these. The answer never quotes what was sent.
 """
@@ -102,6 +104,11 @@ def head_timeout(limits: HeadLimits) -> Refusal:
         "HEADERS_TIMEOUT",
         f"the request head did not arrive whole within {limits.head_timeout_s:g} seconds",
     )
+
+
+def malformed() -> Refusal:
+    """Anything else the parser refuses (uvicorn's plain-text 400 "Invalid HTTP request")."""
+    return Refusal("REQUEST_MALFORMED", "the request is not a valid HTTP/1.1 request")
 
 
 class HeadRefused(Exception):
@@ -273,8 +280,4 @@ class H11HeadProtocol(H11Protocol):
             self.guard.done()
 
     def send_400_response(self, msg: str) -> None:
-        refusal = self.bounded.refusal
-        if refusal is None:
-            super().send_400_response(msg)
-            return
-        send_refusal(self, refusal)
+        send_refusal(self, self.guard.refuse(self.bounded.refusal or malformed()))

@@ -20,6 +20,7 @@ from charter.server.http_head import (
     head_expired,
     head_too_large,
     header_too_large,
+    malformed,
     send_refusal,
     too_many_headers,
     url_too_long,
@@ -103,6 +104,5 @@ class HttpToolsHeadProtocol(HttpToolsProtocol):
 
     def send_400_response(self, msg: str) -> None:
         if self.guard.refusal is None:
-            super().send_400_response(msg)
-            return
+            self.guard.refuse(malformed())
         self._refuse()
