@@ -128,6 +128,7 @@ class HeadGuard:
         self.limits = limits
         self.refusal: Refusal | None = None
         self.started = False  # a byte of the head awaited has arrived
+        self.answered = False  # a refusal was sent: the connection is ending
         self._loop = loop
         self._expired = expired
         self._timer: asyncio.TimerHandle | None = None
@@ -174,8 +175,11 @@ def send_refusal(protocol: Any, refusal: Refusal) -> None:
     nginx's: closing with its bytes unread would reset the connection, and the client could
     lose the answer)."""
     transport: asyncio.Transport = protocol.transport
-    if transport.is_closing():
+    guard: HeadGuard = protocol.guard
+    guard.done()  # no deadline on a connection that is ending
+    if transport.is_closing() or guard.answered:
         return
+    guard.answered = True
     transport.write(refusal.answer(protocol.server_state.default_headers))
     if transport.can_write_eof():
         transport.write_eof()
