@@ -517,6 +517,7 @@ def test_deploy_md_documents_every_limit_with_its_default() -> None:
     from charter.artifacts.local import DEFAULT_QUOTA_BYTES
     from charter.artifacts.usage import DEFAULT_QUOTA_FILES
     from charter.deploy.deployment import _ARTIFACTS, _LIMITS, ArtifactSettings, Limits
+    from charter.deploy.http_limits import HeadLimits
     from charter.kernel.limits import LimitSettings, PendingCaps
 
     def shown(value: object) -> str:
@@ -532,8 +533,10 @@ def test_deploy_md_documents_every_limit_with_its_default() -> None:
     code: dict[str, str] = {
         f"limits.{key}": shown(getattr(limits, key))
         for key in _LIMITS
-        if key in Limits.__dataclass_fields__
+        if key in Limits.__dataclass_fields__ and key != "http"
     }
+    head = HeadLimits()
+    code |= {f"limits.http.{k}": shown(v) for k, v in head.describe().items()}
     code |= {
         "limits.rate.*": "none" if calls.rate_principal is None else "?",
         "limits.concurrency.*": "none" if calls.concurrency_principal is None else "?",
@@ -547,13 +550,17 @@ def test_deploy_md_documents_every_limit_with_its_default() -> None:
         "artifacts.expected_bucket_owner": "none",
     }
     assert ArtifactSettings().max_upload_bytes == 100 * 1024 * 1024
-    limit_keys = {"rate", "concurrency", "pending_approvals"}
-    parsed = {f"limits.{k}" for k in _LIMITS - limit_keys} | {
-        "limits.rate.*",
-        "limits.concurrency.*",
-        "limits.pending_approvals.tenant",
-        "limits.pending_approvals.principal",
-    }
+    limit_keys = {"rate", "concurrency", "pending_approvals", "http"}
+    parsed = (
+        {f"limits.{k}" for k in _LIMITS - limit_keys}
+        | {f"limits.http.{k}" for k in head.describe()}
+        | {
+            "limits.rate.*",
+            "limits.concurrency.*",
+            "limits.pending_approvals.tenant",
+            "limits.pending_approvals.principal",
+        }
+    )
     parsed |= {
         f"artifacts.{k}"
         for k in _ARTIFACTS

@@ -16,7 +16,7 @@ import sys
 import textwrap
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -25,6 +25,8 @@ import httpx2
 import uvicorn
 from fastapi import FastAPI
 
+from charter.deploy.http_limits import HeadLimits
+from charter.server import head_limited_protocol
 from tests.kernel._project import write_runtime_project
 
 CHARTER_YAML = """
@@ -105,7 +107,12 @@ class ThreadServer:
         self.sock = free_socket()
         self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}"
         config = uvicorn.Config(
-            app, log_config=None, access_log=False, lifespan="on", timeout_graceful_shutdown=2
+            app,
+            http=head_limited_protocol(HeadLimits()),  # as charter serve: bounded heads
+            log_config=None,
+            access_log=False,
+            lifespan="on",
+            timeout_graceful_shutdown=2,
         )
         self.server = uvicorn.Server(config)
         self.thread = threading.Thread(
@@ -147,6 +154,15 @@ def free_port() -> int:
 @contextmanager
 def spawn_serve(project: Path, store: str, *, port: int | None = None) -> Iterator[str]:
     """``charter serve`` as a subprocess on a free loopback port; yields its base URL."""
+    with spawn_serve_process(project, store, port=port) as (url, _):
+        yield url
+
+
+@contextmanager
+def spawn_serve_process(
+    project: Path, store: str, *, port: int | None = None, args: Sequence[str] = ()
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """:func:`spawn_serve` with more options (``args``), yielding the process too."""
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
     log = open(project / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed below
@@ -162,6 +178,7 @@ def spawn_serve(project: Path, store: str, *, port: int | None = None) -> Iterat
             str(port),
             "--log-level",
             "warning",
+            *args,
         ],
         env=env,
         stdout=log,
@@ -183,7 +200,7 @@ def spawn_serve(project: Path, store: str, *, port: int | None = None) -> Iterat
             if time.monotonic() > deadline:
                 raise RuntimeError("charter serve did not start")
             time.sleep(0.1)
-        yield url
+        yield url, proc
     finally:
         proc.terminate()
         try:

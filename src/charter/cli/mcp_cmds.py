@@ -99,7 +99,16 @@ async def _serve(
         err_console.print(
             f"charter mcp: profile {profile} at http://{host}:{port}/mcp/{profile}", markup=False
         )
-        server = uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning"))
+        from charter.server.http_protocol import head_limited_protocol
+
+        config = uvicorn.Config(
+            app,
+            host=host,
+            port=port,
+            log_level="warning",
+            http=head_limited_protocol(rt.deployment.limits.http),  # bounded request heads
+        )
+        server = uvicorn.Server(config)
         await server.serve()
 
 

@@ -7,12 +7,13 @@ scale out; they behave as one gateway (see docs/server.md, "Replicas").
 from __future__ import annotations
 
 import errno
+import importlib.util
 import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import typer
 
@@ -20,12 +21,15 @@ from charter._version import __version__
 from charter.cli._output import fail, log_level_option, reported_errors
 from charter.deploy.audit_settings import audit_sinks
 from charter.deploy.deployment import load_deployment
+from charter.deploy.http_limits import HeadLimits
 from charter.errors import ConfigError
 from charter.kernel.audit import JsonlAuditSink
 from charter.runtime import Runtime, open_runtime
 
 if TYPE_CHECKING:
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+    from charter.server.http_protocol import HttpImplementation
 
 
 def serve(
@@ -45,14 +49,25 @@ def serve(
         None, "--deploy", envvar="CHARTER_DEPLOY", help="Deployment file."
     ),
     log_level: str = log_level_option("info", "debug | info | warning | error"),
+    http: str = typer.Option(
+        "auto",
+        "--http",
+        help="HTTP/1.1 implementation: auto (httptools when installed, else h11), httptools, h11.",
+    ),
 ) -> None:
     """Serve the HTTP API (/v1, /docs, /console, /mcp/PROFILE, /healthz, /readyz, /metrics)
     until interrupted. At a terminal, print where each is and where the operator key comes
-    from (never the key)."""
+    from (never the key).
+
+    Request heads are bounded by the deployment file's limits.http (defaults: URL 8 KiB →
+    414 URL_TOO_LONG; a header field 8 KiB, the head 32 KiB, 100 fields → 431
+    HEADERS_TOO_LARGE; a head not whole after 30 s → 408 HEADERS_TIMEOUT); see
+    docs/server.md."""
     try:
         import uvicorn
 
         from charter.server.app import create_app
+        from charter.server.http_protocol import head_limited_protocol
         from charter.server.logs import configure_logging
     except ImportError:  # pragma: no cover - depends on the installed extras
         fail("charter serve needs the server extra: pip install -e '.[server]'")
@@ -61,10 +76,14 @@ def serve(
         if not deploy.is_file():
             fail(f"--env {env}: there is no {deploy}")
 
+    if http not in ("auto", "httptools", "h11"):
+        fail(f"--http {http}: choose auto, httptools or h11")
+    if http == "httptools" and importlib.util.find_spec("httptools") is None:
+        fail("--http httptools: httptools is not installed")
     if not project.exists():
         fail(f"--project {project}: there is no such directory or Build file")
     with reported_errors():  # a bad deployment file: one line, before anything listens
-        _preflight(project, deploy)
+        head_limits = _preflight(project, deploy)
     # Bind first: a busy port fails here, before the runtime opens or anything logs "ready".
     sock = _listen(host, port)
     base = _base_url(host, sock.getsockname()[1])
@@ -92,6 +111,7 @@ def serve(
         app = create_app(opener=opener)
         config = uvicorn.Config(
             _quiet_startup_failure(app, failed),
+            http=head_limited_protocol(head_limits, cast("HttpImplementation", http)),
             log_config=None,
             access_log=False,
             lifespan="on",
@@ -149,14 +169,16 @@ def _quiet_startup_failure(app: ASGIApp, failed: list[Exception]) -> ASGIApp:
     return wrapped
 
 
-def _preflight(project: Path, deploy: Path | None) -> None:
+def _preflight(project: Path, deploy: Path | None) -> HeadLimits:
     """Load the deployment file and open its audit file once, so a bad setting is refused
-    with one line (the runtime reads both again when the server starts)."""
+    with one line (the runtime reads both again when the server starts); the bounds of a
+    request head, which the HTTP layer applies before any request reaches the app."""
     base = project if project.is_dir() else Path.cwd()
     deployment = load_deployment(deploy, project_dir=base)
     for sink in audit_sinks(deployment.audit, source=deployment.source):
         if isinstance(sink, JsonlAuditSink):
             sink.close()
+    return deployment.limits.http
 
 
 def _listen(host: str, port: int) -> socket.socket:

@@ -42,6 +42,8 @@ from charter.deploy.http_binding import (
     certificate_authority,
     http_options,
 )
+from charter.deploy.http_limits import KEY as HTTP_KEY
+from charter.deploy.http_limits import HeadLimits, head_limits
 from charter.deploy.limits import KEYS, call_limits, hook_deadline_s, pending_caps
 from charter.deploy.policy import PolicySettings, parse_policy
 from charter.deploy.reader import _join, _Reader
@@ -107,6 +109,7 @@ class Limits:
     session_idle_s: float | None = 3600.0  # session runs idle this long are ended
     renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run
     run_metadata_retention_s: float | None = None  # ended runs' fingerprints erased after
+    http: HeadLimits = field(default_factory=HeadLimits)  # a request head (http_limits.py)
 
 
 _S3_PREFIX = "charter/artifacts/"
@@ -245,6 +248,7 @@ class Deployment:
                 "session_idle_s": self.limits.session_idle_s,
                 "renew_session_budgets": self.limits.renew_session_budgets,
                 "run_metadata_retention_s": self.limits.run_metadata_retention_s,
+                "http": self.limits.http.describe(),
             },
             "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
             "kill_switch": self.kill_switch,
@@ -378,6 +382,7 @@ _LIMITS = (
         }
     )
     | KEYS
+    | {HTTP_KEY}
 )
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
@@ -565,6 +570,7 @@ def _limits(r: _Reader, value: Any) -> Limits:
         session_idle_s=idle,
         renew_session_budgets=renew,
         run_metadata_retention_s=retention,
+        http=head_limits(r, section),
     )
 
 

@@ -62,6 +62,10 @@ STATUS_BY_REASON: dict[str, int] = {
     "CALL_ID_AMBIGUOUS": 409,
     "BODY_TOO_LARGE": 413,
     "BODY_TIMEOUT": 408,
+    "URL_TOO_LONG": 414,  # these four are answered by the HTTP layer (server/http_head.py)
+    "HEADERS_TOO_LARGE": 431,
+    "HEADERS_TIMEOUT": 408,
+    "REQUEST_MALFORMED": 400,
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "BODY_MALFORMED": 400,
 }
