@@ -14,16 +14,15 @@ from typer.testing import CliRunner
 from charter.cli.app import app
 from tests.chat.conftest import Live
 from tests.cli.test_first_hour import charter
+from tests.conftest import copy_demo
 
 runner = CliRunner()
 SCRIPT_SECTION = "\nchat:\n  provider: scripted\n  script: {script}\n"
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    made = charter("init", "demo", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    return tmp_path / "demo"
+def demo(demo_template: Path, tmp_path: Path) -> Path:
+    return copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
 
 
 @pytest.mark.parametrize(

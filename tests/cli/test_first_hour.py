@@ -15,6 +15,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import copy_demo
+
 CHARTER = str(Path(sys.executable).parent / "charter")
 
 
@@ -36,10 +38,8 @@ def pasted(line: str, prefix: str) -> list[str]:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    made = charter("init", "demo", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    return tmp_path / "demo"
+def demo(demo_template: Path, tmp_path: Path) -> Path:
+    return copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
 
 
 def test_pending_call_prints_the_commands_that_complete_it(demo: Path) -> None:

@@ -23,6 +23,7 @@ from mcp import Client as McpClient
 from mcp import StdioServerParameters
 
 from tests.cli.test_first_hour import CHARTER, charter
+from tests.conftest import copy_demo
 
 YAML_TOOL = """tools:
   - id: kb.search
@@ -31,10 +32,8 @@ YAML_TOOL = """tools:
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    made = charter("init", "demo", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    return tmp_path / "demo"
+def demo(demo_template: Path, tmp_path: Path) -> Path:
+    return copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
 
 
 def with_yaml_tool(demo: Path) -> None:

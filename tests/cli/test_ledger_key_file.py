@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 import charter as charter_pkg
+from tests.conftest import copy_demo
 
 SRC = str(Path(charter_pkg.__file__).resolve().parent.parent)
 
@@ -37,11 +38,10 @@ def charter(*args: str, cwd: Path, **extra: str) -> subprocess.CompletedProcess[
 
 
 @pytest.fixture
-def exported(tmp_path: Path) -> tuple[Path, Path, str]:
+def exported(demo_template: Path, tmp_path: Path) -> tuple[Path, Path, str]:
     """A project made by ``charter init`` (its ledger key: 64 hex characters and a newline),
     one call, and its export."""
-    assert charter("init", "demo", cwd=tmp_path).returncode == 0
-    demo = tmp_path / "demo"
+    demo = copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
     made = charter("call", "notes.search", "--profile", "reader", "--as", "app",
                    "--call-id", "s1", "--json", cwd=demo)  # fmt: skip
     assert made.returncode == 0, made.stderr

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.cli.test_first_hour import charter
+from tests.conftest import copy_demo
 
 CLOSE = "[/]"
 STYLED = "[red]hidden"
@@ -35,9 +36,10 @@ def as_json(done: subprocess.CompletedProcess[str]) -> Any:
     return json.loads(ran(done))
 
 
-def test_approval_arguments_and_operator_reasons_are_printed_literally(tmp_path: Path) -> None:
-    assert charter("init", "demo", cwd=tmp_path).returncode == 0
-    demo = tmp_path / "demo"
+def test_approval_arguments_and_operator_reasons_are_printed_literally(
+    demo_template: Path, tmp_path: Path
+) -> None:
+    demo = copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
 
     def cli(*args: str, code: int = 0) -> str:
         return ran(charter(*args, cwd=demo, columns=200), code)

@@ -12,13 +12,12 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_first_hour import CHARTER, charter
+from tests.conftest import copy_demo
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    made = charter("init", "demo", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    return tmp_path / "demo"
+def demo(demo_template: Path, tmp_path: Path) -> Path:
+    return copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
 
 
 def test_after_past_the_last_event_is_empty_not_a_gap(demo: Path) -> None:

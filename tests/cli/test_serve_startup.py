@@ -12,17 +12,14 @@ from pathlib import Path
 import pytest
 
 from tests.cli.test_first_hour import CHARTER
+from tests.conftest import copy_demo
 
 SECRET = "SECRETPW123"
 
 
 @pytest.fixture
-def demo(tmp_path: Path) -> Path:
-    made = subprocess.run(
-        [CHARTER, "init", "demo"], cwd=tmp_path, capture_output=True, text=True, check=False
-    )
-    assert made.returncode == 0, made.stderr
-    return tmp_path / "demo"
+def demo(demo_template: Path, tmp_path: Path) -> Path:
+    return copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
 
 
 def serve(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

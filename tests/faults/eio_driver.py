@@ -1,12 +1,18 @@
 """Subprocess driver for the EIO tests: one call with storage operations failing.
 
     LD_PRELOAD=eio.so CHARTER_EIO_MARK=NAME python tests/faults/eio_driver.py SPEC_JSON
+    LD_PRELOAD=eio.so CHARTER_EIO_MARK=NAME python tests/faults/eio_driver.py --serve
 
 Opens the runtime, touches the run and warms the call path up, then arms the shim
 (``skip`` operations through, then ``fail`` failing; -1: every later one), makes the call
 ``c1`` (a pre-approved ``kv.put``), disarms, and makes one more call. Prints
 ``{"first": envelope, "ops": N, "after": envelope, "failure": str | None, "readyz": …}``
 (what ``/readyz`` answers then).
+
+``--serve`` reads one spec per line from standard input and runs each in a child forked
+from this process (a fresh process, its own shim counters and SQLite connections, nothing
+opened before the fork) so that Charter is imported once, not once per case; it prints each
+child's result line, or ``{"error": "exit status N"}`` when the child did not end cleanly.
 """
 
 from __future__ import annotations
@@ -14,7 +20,9 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import json
+import os
 import sys
+import traceback
 from types import SimpleNamespace
 from typing import Any
 
@@ -44,5 +52,29 @@ async def main(spec: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def serve() -> None:
+    for line in sys.stdin:
+        spec = json.loads(line)
+        sys.stdout.flush()
+        pid = os.fork()
+        if pid == 0:  # the child: one case, then out without running the parent's exit code
+            code = 1
+            try:
+                print(json.dumps(asyncio.run(main(spec))), flush=True)
+                code = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stderr.flush()
+                os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        if os.waitstatus_to_exitcode(status) != 0:
+            print(json.dumps({"error": f"exit status {os.waitstatus_to_exitcode(status)}"}))
+        sys.stdout.flush()
+
+
 if __name__ == "__main__":
-    print(json.dumps(asyncio.run(main(json.loads(sys.argv[1])))))
+    if sys.argv[1:] == ["--serve"]:
+        serve()
+    else:
+        print(json.dumps(asyncio.run(main(json.loads(sys.argv[1])))))

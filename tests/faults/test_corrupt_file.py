@@ -15,6 +15,7 @@ import httpx2
 import pytest
 
 from tests.cli.test_first_hour import CHARTER, charter
+from tests.conftest import copy_demo
 from tests.server._harness import spawn_serve
 
 
@@ -35,9 +36,8 @@ def _overwrite_table_root(db: Path, table: str) -> None:
 
 
 @pytest.fixture
-def damaged(tmp_path: Path) -> Path:
-    assert charter("init", "demo", cwd=tmp_path).returncode == 0
-    demo = tmp_path / "demo"
+def damaged(demo_template: Path, tmp_path: Path) -> Path:
+    demo = copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
     made = charter(
         "call", "notes.search", "--args", '{"query": "x"}', "--call-id", "c1",
         "--profile", "reader", "--as", "app", "--json", cwd=demo,
@@ -84,13 +84,12 @@ def test_a_damaged_database_file_is_named_on_every_command(damaged: Path) -> Non
 
 
 def test_a_file_damaged_under_a_live_server_is_named_and_stops_its_writes(
-    tmp_path: Path,
+    demo_template: Path, tmp_path: Path
 ) -> None:
     """The page cache of a running ``charter serve`` may hide the damage from reads; the
     first write that meets it stops the store (fail-stop) and says the file is damaged, and
     so do every later write and ``/readyz`` — not a bare ``STORE_FAILED`` "DatabaseError"."""
-    assert charter("init", "demo", cwd=tmp_path).returncode == 0
-    demo = tmp_path / "demo"
+    demo = copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
     db = demo / ".charter" / "charter.db"
     key = (demo / ".charter" / "secrets" / "app.key").read_text().strip()
     auth = {"Authorization": f"Bearer {key}"}

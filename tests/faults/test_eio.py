@@ -2,22 +2,25 @@
 one governed call makes, by an ``LD_PRELOAD`` shim compiled here with ``cc``.
 
 For each position k of the call's storage operations (write, pwrite, writev, fsync,
-fdatasync on the SQLite files; 42 for a pre-approved write here) a fresh subprocess fails
-operation k alone, and at three positions operation k and every later one (a dead disk).
-The tool counts its executions in its own journal. Then a restart (reconciliation runs)
-and a resubmission. Always: the tool never runs twice; once a write failed, the store
-refuses every later call with ``STORE_FAILED`` before any intent and dispatches nothing; an
-answer ``failed`` (nothing started) is never found ``unknown`` or done after the restart,
-and an answer ``succeeded`` is found succeeded.
+fdatasync on the SQLite files; 42 for a pre-approved write here) a fresh process fails
+operation k alone (a child forked, one per case, from a driver process that imported
+Charter once and opened nothing), and at three positions operation k and every later one (a
+dead disk). The tool counts its executions in its own journal. Then a restart
+(reconciliation runs) and a resubmission. Always: the tool never runs twice; once a write
+failed, the store refuses every later call with ``STORE_FAILED`` before any intent and
+dispatches nothing; an answer ``failed`` (nothing started) is never found ``unknown`` or
+done after the restart, and an answer ``succeeded`` is found succeeded.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import select
 import shutil
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -61,25 +64,66 @@ async def _setup(tmp: Path) -> tuple[Path, str, str, str]:
     return project, store, ctx.context_id, ctx.run_id
 
 
-def _drive(shim: Path, project: Path, store: str, context: str, skip: int, fail: int) -> Any:
+class _Driver:
+    """One ``eio_driver.py --serve`` process under the shim: it imports Charter once and
+    forks a fresh child for each case (see the driver's docstring)."""
+
+    def __init__(self, shim: Path, log: Path) -> None:
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARTER_", "KV_"))}
+        env.update(LD_PRELOAD=str(shim), CHARTER_EIO_MARK=MARK)
+        self.log = log
+        self._stderr = log.open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, str(DRIVER), "--serve"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            text=True,
+            env=env,
+        )
+
+    def run(self, spec: dict[str, Any]) -> Any:
+        assert self.proc.stdin is not None
+        assert self.proc.stdout is not None
+        self.proc.stdin.write(json.dumps(spec) + "\n")
+        self.proc.stdin.flush()
+        ready, _, _ = select.select([self.proc.stdout], [], [], 120)
+        line = self.proc.stdout.readline() if ready else ""
+        got = json.loads(line) if line else {"error": "no answer within 120 s"}
+        assert "error" not in got, (got, self.log.read_text()[-3000:])
+        return got
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(timeout=30)
+        finally:
+            if self.proc.poll() is None:
+                self.proc.kill()
+                self.proc.wait()
+            if self.proc.stdout is not None:
+                self.proc.stdout.close()
+            self._stderr.close()
+
+
+@pytest.fixture(scope="module")
+def driver(shim: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[_Driver]:
+    served = _Driver(shim, tmp_path_factory.mktemp("driver") / "stderr.log")
+    try:
+        yield served
+    finally:
+        served.close()
+
+
+def _drive(driver: _Driver, project: Path, store: str, context: str, skip: int, fail: int) -> Any:
     spec = {"project": str(project), "store": store, "context": context, "skip": skip, "fail": fail}
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("CHARTER_", "KV_"))}
-    env.update(LD_PRELOAD=str(shim), CHARTER_EIO_MARK=MARK)
-    proc = subprocess.run(
-        [sys.executable, str(DRIVER), json.dumps(spec)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        check=False,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return json.loads(proc.stdout.splitlines()[-1])
+    return driver.run(spec)
 
 
-async def _check_case(shim: Path, tmp: Path, skip: int, fail: int) -> str:
+async def _check_case(driver: _Driver, tmp: Path, skip: int, fail: int) -> str:
     project, store, context, run_id = await _setup(tmp)
-    got = _drive(shim, project, store, context, skip, fail)
+    got = _drive(driver, project, store, context, skip, fail)
     first, after = got["first"], got["after"]
     assert runs_of(project, "kv.put") <= 1
     if got["failure"] is not None:  # fail-stop: the next call is refused before any intent
@@ -112,9 +156,9 @@ async def _check_case(shim: Path, tmp: Path, skip: int, fail: int) -> str:
     return f"{status}/{row.state}->{again.status.value}"
 
 
-async def test_eio_at_each_storage_operation_of_a_call(shim: Path, tmp_path: Path) -> None:
+async def test_eio_at_each_storage_operation_of_a_call(driver: _Driver, tmp_path: Path) -> None:
     project, store, context, _ = await _setup(tmp_path / "count")
-    clean = _drive(shim, project, store, context, 0, 0)
+    clean = _drive(driver, project, store, context, 0, 0)
     assert clean["first"]["status"] == "succeeded"
     assert clean["failure"] is None
     count = clean["ops"]
@@ -124,6 +168,6 @@ async def test_eio_at_each_storage_operation_of_a_call(shim: Path, tmp_path: Pat
     # first, middle and last position (it answered the same at every k when run for all)
     cases = [(k, 1) for k in range(count)] + [(k, -1) for k in (0, count // 2, count - 1)]
     for k, fail in cases:
-        outcome = await _check_case(shim, tmp_path / f"k{k}-{fail}", k, fail)
+        outcome = await _check_case(driver, tmp_path / f"k{k}-{fail}", k, fail)
         seen.setdefault(outcome, []).append(f"{k}/{fail}")
     print(f"{count} storage operations per call; outcomes: {seen}")

@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from tests.cli.test_first_hour import CHARTER, charter
+from tests.conftest import copy_demo
 
 pytestmark = pytest.mark.slow
 
@@ -399,27 +400,26 @@ def test_http_answers_the_same_garbage_without_echoing_it(demo: Path) -> None:
     assert SECRET not in err
 
 
-def test_a_client_that_disconnects_mid_call_leaves_the_call_recorded(tmp_path: Path) -> None:
+def test_a_client_that_disconnects_mid_call_leaves_the_call_recorded(
+    demo_template: Path, tmp_path: Path
+) -> None:
     from tests.cli.test_careless_client import with_slow_tool
 
-    made = charter("init", "demo", cwd=tmp_path)
-    assert made.returncode == 0, made.stderr
-    demo = tmp_path / "demo"
+    demo = copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
     with_slow_tool(demo)
     client = Wire(demo)
     try:
         client.send(INIT)
         assert "result" in client.receive()
         client.send({"jsonrpc": "2.0", "method": "notifications/initialized"})
-        client.send(call(1, {"seconds": 8, "idempotency_key": "slow-1"}, name="slow_wait"))
+        client.send(call(1, {"seconds": 4, "idempotency_key": "slow-1"}, name="slow_wait"))
+        # until the tool is running: its dispatch intent is in the ledger before it starts
+        started = demo / "tools" / "slow.started"
         deadline = time.monotonic() + 60
-        while True:  # until the call is dispatching (its intent is in the ledger)
+        while not started.exists():
+            assert client.proc.poll() is None, "the server ended before the call started"
             assert time.monotonic() < deadline, "the call never started"
-            time.sleep(0.3)
-            runs = json.loads(charter("runs", "ls", "--json", cwd=demo).stdout or "[]")
-            events = "".join(charter("runs", "events", r["run_id"], cwd=demo).stdout for r in runs)
-            if "stage=started call_id=slow-1" in events:
-                break
+            time.sleep(0.02)
         code, err = client.close()  # the client goes away in the middle of the call
     finally:
         if client.proc.poll() is None:

@@ -14,14 +14,14 @@ import pytest
 
 from charter.project.build import BUILDS_DIR, LATEST_FILE
 from tests.cli.test_first_hour import charter
+from tests.conftest import copy_demo
 
 
 @pytest.fixture
-def recorded(tmp_path: Path) -> tuple[Path, str, str]:
+def recorded(demo_template: Path, tmp_path: Path) -> tuple[Path, str, str]:
     """A demo project with one read call made through the CLI (no ``charter build`` run):
     the project, the call's run and the digest its context was pinned to."""
-    assert charter("init", "demo", cwd=tmp_path).returncode == 0
-    demo = tmp_path / "demo"
+    demo = copy_demo(demo_template, tmp_path)  # what `charter init demo` wrote
     made = charter(
         "call", "notes.search", "--args", '{"query": "x"}', "--call-id", "c1",
         "--profile", "reader", "--as", "app", "--json", cwd=demo,
