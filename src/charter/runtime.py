@@ -1,18 +1,15 @@
 """The composition root: a Build, a deployment and a store wired into one kernel.
 
-    async with charter.open("path/to/project") as rt:
+    async with charter.open("path/to/project") as rt:  # a sketch
         ctx = await rt.resolve_context("app", "editor")
         env = await rt.call(ctx.context_id, "notes.add", "call-1", {"title": "t"}, as_="app")
         if env.status == "pending_approval":
             await rt.approve(env.approval["id"], as_="alice")
             env = await rt.call(ctx.context_id, "notes.add", "call-1", {...}, as_="app")
 
-``open`` accepts a project directory (built on the fly, or its latest Build with
-``build="latest"``) or a Build file; the store URL (``sqlite:///…`` by default, relative to
-the project, or ``postgresql://…``, or ``memory:``) and the deployment file
-(``charter.deploy.yaml`` beside the project, ``--deploy`` / ``CHARTER_DEPLOY``, or the local
-development default). On open the kernel reconciles calls a dead process left in flight.
-Audit: the deployment's ``audit.file`` (if any), plus ``audit=`` sinks and ``audit_file=``.
+``open`` accepts a project directory (or ``build="latest"``, or a Build file), a store URL
+(``sqlite:///…`` by default, ``postgresql://…``, ``memory:``) and the deployment file;
+calls left in flight are reconciled on open. Audit: ``audit.file``, ``audit=``.
 """
 
 from __future__ import annotations
@@ -125,6 +122,8 @@ class Runtime:
     def redactor(self) -> Redactor:
         """The deployment's redactor (secret values and patterns), as the kernel applies it."""
         return self.kernel.redactor
+
+    fingerprinter = property(lambda self: self.kernel.state.fingerprinter)  # run notes' marks
 
     @property
     def artifacts(self) -> ArtifactService:

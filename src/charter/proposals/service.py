@@ -234,13 +234,13 @@ class ProposalService:
     async def _note(self, row: Mapping[str, Any], reason: str) -> str:
         """A decision's reason as recorded: redacted, and scrubbed of the secret argument
         values of every call of the proposal's run (:mod:`charter.kernel.run_notes`)."""
-        kernel = self.runtime.kernel
+        runtime = self.runtime
         return await scrub_run_note(
             reason,
             run_id=row["run_id"],
-            store=kernel.state.store,
-            fingerprinter=kernel.state.fingerprinter,
-            redactor=kernel.state.redactor,
+            store=runtime.store,
+            fingerprinter=runtime.fingerprinter,
+            redactor=runtime.redactor,
         )
 
     # -- applying
