@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from mcp import Client
 
+from charter.errors import PermissionDenied
 from charter.mcp._gateway import Gateway, McpSession
 from charter.mcp._server import build_server
 from charter.runtime import ledger_key_for, open_runtime
@@ -73,8 +74,10 @@ async def test_a_call_approved_after_its_context_expired_says_how_to_go_on(
             asked = await client.call_tool("svc_store", {"text": "t", "idempotency_key": "s-1"})
             assert _status(asked) == "pending_approval", _flow.text(asked)
             assert asked.structured_content is not None
-            now[0] += timedelta(minutes=2)  # the context expired; the approval has not
-            await rt.approve(asked.structured_content["approval"]["id"], as_="alice")
+            now[0] += timedelta(minutes=2)  # the context expired, and its approval with it
+            with pytest.raises(PermissionDenied) as expired:
+                await rt.approve(asked.structured_content["approval"]["id"], as_="alice")
+            assert expired.value.reason == "APPROVAL_EXPIRED"
             late = await client.call_tool("svc_store", {"text": "t", "idempotency_key": "s-1"})
             assert late.is_error
             assert late.structured_content is not None
