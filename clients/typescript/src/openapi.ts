@@ -301,7 +301,7 @@ export interface operations {
   "POST /v1/proposals/{proposal_id}/apply": {
     path: { proposal_id: string };
     query: {};
-    body: never;
+    body: components["schemas"]["DecisionRequest"] | null;
     response: {
       [key: string]: unknown;
     };
