@@ -239,3 +239,21 @@ def test_the_head_deadline_runs_from_its_first_byte(served: Served) -> None:
 def test_a_malformed_request_is_a_400_problem(served: Served, head: bytes) -> None:
     refused(exchange(served, [head]), 400, "REQUEST_MALFORMED")
     still_serves(served)
+
+
+def heads_refused(served: Served) -> dict[str, float]:
+    text = httpx2.get(f"{served.url}/metrics", timeout=10).text
+    found = re.findall(r'^charter_http_heads_refused_total\{reason="(\w+)"\} (\S+)$', text, re.M)
+    return {reason: float(value) for reason, value in found}
+
+
+def test_refused_heads_are_counted_in_metrics(served: Served) -> None:
+    """An operator sees a flood of refused heads (they never reach the app, so the request
+    counter cannot): ``charter_http_heads_refused_total`` by reason."""
+    before = heads_refused(served)
+    refused(exchange(served, one_huge_header(64 * 1024)), 431, "HEADERS_TOO_LARGE")
+    refused(exchange(served, [HEAD + b"X Flood: x\r\n\r\n"]), 400, "REQUEST_MALFORMED")
+    refused(exchange(served, [HEAD + b"X Flood: y\r\n\r\n"]), 400, "REQUEST_MALFORMED")
+    after = heads_refused(served)
+    assert after.get("HEADERS_TOO_LARGE", 0) - before.get("HEADERS_TOO_LARGE", 0) == 1
+    assert after.get("REQUEST_MALFORMED", 0) - before.get("REQUEST_MALFORMED", 0) == 2

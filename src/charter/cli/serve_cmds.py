@@ -67,7 +67,7 @@ def serve(
         import uvicorn
 
         from charter.server.app import create_app
-        from charter.server.http_protocol import head_limited_protocol
+        from charter.server.http_protocol import counted_in, head_limited_protocol
         from charter.server.logs import configure_logging
     except ImportError:  # pragma: no cover - depends on the installed extras
         fail("charter serve needs the server extra: pip install -e '.[server]'")
@@ -111,7 +111,9 @@ def serve(
         app = create_app(opener=opener)
         config = uvicorn.Config(
             _quiet_startup_failure(app, failed),
-            http=head_limited_protocol(head_limits, cast("HttpImplementation", http)),
+            http=head_limited_protocol(
+                head_limits, cast("HttpImplementation", http), on_refused=counted_in(app)
+            ),
             log_config=None,
             access_log=False,
             lifespan="on",

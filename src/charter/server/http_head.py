@@ -30,7 +30,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
@@ -164,6 +164,36 @@ class HeadGuard:
         self._expired()
 
 
+if TYPE_CHECKING:
+    _ProtocolBase = asyncio.Protocol
+else:
+    _ProtocolBase = object
+
+
+class HeadGuarded(_ProtocolBase):
+    """What both protocols (this module's and :mod:`.http_head_httptools`') share, put before
+    uvicorn's protocol class: the connection's :class:`HeadGuard`, whose head deadline runs
+    from the connection's start and stops with it. ``limits`` and ``on_refused`` (called with
+    a refusal's reason, for the server's metrics) are set per server by
+    :func:`charter.server.http_protocol.head_limited_protocol`."""
+
+    limits: ClassVar[HeadLimits] = HeadLimits()
+    on_refused: ClassVar[Callable[[str], None] | None] = None
+    loop: asyncio.AbstractEventLoop
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.guard = HeadGuard(self.limits, self.loop, lambda: head_expired(self, self.guard))
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.guard.waiting()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.guard.done()
+        super().connection_lost(exc)
+
+
 LINGER_S = 2.0  # how long a refused connection's further bytes are read and dropped
 
 
@@ -186,6 +216,12 @@ def send_refusal(protocol: Any, refusal: Refusal) -> None:
         protocol.loop.call_later(LINGER_S, transport.close)
     else:  # pragma: no cover - TLS transports cannot half-close
         transport.close()
+    counted = type(protocol).on_refused
+    if counted is not None:
+        try:
+            counted(refusal.reason)
+        except Exception:  # pragma: no cover - metrics never stop an answer
+            logging.getLogger(__name__).exception("counting a refused head failed")
     client = protocol.client
     log(
         logging.WARNING,
@@ -256,23 +292,12 @@ class _BoundedConnection(h11.Connection):
         return event
 
 
-class H11HeadProtocol(H11Protocol):
+class H11HeadProtocol(HeadGuarded, H11Protocol):
     """uvicorn's h11 protocol with bounded request heads (see the module)."""
-
-    limits: ClassVar[HeadLimits] = HeadLimits()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.conn = self.bounded = _BoundedConnection(self.limits)
-        self.guard = HeadGuard(self.limits, self.loop, lambda: head_expired(self, self.guard))
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.guard.waiting()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.guard.done()
-        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         if self.bounded.refusal is not None or self.guard.refusal is not None:

@@ -8,16 +8,13 @@ is refused as soon as it is too long; each whole field is counted and measured.
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any, ClassVar
+from typing import Any
 
 from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
-from charter.deploy.http_limits import HeadLimits
 from charter.server.http_head import (
-    HeadGuard,
+    HeadGuarded,
     HeadRefused,
-    head_expired,
     head_too_large,
     header_too_large,
     malformed,
@@ -27,23 +24,14 @@ from charter.server.http_head import (
 )
 
 
-class HttpToolsHeadProtocol(HttpToolsProtocol):
-    limits: ClassVar[HeadLimits] = HeadLimits()
+class HttpToolsHeadProtocol(HeadGuarded, HttpToolsProtocol):
+    """uvicorn's httptools protocol with bounded request heads (see the module)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.guard = HeadGuard(self.limits, self.loop, lambda: head_expired(self, self.guard))
         self.in_body = False  # between a head's end and its message's end
         self.head_bytes = 0  # bytes of the current head fed so far
         self.header_count = 0
-
-    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
-        super().connection_made(transport)
-        self.guard.waiting()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self.guard.done()
-        super().connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
         # Fed in slices, so a head that began inside one is at most a slice past its count.

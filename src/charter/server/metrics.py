@@ -150,6 +150,12 @@ class ServerMetrics:
             ("reason", "tool"),
             registry=self.registry,
         )
+        self.heads_refused = Counter(
+            "charter_http_heads_refused_total",
+            "Request heads refused before any route (414, 431, 408, 400), by reason.",
+            ("reason",),
+            registry=self.registry,
+        )
 
     def record_call(
         self, tool: str, status: str, seconds: float, reason: str | None = None
@@ -163,6 +169,9 @@ class ServerMetrics:
 
     def record_phase(self, phase: str, seconds: float) -> None:
         self.phases.labels(phase=phase).observe(seconds)
+
+    def record_head_refused(self, reason: str) -> None:
+        self.heads_refused.labels(reason=reason).inc()
 
     def record_request(self, method: str, route: str, status: int) -> None:
         self.requests.labels(method=method, route=route, status=str(status)).inc()
