@@ -27,6 +27,8 @@ from typer.testing import CliRunner
 from charter.cli.app import app
 from charter.client import Client
 from charter.runtime import open_runtime
+from charter.stores import migrations
+from tests.console._console import signed_in
 from tests.console.conftest import console_app
 from tests.kernel._project import runs_of, write_runtime_project
 from tests.kernel.test_ledger_trust import (
@@ -270,17 +272,68 @@ def test_a_deleted_mark_is_still_shown_by_the_server(
     else:
         with contextlib.closing(sqlite3.connect(db, isolation_level=None)) as conn:
             conn.execute(delete)
-    with ThreadServer(console_app(root)) as live:
-        http = httpx2.Client(base_url=live.url, headers=headers)
+    with (
+        ThreadServer(console_app(root)) as live,
+        httpx2.Client(base_url=live.url, headers=headers) as http,
+    ):
         [ledger] = [c for c in http.get("/readyz").json()["checks"] if c["name"] == "ledger"]
         assert (ledger["quarantined_runs"], ledger["reasons"]) == (1, {"QUARANTINED": 1})
         [listed] = [r for r in http.get("/v1/runs").json() if r["run_id"] == run_id]
         assert listed["ledger"]["quarantined"] is True
+        page = signed_in(live.url, served.keys["alice"]).get("/console/attention").text
+        assert f'data-run-id="{run_id}"' in page
         answer = http.post(
             f"/v1/contexts/{context['context_id']}/calls",
             json={"tool": "kv.get", "call_id": "c1", "arguments": {"key": "k"}},
         ).json()
-        http.close()
     problem = answer.get("error") or answer
     assert problem["reason"] == "RUN_LEDGER_INVALID", answer
     assert "quarantined" in problem["message"]
+
+
+def _before_marks(backend: Backend) -> None:
+    """Back to the schema before quarantine marks carried a MAC (SQLite 16, PostgreSQL 15)."""
+    if backend.p == "?":
+        version = len(migrations.SQLITE)
+        triggers = [f"run_ledger_flags_{name} " for name in _SQLITE_FLAG_TRIGGERS]
+        triggers += [f"ledger_edits_unquarantine_{name} " for name in _SQLITE_EDIT_TRIGGERS]
+        functions: list[str] = []
+    else:
+        version = len(migrations.POSTGRES)
+        triggers = [
+            "run_ledger_flags_unmarked ON run_ledger_flags",
+            "run_ledger_flags_truncated ON run_ledger_flags",
+            "ledger_edits_unquarantine_kept ON ledger_edits",
+            "ledger_edits_unquarantine_truncated ON ledger_edits",
+        ]
+        functions = ["charter_note_unquarantine()", "charter_keep_unquarantine()"]
+    for trigger in triggers:
+        backend.sql(f"DROP TRIGGER {trigger}")
+    for function in functions:
+        backend.sql(f"DROP FUNCTION {function}")
+    backend.sql("ALTER TABLE run_ledger_flags DROP COLUMN quarantine_mac")
+    backend.sql(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version = ?", version)
+
+
+_SQLITE_FLAG_TRIGGERS = ("unmarked", "mark_cleared", "mark_replaced", "mark_overwritten")
+_SQLITE_EDIT_TRIGGERS = ("kept", "unchanged", "not_replaced")
+
+
+async def test_an_existing_database_migrates_and_its_marks_are_sealed_again(
+    project: Path, backend: Backend
+) -> None:
+    """A database quarantined before the upgrade migrates on open: its unsealed mark keeps the
+    run refused (``ROW_MAC_INVALID``, not an operator's quarantine) until the run is
+    quarantined again, and from then on a deletion of the mark is noted."""
+    runs = await _seed(project, backend)
+    await _quarantine(project, backend, runs["damaged"])
+    _before_marks(backend)
+    async with open_runtime(project, store=backend.url) as rt:
+        env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+        _refused(env, "ROW_MAC_INVALID")
+        assert "carries no MAC" in env.error["message"]
+    versions = backend.sql(f"SELECT max(version) FROM {migrations.SCHEMA_TABLE}")
+    assert versions[0][0] == len(migrations.SQLITE if backend.p == "?" else migrations.POSTGRES)
+    await _quarantine(project, backend, runs["damaged"])
+    backend.sql("DELETE FROM run_ledger_flags WHERE run_id = ?", runs["damaged"])
+    await _still_quarantined(project, backend, runs)
