@@ -191,6 +191,6 @@ def test_the_rowless_scan_runs_only_when_a_run_row_may_be_missing(tmp_path: Path
         conn.execute("DROP TRIGGER runs_row_deleted")
         conn.execute("DELETE FROM runs WHERE run_id = 'rowless'")
         assert conn.execute(ROWLESS_GATE_SQL).fetchone()[0] == 1
-        assert [s.run["run_id"] for s in rowless_runs(conn, None)] == ["rowless"]
+        assert [s.run["run_id"] for s in rowless_runs(conn, None, None)] == ["rowless"]
     finally:
         conn.close()

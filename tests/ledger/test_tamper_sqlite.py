@@ -310,7 +310,8 @@ def test_row_seq_stored_as_text_fails_the_row_not_the_command(project: Path) -> 
 
 
 def test_a_flag_row_with_a_text_seq_is_listed() -> None:
-    problem = flag_problem("run-1", ("LEDGER_GAP", "x", "event 5 is missing", "t", None, None))
+    values = ("LEDGER_GAP", "x", "event 5 is missing", "t", None, None, None, False)
+    problem = flag_problem("run-1", values, None)
     assert problem is not None
     assert (problem.reason, problem.seq, problem.quarantined) == ("LEDGER_GAP", None, False)
 

@@ -48,9 +48,12 @@ def _make_legacy(url: str, plain: str) -> None:
             (data,) = conn.execute("SELECT data FROM calls").fetchone()
             row = json.loads(data)
             conn.execute("UPDATE calls SET data = ?", (canonical_text({**row, "summary": old}),))
-            shapes = len(migrations.SQLITE) - 6  # then leases, delegation, edits, row edits,
-            # ids, history MACs
+            shapes = len(migrations.SQLITE) - 7  # then leases, delegation, edits, row edits,
+            # ids, history MACs, quarantine marks
             conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", (shapes,))
+            for name in ("unmarked", "mark_cleared", "mark_replaced", "mark_overwritten"):
+                conn.execute(f"DROP TRIGGER run_ledger_flags_{name}")
+            conn.execute("ALTER TABLE run_ledger_flags DROP COLUMN quarantine_mac")
             for table in migrations.ROW_TABLES:
                 conn.execute(f"DROP TRIGGER {table}_row_deleted")
                 conn.execute(f"DROP TRIGGER IF EXISTS {table}_key_changed")
@@ -67,8 +70,12 @@ def _make_legacy(url: str, plain: str) -> None:
         assert got is not None
         row = json.loads(got[0])
         conn.execute("UPDATE calls SET data = %s", (canonical_text({**row, "summary": old}),))
-        shapes = len(migrations.POSTGRES) - 6  # then leases … ids, history MACs
+        shapes = len(migrations.POSTGRES) - 7  # then leases … history MACs, quarantine marks
         conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= %s", (shapes,))
+        conn.execute("DROP TRIGGER run_ledger_flags_unmarked ON run_ledger_flags")
+        conn.execute("DROP TRIGGER run_ledger_flags_truncated ON run_ledger_flags")
+        conn.execute("DROP FUNCTION charter_note_unquarantine()")
+        conn.execute("ALTER TABLE run_ledger_flags DROP COLUMN quarantine_mac")
         for table in migrations.ROW_TABLES:
             conn.execute(f"DROP TRIGGER {table}_row_deleted ON {table}".encode())
             conn.execute(f"DROP TRIGGER IF EXISTS {table}_key_changed ON {table}".encode())
@@ -81,6 +88,7 @@ def _make_legacy(url: str, plain: str) -> None:
         conn.execute("DROP TRIGGER events_edited ON events")
         conn.execute("DROP FUNCTION charter_note_event_edit()")
         conn.execute("DROP TABLE ledger_edits")
+        conn.execute("DROP FUNCTION charter_keep_unquarantine()")
 
 
 async def test_old_call_rows_are_rewritten_to_their_shapes(

@@ -29,7 +29,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from charter.errors import CharterError, Failure, InternalFailure, LedgerIntegrityError
@@ -55,6 +55,10 @@ class RunProblem:
     seq: int | None
     message: str
     quarantined: bool = False
+    marked: bool = field(default=False, compare=False)
+    """Read from the run's quarantine mark (an operator's, or one forged, altered or lifted
+    outside Charter: :mod:`charter.stores.flags`), not found by verification: every process
+    refuses the run from its start, whatever its ledger says. Not part of :meth:`to_dict`."""
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -4,8 +4,28 @@ The ``run_ledger_flags`` table (SQLite and PostgreSQL) keeps one row per flagged
 process that refuses a run records the finding there (the first finding is kept), so that
 ``charter runs ls``, ``/readyz`` and the console show it to every process; an operator's
 ``charter runs quarantine RUN`` marks it quarantined, and every process opened afterwards
-refuses the run whatever its ledger says. The table is not authenticated: deleting a row
-only makes a process verify the run again on first touch.
+refuses the run whatever its ledger says.
+
+A finding needs no protection: deleting it only makes a process verify the run again on
+first touch, which finds the damage again. A quarantine mark does (the operator distrusts a
+run whose ledger may verify), so since SQLite migration 17 / PostgreSQL 16:
+
+* the mark carries ``quarantine_mac``, an HMAC under the ledger key over the run id, when and
+  by whom (:func:`quarantine_mac`). A mark that fails it — forged, altered, under another
+  key, or made before marks carried a MAC — is not shown as an operator's quarantine: the run
+  is refused as ``ROW_MAC_INVALID`` by every process, and ``charter runs ls`` says so.
+  Quarantining the run again writes a valid mark. The finding columns (``reason``, ``seq``,
+  ``message``) are not covered: a quarantined run is refused whatever they say;
+* triggers note a mark deleted, cleared (``quarantined_at`` set to NULL), moved to another
+  run id or replaced (SQLite's ``INSERT OR REPLACE`` / ``UPDATE OR REPLACE``, and a
+  PostgreSQL ``TRUNCATE``) in ``ledger_edits`` (op :data:`LIFTED`, ``row_key`` the run id),
+  and refuse to delete or change such an entry. A run so noted stays quarantined for every
+  process (``QUARANTINED``, its message says the mark was lifted outside Charter), whatever
+  its flags row says now.
+
+Someone who can change the schema can drop the triggers first: a mark deleted then is gone
+without a trace. Nothing kept only in the same database can prevent that; keep the operator's
+record of a quarantine (the command's output, an export of the run) elsewhere too.
 """
 
 from __future__ import annotations
@@ -13,35 +33,140 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from charter.contracts.canonical import canonical_text
+from charter.ledger.chain import LedgerKey, same_mac
 from charter.ledger.checker import storage_class
 from charter.ledger.events import created_tenant
 from charter.ledger.ports import RunSummary
-from charter.ledger.trust import RunProblem
+from charter.ledger.trust import LedgerTrust, RunProblem
+from charter.stores.migrations import LIFTED
 
-FLAG_COLUMNS = ("reason", "seq", "message", "found_at", "quarantined_at", "quarantined_by")
+FLAG_COLUMNS = (
+    "reason", "seq", "message", "found_at", "quarantined_at", "quarantined_by", "quarantine_mac",
+)  # fmt: skip
+
+
+def listed_flags(run: str) -> str:
+    """The select list of a run's flags row (alias ``f``, :data:`FLAG_COLUMNS`), then whether
+    a quarantine mark of run ``run`` (a column) was lifted outside Charter (the entries'
+    ``row_key`` index)."""
+    lifted = f"EXISTS (SELECT 1 FROM ledger_edits e WHERE e.row_key = {run} AND e.op = '{LIFTED}')"
+    return ", ".join(f"f.{c}" for c in FLAG_COLUMNS) + ", " + lifted
+
 
 UPSERT_FINDING = (
     "INSERT INTO run_ledger_flags (run_id, reason, seq, message, found_at) "
     "VALUES ({p}, {p}, {p}, {p}, {p}) ON CONFLICT (run_id) DO NOTHING"
 )
+INSERT_FINDING_SQLITE = (
+    "INSERT INTO run_ledger_flags (run_id, reason, seq, message, found_at) "
+    "SELECT ?, ?, ?, ?, ? WHERE NOT EXISTS (SELECT 1 FROM run_ledger_flags WHERE run_id = ?) "
+    "ON CONFLICT (run_id) DO NOTHING"
+)
+"""SQLite's :data:`UPSERT_FINDING` (the run id once more at the end): a row already there is
+not inserted over, so the trigger that notes a mark replaced (which runs before an insert's
+conflict is found) does not take a finding on a quarantined run for one."""
 UPSERT_QUARANTINE = (
     "INSERT INTO run_ledger_flags "
-    "(run_id, reason, seq, message, found_at, quarantined_at, quarantined_by) "
-    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (run_id) DO UPDATE SET "
-    "quarantined_at = excluded.quarantined_at, quarantined_by = excluded.quarantined_by"
+    "(run_id, reason, seq, message, found_at, quarantined_at, quarantined_by, quarantine_mac) "
+    "VALUES ({p}, {p}, {p}, {p}, {p}, {p}, {p}, {p}) ON CONFLICT (run_id) DO UPDATE SET "
+    "quarantined_at = excluded.quarantined_at, quarantined_by = excluded.quarantined_by, "
+    "quarantine_mac = excluded.quarantine_mac"
 )
-SELECT_FLAGS = "SELECT run_id, " + ", ".join(FLAG_COLUMNS) + " FROM run_ledger_flags"
-ALL_FLAGS = SELECT_FLAGS + " ORDER BY found_at, run_id"
+ALL_FLAGS = (
+    "SELECT f.run_id, "
+    + listed_flags("f.run_id")
+    + " FROM run_ledger_flags f UNION ALL SELECT e.row_key"
+    + ", NULL" * len(FLAG_COLUMNS)
+    + f", TRUE FROM ledger_edits e WHERE e.op = '{LIFTED}' AND e.row_key IS NOT NULL "
+    "AND NOT EXISTS (SELECT 1 FROM run_ledger_flags g WHERE g.run_id = e.row_key) "
+    "GROUP BY e.row_key"
+)
+"""Every flags row, and every run whose mark was lifted and that has no flags row now."""
 
 
-def flag_problems(rows: Iterable[Sequence[Any]]) -> list[RunProblem]:
-    """The problems :data:`ALL_FLAGS`' rows record (every flagged run)."""
-    return [p for got in rows if (p := flag_problem(str(got[0]), got[1:])) is not None]
+def quarantine_mac(key: LedgerKey, run_id: str, at: str, by: str) -> str:
+    """The MAC of a quarantine mark: the run, when and by whom (canonical JSON: any text)."""
+    return key.text_mac("run_ledger_flags quarantine", (canonical_text([run_id, at, by]),))
 
 
-def flag_problem(run_id: str, values: Sequence[Any]) -> RunProblem | None:
-    """The problem a flags row (:data:`FLAG_COLUMNS` order) records, or None (no row)."""
-    reason, seq, message, _found, quarantined_at, _by = values
+def quarantine_row(
+    key: LedgerKey, run_id: str, found: RunProblem | None, *, by: str, reason: str, now: str
+) -> tuple[tuple[Any, ...], RunProblem]:
+    """:data:`UPSERT_QUARANTINE`'s values for quarantining ``run_id`` (``found``: what this
+    process found wrong with it, kept as the mark's problem — unless it is what the run's
+    mark said: the operator's reason replaces it), and the problem refused."""
+    if found is not None and found.marked:
+        found = None
+    problem = RunProblem(
+        run_id=run_id,
+        reason=found.reason if found else "QUARANTINED",
+        seq=found.seq if found else None,
+        message=found.message if found else reason,
+        quarantined=True,
+        marked=True,
+    )
+    mac = quarantine_mac(key, run_id, now, by)
+    values = (run_id, problem.reason, problem.seq, problem.message, now, now, by, mac)
+    return values, problem
+
+
+def checking_key(trust: LedgerTrust) -> LedgerKey | None:
+    """The key quarantine marks are checked with: None when the process checks nothing (a
+    command without the ledger key), and then a mark is taken as it reads."""
+    return trust.key if trust.enabled else None
+
+
+def listed_problem(
+    trust: LedgerTrust, run_id: str, flagged: RunProblem | None
+) -> RunProblem | None:
+    """A listed run's problem: why this process refuses it, else what its flags row says. A
+    process that checks nothing (no ledger key) takes the row first: the marks it read at its
+    start could not be checked with the key it has."""
+    held = trust.problem(run_id)
+    return (flagged or held) if not trust.enabled else (held or flagged)
+
+
+def flag_problems(rows: Iterable[Sequence[Any]], key: LedgerKey | None) -> list[RunProblem]:
+    """The problems :data:`ALL_FLAGS`' rows record (every flagged run), oldest first."""
+    ordered = sorted(rows, key=lambda got: (str(got[4] or ""), str(got[0])))
+    return [p for got in ordered if (p := flag_problem(str(got[0]), got[1:], key)) is not None]
+
+
+def flag_problem(run_id: str, values: Sequence[Any], key: LedgerKey | None) -> RunProblem | None:
+    """The problem a flags row (:func:`listed_flags` order) records, or None (no row): an
+    intact quarantine mark, a mark lifted outside Charter, a mark that fails its MAC, or a
+    finding. ``key``: None takes a mark without checking it (:func:`checking_key`)."""
+    reason, seq, message, _found, at, by, mac, lifted = values
+    marked = at is not None or by is not None or mac is not None
+    if marked and (key is None or _mark_holds(key, run_id, at, by, mac)):
+        return RunProblem(
+            run_id=run_id,
+            reason=str(reason or "QUARANTINED"),
+            seq=seq if type(seq) is int else None,
+            message=str(message),
+            quarantined=True,
+            marked=True,
+        )
+    if lifted:
+        return RunProblem(
+            run_id=run_id,
+            reason="QUARANTINED",
+            seq=None,
+            message="its quarantine mark was deleted or cleared outside Charter (noted in "
+            "ledger_edits); the run stays quarantined",
+            quarantined=True,
+            marked=True,
+        )
+    if marked:
+        assert key is not None  # a mark taken unchecked was returned above
+        return RunProblem(
+            run_id=run_id,
+            reason="ROW_MAC_INVALID",
+            seq=None,
+            message=_mark_failure(key, mac),
+            marked=True,
+        )
     if reason is None:
         return None
     return RunProblem(
@@ -49,8 +174,25 @@ def flag_problem(run_id: str, values: Sequence[Any]) -> RunProblem | None:
         reason=str(reason),
         seq=seq if type(seq) is int else None,  # a hand edit may leave any value
         message=str(message),
-        quarantined=quarantined_at is not None,
     )
+
+
+def _mark_holds(key: LedgerKey, run_id: str, at: object, by: object, mac: object) -> bool:
+    if not isinstance(at, str) or not isinstance(by, str):
+        return False
+    return same_mac(quarantine_mac(key, run_id, at, by), mac)
+
+
+def _mark_failure(key: LedgerKey, mac: object) -> str:
+    where = "its quarantine mark in run_ledger_flags"
+    if mac is None:
+        return (
+            f"{where} carries no MAC: made outside Charter, or before quarantine marks were "
+            "authenticated (quarantine the run again); not an operator's quarantine"
+        )
+    if isinstance(mac, str) and not mac.startswith(f"hmac-sha256:{key.key_id}:"):
+        return f"{where} is not under ledger key {key.key_id}: not an operator's quarantine"
+    return f"{where} does not match its MAC: forged or altered outside Charter"
 
 
 def listed_count(run_id: str, seq: object) -> tuple[int, RunProblem | None]:
@@ -77,7 +219,7 @@ ROWLESS_GATE_SQL = (
 )
 ROWLESS_SQL = (
     "SELECT h.run_id, h.seq, e.data, "
-    + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
+    + listed_flags("h.run_id")
     + " FROM run_heads h LEFT JOIN runs r ON r.run_id = h.run_id "
     "LEFT JOIN events e ON e.run_id = h.run_id AND e.seq = 1 "
     "LEFT JOIN run_ledger_flags f ON f.run_id = h.run_id "
@@ -85,7 +227,9 @@ ROWLESS_SQL = (
 )
 
 
-def rowless_summaries(rows: Sequence[Sequence[Any]], tenant: str | None) -> list[RunSummary]:
+def rowless_summaries(
+    rows: Sequence[Sequence[Any]], tenant: str | None, key: LedgerKey | None
+) -> list[RunSummary]:
     """Listing entries for :data:`ROWLESS_SQL`'s rows: each run listed by its id as damaged
     (``SNAPSHOT_DIVERGENCE``, or the finding a process recorded), for the tenant its
     ``run_created`` event names as stored — the run row that would say is gone, and a run
@@ -96,7 +240,7 @@ def rowless_summaries(rows: Sequence[Sequence[Any]], tenant: str | None) -> list
         if tenant is not None and created_tenant(data) != tenant:
             continue
         count = seq if type(seq) is int else 0
-        problem = flag_problem(run_id, got[3:]) or RunProblem(
+        problem = flag_problem(run_id, got[3:], key) or RunProblem(
             run_id=run_id,
             reason="SNAPSHOT_DIVERGENCE",
             seq=None,

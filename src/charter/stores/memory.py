@@ -169,7 +169,12 @@ class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
     async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
         """Refuse ``run_id`` from now on (for as long as this memory store lives)."""
         problem = RunProblem(
-            run_id=run_id, reason="QUARANTINED", seq=None, message=reason, quarantined=True
+            run_id=run_id,
+            reason="QUARANTINED",
+            seq=None,
+            message=reason,
+            quarantined=True,
+            marked=True,
         )
         self.trust.quarantine(problem)
         return problem

@@ -64,6 +64,14 @@ ID_LOOKUPS = {
 }
 """Tables whose rows are also looked up by an id of their own, without the run: the column."""
 
+LIFTED = "unquarantine run_ledger_flags"
+"""The ``ledger_edits`` op of a quarantine mark lifted outside Charter (charter.stores.flags)."""
+_MARKED = (
+    "EXISTS (SELECT 1 FROM run_ledger_flags WHERE run_id = new.run_id "
+    "AND quarantined_at IS NOT NULL)"
+)
+_KEPT = "ledger_edits keeps the note of a quarantine lifted outside Charter"
+
 SQLITE: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE events (
@@ -251,6 +259,53 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
     # MAC under the ledger key (charter.stores.conversations.history_mac). Rows from before
     # have none and are refused (CONVERSATION_DAMAGED): nothing can tell them from edited ones.
     ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),
+    # A quarantine mark a database edit cannot lift or forge (charter.stores.flags): the mark
+    # carries a MAC under the ledger key, and a mark deleted, cleared, moved or replaced is
+    # noted in ledger_edits, whose notes of it cannot be deleted or changed. REPLACE deletes a
+    # row without its delete triggers (unless recursive_triggers is on): the BEFORE triggers
+    # note a row put in a marked row's place. Marks made before have no MAC and are refused
+    # as not an operator's until the run is quarantined again.
+    (
+        "ALTER TABLE run_ledger_flags ADD COLUMN quarantine_mac TEXT",
+        *(
+            f"""CREATE TRIGGER run_ledger_flags_{name} {when} ON run_ledger_flags
+                WHEN {condition} BEGIN
+                INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                    VALUES ({run}, NULL, '{LIFTED}', {run});
+            END"""
+            for name, when, condition, run in (
+                ("unmarked", "AFTER DELETE", "old.quarantined_at IS NOT NULL", "old.run_id"),
+                (
+                    "mark_cleared",
+                    "AFTER UPDATE",
+                    "old.quarantined_at IS NOT NULL AND (new.quarantined_at IS NULL "
+                    "OR new.run_id IS NOT old.run_id)",
+                    "old.run_id",
+                ),
+                (
+                    "mark_replaced",
+                    "BEFORE INSERT",
+                    f"new.quarantined_at IS NULL AND {_MARKED}",
+                    "new.run_id",
+                ),
+                (
+                    "mark_overwritten",
+                    "BEFORE UPDATE OF run_id",
+                    f"new.run_id IS NOT old.run_id AND {_MARKED}",
+                    "new.run_id",
+                ),
+            )
+        ),
+        f"""CREATE TRIGGER ledger_edits_unquarantine_kept BEFORE DELETE ON ledger_edits
+            WHEN old.op = '{LIFTED}' BEGIN SELECT RAISE(ABORT, '{_KEPT}'); END""",
+        f"""CREATE TRIGGER ledger_edits_unquarantine_unchanged BEFORE UPDATE ON ledger_edits
+            WHEN old.op = '{LIFTED}' OR (new.id IS NOT old.id AND EXISTS (SELECT 1 FROM
+                ledger_edits WHERE id = new.id AND op = '{LIFTED}'))
+            BEGIN SELECT RAISE(ABORT, '{_KEPT}'); END""",
+        f"""CREATE TRIGGER ledger_edits_unquarantine_not_replaced BEFORE INSERT ON ledger_edits
+            WHEN EXISTS (SELECT 1 FROM ledger_edits WHERE id = new.id AND op = '{LIFTED}')
+            BEGIN SELECT RAISE(ABORT, '{_KEPT}'); END""",
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -405,6 +460,50 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
         ),
     ),
     ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),  # (the SQLite list's 16)
+    (  # quarantine marks a database edit cannot lift or forge (the SQLite list's 17)
+        "ALTER TABLE run_ledger_flags ADD COLUMN quarantine_mac TEXT",
+        f"""CREATE FUNCTION charter_note_unquarantine() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'TRUNCATE' THEN
+                INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                    SELECT run_id, NULL, '{LIFTED}', run_id FROM run_ledger_flags
+                    WHERE quarantined_at IS NOT NULL;
+            ELSIF OLD.quarantined_at IS NOT NULL THEN
+                IF TG_OP = 'DELETE' THEN
+                    INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                        VALUES (OLD.run_id, NULL, '{LIFTED}', OLD.run_id);
+                ELSIF NEW.quarantined_at IS NULL OR NEW.run_id IS DISTINCT FROM OLD.run_id THEN
+                    INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                        VALUES (OLD.run_id, NULL, '{LIFTED}', OLD.run_id);
+                END IF;
+            END IF;
+            RETURN NULL;
+        END $$""",
+        """CREATE TRIGGER run_ledger_flags_unmarked AFTER UPDATE OR DELETE ON run_ledger_flags
+            FOR EACH ROW EXECUTE FUNCTION charter_note_unquarantine()""",
+        """CREATE TRIGGER run_ledger_flags_truncated BEFORE TRUNCATE ON run_ledger_flags
+            FOR EACH STATEMENT EXECUTE FUNCTION charter_note_unquarantine()""",
+        f"""CREATE FUNCTION charter_keep_unquarantine() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'TRUNCATE' THEN
+                IF EXISTS (SELECT 1 FROM ledger_edits WHERE op = '{LIFTED}') THEN
+                    RAISE EXCEPTION '{_KEPT}';
+                END IF;
+                RETURN NULL;
+            END IF;
+            IF OLD.op = '{LIFTED}' THEN
+                RAISE EXCEPTION '{_KEPT}';
+            END IF;
+            IF TG_OP = 'UPDATE' THEN
+                RETURN NEW;
+            END IF;
+            RETURN OLD;
+        END $$""",
+        """CREATE TRIGGER ledger_edits_unquarantine_kept BEFORE UPDATE OR DELETE ON ledger_edits
+            FOR EACH ROW EXECUTE FUNCTION charter_keep_unquarantine()""",
+        """CREATE TRIGGER ledger_edits_unquarantine_truncated BEFORE TRUNCATE ON ledger_edits
+            FOR EACH STATEMENT EXECUTE FUNCTION charter_keep_unquarantine()""",
+    ),
 )
 
 

@@ -56,14 +56,17 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     ALL_FLAGS,
-    FLAG_COLUMNS,
     ROWLESS_GATE_SQL,
     ROWLESS_SQL,
     UPSERT_FINDING,
     UPSERT_QUARANTINE,
+    checking_key,
     flag_problem,
     flag_problems,
     listed_count,
+    listed_flags,
+    listed_problem,
+    quarantine_row,
     rowless_summaries,
 )
 from charter.stores.leases import PostgresLeases
@@ -244,7 +247,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                 self._edits_seen = int((await cur.fetchone() or (0,))[0])
             await self._pool.open(wait=True, timeout=self._open_timeout)
         for problem in await self.run_flags():
-            if problem.quarantined:
+            if problem.marked:  # a quarantine mark, or one forged or lifted: refused
                 self.trust.quarantine(problem)
         self.trust.on_invalid(self._on_invalid)
 
@@ -309,16 +312,8 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
 
     async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
         """Mark ``run_id`` quarantined: every process opened from now on refuses it."""
-        now = format_at(self._clock())
-        found = self.trust.problem(run_id)
-        problem = RunProblem(
-            run_id=run_id,
-            reason=found.reason if found else "QUARANTINED",
-            seq=found.seq if found else None,
-            message=found.message if found else reason,
-            quarantined=True,
-        )
-        values = (run_id, problem.reason, problem.seq, problem.message, now, now, by)
+        found, now = self.trust.problem(run_id), format_at(self._clock())
+        values, problem = quarantine_row(self.key, run_id, found, by=by, reason=reason, now=now)
         with _translated():
             async with self._pool.connection() as conn:
                 await conn.execute(UPSERT_QUARANTINE.format(p="%s"), values)
@@ -330,7 +325,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         with _translated():
             async with self._pool.connection() as conn:
                 cur = await conn.execute(ALL_FLAGS)
-                return flag_problems(await cur.fetchall())
+                return flag_problems(await cur.fetchall(), checking_key(self.trust))
 
     async def vanished(self, table: str, key: str) -> list[str]:
         """Runs that held a ``table`` row of id ``key`` deleted outside Charter."""
@@ -613,7 +608,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             async with self._pool.connection() as conn:
                 cur = await conn.execute(
                     f"SELECT {_RUN_COLUMNS}, h.seq, "
-                    + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
+                    + listed_flags("r.run_id")
                     + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
                     "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "
                     f"{where}ORDER BY r.created_at DESC, r.run_id DESC LIMIT %s",
@@ -625,20 +620,24 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
                 gate = await cur.fetchone()
                 if gate is not None and gate[0]:
                     cur = await conn.execute(ROWLESS_SQL)
-                    rowless = rowless_summaries(await cur.fetchall(), tenant)
+                    rowless = rowless_summaries(
+                        await cur.fetchall(), tenant, checking_key(self.trust)
+                    )
         return (rowless + [self._summary(got) for got in rows])[:limit]
 
     def _summary(self, got: Sequence[Any]) -> RunSummary:
         """A run listed with its ledger state (as in the SQLite store)."""
         run_id = str(got[3])
         count, damaged = listed_count(run_id, got[_RUN_WIDTH])
-        flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :])
+        key = checking_key(self.trust)
+        flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :], key)
         try:
             run = self._opener.listed("runs", got[:_RUN_WIDTH])
         except RunLedgerInvalid as exc:
             return RunSummary(run={"run_id": run_id}, event_count=count, problem=exc.problem)
-        problem = self.trust.problem(run_id) or flagged
-        return RunSummary(run=run, event_count=count, problem=problem)
+        return RunSummary(
+            run=run, event_count=count, problem=listed_problem(self.trust, run_id, flagged)
+        )
 
     async def snapshot(self, run_id: str) -> RunSnapshot | None:
         await self.trust.ensure(self, run_id)

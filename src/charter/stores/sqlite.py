@@ -73,12 +73,15 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     ALL_FLAGS,
-    FLAG_COLUMNS,
-    UPSERT_FINDING,
+    INSERT_FINDING_SQLITE,
     UPSERT_QUARANTINE,
+    checking_key,
     flag_problem,
     flag_problems,
     listed_count,
+    listed_flags,
+    listed_problem,
+    quarantine_row,
 )
 from charter.stores.leases import SQLiteLeases
 from charter.stores.locks import FileRunLocks
@@ -211,7 +214,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         self._writer.start()
         await ready
         for problem in await self.run_flags():
-            if problem.quarantined:
+            if problem.marked:  # a quarantine mark, or one forged or lifted: refused
                 self.trust.quarantine(problem)
         self.trust.on_invalid(self._on_invalid)
 
@@ -487,41 +490,26 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             problem.seq,
             problem.message,
             format_at(self._clock()),
+            problem.run_id,
         )
         try:
-            self._write_now(lambda c: c.execute(UPSERT_FINDING.format(p="?"), values))
+            self._write_now(lambda c: c.execute(INSERT_FINDING_SQLITE, values))
         except StoreError as exc:
             logger.error("could not record the finding on run %s: %s", problem.run_id, exc)
 
     async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
         """Mark ``run_id`` quarantined: every process opened from now on refuses it."""
-        now = format_at(self._clock())
-        found = self.trust.problem(run_id)
-        values = (
-            run_id,
-            found.reason if found else "QUARANTINED",
-            found.seq if found else None,
-            found.message if found else reason,
-            now,
-            now,
-            by,
-        )
-        await asyncio.to_thread(
-            self._write_now, lambda c: c.execute(UPSERT_QUARANTINE.format(p="?"), values)
-        )
-        problem = RunProblem(
-            run_id=run_id,
-            reason=values[1] or "QUARANTINED",
-            seq=values[2],
-            message=str(values[3]),
-            quarantined=True,
-        )
+        found, now = self.trust.problem(run_id), format_at(self._clock())
+        values, problem = quarantine_row(self.key, run_id, found, by=by, reason=reason, now=now)
+        sql = UPSERT_QUARANTINE.format(p="?")
+        await asyncio.to_thread(self._write_now, lambda c: c.execute(sql, values))
         self.trust.quarantine(problem)
         return problem
 
     async def run_flags(self) -> list[RunProblem]:
         """Every flagged run (found damaged by some process, or quarantined)."""
-        return await self._read(lambda c: flag_problems(c.execute(ALL_FLAGS)))
+        key = checking_key(self.trust)
+        return await self._read(lambda c: flag_problems(c.execute(ALL_FLAGS), key))
 
     async def vanished(self, table: str, key: str) -> list[str]:
         """Runs that held a ``table`` row of id ``key`` deleted outside Charter."""
@@ -718,14 +706,14 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         def go(conn: sqlite3.Connection) -> list[RunSummary]:
             cur = conn.execute(
                 f"SELECT {_RUN_COLUMNS}, h.seq, "
-                + ", ".join(f"f.{c}" for c in FLAG_COLUMNS)
+                + listed_flags("r.run_id")
                 + " FROM runs r LEFT JOIN run_heads h ON h.run_id = r.run_id "
                 "LEFT JOIN run_ledger_flags f ON f.run_id = r.run_id "
                 f"{where}ORDER BY r.created_at DESC, r.run_id DESC LIMIT ?",
                 params,
             )
             listed = [self._summary(got) for got in cur]
-            return (rowless_runs(conn, tenant) + listed)[:limit]
+            return (rowless_runs(conn, tenant, checking_key(self.trust)) + listed)[:limit]
 
         return await self._read(go)
 
@@ -734,13 +722,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         (only its id), and a refused or quarantined run says so."""
         run_id = str(got[3])
         count, damaged = listed_count(run_id, got[_RUN_WIDTH])
-        flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :])
+        key = checking_key(self.trust)
+        flagged = damaged or flag_problem(run_id, got[_RUN_WIDTH + 1 :], key)
         try:
             run = self._opener.listed("runs", got[:_RUN_WIDTH])
         except RunLedgerInvalid as exc:
             return RunSummary(run={"run_id": run_id}, event_count=count, problem=exc.problem)
-        problem = self.trust.problem(run_id) or flagged
-        return RunSummary(run=run, event_count=count, problem=problem)
+        return RunSummary(
+            run=run, event_count=count, problem=listed_problem(self.trust, run_id, flagged)
+        )
 
     async def snapshot(self, run_id: str) -> RunSnapshot | None:
         def go(conn: sqlite3.Connection) -> RunSnapshot | None:

@@ -14,6 +14,7 @@ import sqlite3
 from operator import itemgetter
 from typing import Any
 
+from charter.ledger.chain import LedgerKey
 from charter.ledger.ports import RunSummary
 from charter.ledger.rows import TableSpec
 from charter.stores._sql import list_sql
@@ -73,10 +74,12 @@ def text_bytes(value: object) -> bytes:
     return str(value).encode()
 
 
-def rowless_runs(conn: sqlite3.Connection, tenant: str | None) -> list[RunSummary]:
+def rowless_runs(
+    conn: sqlite3.Connection, tenant: str | None, key: LedgerKey | None
+) -> list[RunSummary]:
     """The runs a listing must show as damaged because their run row is gone
     (:data:`~charter.stores.flags.ROWLESS_SQL`), looked for only when the gate says one may
     be."""
     if not conn.execute(ROWLESS_GATE_SQL).fetchone()[0]:
         return []
-    return rowless_summaries(conn.execute(ROWLESS_SQL).fetchall(), tenant)
+    return rowless_summaries(conn.execute(ROWLESS_SQL).fetchall(), tenant, key)
