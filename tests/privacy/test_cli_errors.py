@@ -114,3 +114,50 @@ def test_hostile_arguments_to_runs_calls_proposals_and_approvals_never_echo_a_se
         assert b"s" * 64 not in out, (what, out)
         if argv[:2] != ["proposals", "ls"]:  # an unknown status lists nothing
             assert done.returncode != 0, (what, out)
+
+
+def test_a_build_error_quoting_a_deployment_secret_prints_it_redacted(tmp_path: Path) -> None:
+    """A broken project file that holds a deployment secret (a pattern, a keyword): ``charter
+    build`` (text and ``--json``) and ``charter serve``'s start-up name each problem, its file
+    and its pointer, with the secret scrubbed; they printed the problems as written."""
+    project = write_privacy_project(tmp_path / "privacy", Canaries.fresh())
+    c = project.canaries
+    (project.root / "bad.yaml").write_text(
+        "tools:\n"
+        "  - id: svc.bad\n"
+        "    description: A tool whose schema quotes the upstream token.\n"
+        "    args_schema:\n"
+        "      type: object\n"
+        "      properties:\n"
+        f'        url: {{type: string, pattern: "({c.dep}"}}\n'
+        f"        x: {{type: string, {c.dep}: 1}}\n"
+    )
+    charter_yaml = project.root / "charter.yaml"
+    charter_yaml.write_text(
+        charter_yaml.read_text().replace(
+            "{python: [tools.py]}", "{python: [tools.py], files: [bad.yaml]}"
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
+    env.update(project.env)
+    store = f"sqlite:///{tmp_path / 'c.db'}"
+    commands = {
+        "build": ["build"],
+        "build --json": ["build", "--json"],
+        "serve": ["serve", "--port", "0", "--store", store],
+    }
+    for what, argv in commands.items():
+        done = subprocess.run(
+            [str(CHARTER), *argv, "--project", str(project.root)],
+            capture_output=True,
+            env=env,
+            timeout=120,
+            check=False,
+        )
+        out = done.stdout + done.stderr
+        assert done.returncode == 1, (what, out)
+        assert not found(c.dep, out), (what, out)
+        assert b"[REDACTED]" in out, (what, out)
+        assert b"bad.yaml" in out, (what, out)
+        assert b"/args_schema/properties/url/pattern" in out, (what, out)
+        assert b"unknown keyword" in out, (what, out)
