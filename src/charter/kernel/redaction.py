@@ -77,6 +77,16 @@ _TEXT_RULES: tuple[tuple[Any, str], ...] = (
         r"\1" + REDACTED,
     ),
     (re2.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
+    # a command line's option and its value: ``--api-key VALUE``, ``--db-password VALUE``
+    # (an MCP server's argv quoted in a readiness message)
+    (
+        re2.compile(
+            r"(?i)((?:^|\s)--?[a-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key|"
+            r"authorization|connection[_-]?string|credentials?|private[_-]?key)[a-z0-9_-]*\s+)"
+            r"[^\s\"',;&-][^\s\"',;&]*"
+        ),
+        r"\1" + REDACTED,
+    ),
 )
 
 
