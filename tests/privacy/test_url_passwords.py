@@ -137,6 +137,7 @@ def test_a_logged_request_url_loses_its_password(monkeypatch: pytest.MonkeyPatch
         ("http://host:8080/a@b", "http://host:8080/a@b"),  # a port, then a path
         ("mail bob@example.com at http://h:1/x", "mail bob@example.com at http://h:1/x"),
         (f"amqp://u:{PASSWORD}@@mq/vh", f"amqp://u:{REDACTED}@mq/vh"),  # a raw '@' in it
+        ("postgresql://bob:***@h/db", "postgresql://bob:***@h/db"),  # masked by the store
         (
             f"a https://u:{PASSWORD}@h/x and redis://:{PASSWORD}@r:6379",
             f"a https://u:{REDACTED}@h/x and redis://:{REDACTED}@r:6379",

@@ -93,8 +93,17 @@ _TEXT_RULES: tuple[tuple[Any, str], ...] = (
 # A URL's userinfo password, ``scheme://user:PASSWORD@host`` (a driver's error quoting its
 # DSN, an HTTP client logging its request URL): the password goes, the scheme, user, host,
 # port and path stay. Up to the authority's last '@', as a raw '@' in a password would
-# otherwise leave its tail behind (stores/postgres_errors.py masks store URLs the same way).
-_URL_PASSWORD = re2.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"'<>]*:)[^\s/\"'<>]+@")
+# otherwise leave its tail behind. A store URL masked already (stores/postgres_errors.py:
+# ``postgresql://user:***@host/db``) is kept as it is.
+_URL_PASSWORD = re2.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"'<>]*:)([^\s/\"'<>]+)@")
+_URL_MASKS = frozenset({"***", REDACTED})
+
+
+def _url_password(match: Any) -> str:
+    if match.group(2) in _URL_MASKS:
+        return str(match.group(0))
+    return f"{match.group(1)}{REDACTED}@"
+
 
 # Every word the text rules can match, folded: a text containing none of them cannot match,
 # so the rules are skipped (str.casefold covers RE2's (?i) folding, e.g. the long s).
@@ -445,7 +454,7 @@ class Redactor:
                     text = rule.sub(replacement, text)
                 break
         if "://" in text and "@" in text:
-            text = _URL_PASSWORD.sub(r"\1" + REDACTED + "@", text)
+            text = _URL_PASSWORD.sub(_url_password, text)
         return str(text)
 
     def _scrub_known(self, text: str) -> str:
