@@ -563,6 +563,7 @@ def _executors(
         root=project_dir,
         functions=frozenset(functions or ()),
         ttl_s=deployment.readiness_ttl_s,
+        redact=redactor.redact_text,
     )
     for remote in (http, mcp):
         if remote is not None:

@@ -135,6 +135,15 @@ def test_key_value_forms_in_free_text() -> None:
     assert "login with password=" in out
 
 
+def test_a_command_lines_secret_option_values_in_free_text() -> None:
+    text = "server --api-key sk-1234 --db-password hunter22 --verbose -t 5 --token --next"
+    out = Redactor().redact_text(text)
+    assert out == (
+        f"server --api-key {REDACTED} --db-password {REDACTED} --verbose -t 5 --token --next"
+    )
+    assert Redactor().redact_text("a non-secret argument") == "a non-secret argument"
+
+
 def test_message_redactor_uses_the_request_contract_and_arguments() -> None:
     scrub = Redactor().message_redactor()
     req = request("demo.t", {"conn": {"dsn": CANARY}, "user": "bob"}, redact=("/conn/dsn",))

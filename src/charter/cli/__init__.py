@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 from typing import NoReturn
@@ -14,6 +15,7 @@ from charter import telemetry
 from charter.cli._output import err_console, os_error_message, print_json
 from charter.cli.app import app
 from charter.errors import ErrorCode
+from charter.kernel.redaction import LOG_FILTER
 
 
 def _click_exception() -> type[Exception]:
@@ -52,6 +54,11 @@ def main() -> None:
     no command expected exits 1 naming only its kind (``CHARTER_DEBUG=1`` re-raises it)."""
     argv = sys.argv[1:]
     as_json = _wants_json(argv)
+    # A record no handler takes (every command but serve and mcp, which configure logging)
+    # is printed by logging's last resort: scrubbed as their handlers' are, with the
+    # redactor of every runtime the command opens (a provider's error quoting its API key).
+    if logging.lastResort is not None and LOG_FILTER not in logging.lastResort.filters:
+        logging.lastResort.addFilter(LOG_FILTER)
     # Traces export when the standard OTEL_* variables ask for it (docs/operations.md).
     telemetry.configure_from_environment()
     try:

@@ -216,7 +216,19 @@ def reported_errors(as_json: bool = False) -> Iterator[None]:
     try:
         yield
     except BuildError as exc:
+        # a problem quotes the project's text (a pattern, a keyword, a value): scrubbed of the
+        # deployment's secrets as every other error is (fail), its fields kept apart
         if as_json:
+            problems = [
+                {
+                    "message": p.message,
+                    "file": p.file,
+                    "tool": p.tool,
+                    "pointer": p.pointer,
+                    "keyword": p.keyword,
+                }
+                for p in exc.problems
+            ]
             print_json(
                 {
                     "ok": False,
@@ -224,22 +236,12 @@ def reported_errors(as_json: bool = False) -> Iterator[None]:
                     "code": ErrorCode.INVALID_INPUT.value,
                     "code_name": ErrorCode.INVALID_INPUT.value,
                     "reason": "BUILD_FAILED",
-                    "problems": [
-                        {
-                            "message": p.message,
-                            "file": p.file,
-                            "tool": p.tool,
-                            "pointer": p.pointer,
-                            "keyword": p.keyword,
-                        }
-                        for p in exc.problems
-                    ],
+                    "problems": guarded_value(problems, _REDACTORS),
                 }
             )
         else:
-            err_console.print(
-                f"[bold red]error:[/] {escape(str(exc))}", markup=True, soft_wrap=True
-            )
+            message = guarded(str(exc), _REDACTORS)
+            err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
         raise typer.Exit(1) from None
     except Failure as exc:
         fail(str(exc), as_json=as_json, code_name=exc.code.value, reason=exc.reason)

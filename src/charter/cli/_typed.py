@@ -45,10 +45,16 @@ def _deployment_redactor(project: str, deploy: str | None) -> Redactor:
 
 def command_redactor(argv: list[str] | None = None) -> Redactor:
     """The redactor of the deployment the command line names (``--project``/``-p``,
-    ``--deploy`` or ``CHARTER_DEPLOY``), else the default one (patterns only)."""
+    ``--deploy`` or ``CHARTER_DEPLOY``, else ``--env ENV``'s ``charter.deploy.ENV.yaml``
+    beside ``charter.yaml`` as ``charter serve`` reads it), else the default one (patterns
+    only)."""
     args = sys.argv[1:] if argv is None else argv
     project = _option(args, "--project", "-p") or "."
     deploy = _option(args, "--deploy") or os.environ.get("CHARTER_DEPLOY")
+    env = _option(args, "--env")
+    if deploy is None and env:
+        named = Path(project) / f"charter.deploy.{env}.yaml"
+        deploy = str(named) if named.is_file() else None
     return _deployment_redactor(project, deploy)
 
 

@@ -125,9 +125,14 @@ class Readiness:
         ttl_s: float = DEFAULT_TTL_S,
         monotonic: Callable[[], float] = time.monotonic,
         executors: Mapping[str, Any] | None = None,
+        redact: Callable[[str], str] = str,
     ) -> None:
         """``executors``: the runtime's executors by kind; ``http`` and ``mcp`` are taken from
-        it when not given, and ``python`` / ``subprocess`` report their code's contracts."""
+        it when not given, and ``python`` / ``subprocess`` report their code's contracts.
+        ``redact`` scrubs every message (the deployment's redactor): a message may quote an
+        MCP server's command line (a DSN, a key given as an argument) or what an executor
+        answered, and reaches ``charter check``, the console, ``TOOL_NOT_READY`` answers and
+        the audit file."""
         executors = executors or {}
         self._build = build
         self._bindings = dict(bindings)
@@ -138,6 +143,7 @@ class Readiness:
         self._functions = functions
         self._ttl_s = ttl_s
         self._monotonic = monotonic
+        self._redact = redact
         self._cached: tuple[float, ReadinessReport] | None = None
         # the last report checked by check_call, its tools by id (a report is immutable)
         self._index: tuple[ReadinessReport, dict[str, ToolReadiness]] | None = None
@@ -246,6 +252,8 @@ class Readiness:
     def _base(self, tool_id: str, binding: Binding, **kw: Any) -> ToolReadiness:
         contract = self._build.tools[tool_id].contract
         url = binding.options.get("url")
+        if isinstance(kw.get("message"), str):
+            kw["message"] = self._redact(kw["message"])
         return ToolReadiness(
             tool_id=tool_id,
             executor=binding.executor,

@@ -77,7 +77,32 @@ _TEXT_RULES: tuple[tuple[Any, str], ...] = (
         r"\1" + REDACTED,
     ),
     (re2.compile(r"(?i)\b(bearer|basic)\s+[A-Za-z0-9._~+/=-]{8,}"), r"\1 " + REDACTED),
+    # a command line's option and its value: ``--api-key VALUE``, ``--db-password VALUE``
+    # (an MCP server's argv quoted in a readiness message)
+    (
+        re2.compile(
+            r"(?i)((?:^|\s)--?[a-z0-9_-]*(?:password|passwd|secret|token|api[_-]?key|"
+            r"authorization|connection[_-]?string|credentials?|private[_-]?key)[a-z0-9_-]*\s+)"
+            r"[^\s\"',;&-][^\s\"',;&]*"
+        ),
+        r"\1" + REDACTED,
+    ),
 )
+
+
+# A URL's userinfo password, ``scheme://user:PASSWORD@host`` (a driver's error quoting its
+# DSN, an HTTP client logging its request URL): the password goes, the scheme, user, host,
+# port and path stay. Up to the authority's last '@', as a raw '@' in a password would
+# otherwise leave its tail behind. A store URL masked already (stores/postgres_errors.py:
+# ``postgresql://user:***@host/db``) is kept as it is.
+_URL_PASSWORD = re2.compile(r"(?i)\b([a-z][a-z0-9+.\-]*://[^\s/?#@:\"'<>]*:)([^\s/\"'<>]+)@")
+_URL_MASKS = frozenset({"***", REDACTED})
+
+
+def _url_password(match: Any) -> str:
+    if match.group(2) in _URL_MASKS:
+        return str(match.group(0))
+    return f"{match.group(1)}{REDACTED}@"
 
 
 # Every word the text rules can match, folded: a text containing none of them cannot match,
@@ -428,6 +453,8 @@ class Redactor:
                 for rule, replacement in _TEXT_RULES:
                     text = rule.sub(replacement, text)
                 break
+        if "://" in text and "@" in text:
+            text = _URL_PASSWORD.sub(_url_password, text)
         return str(text)
 
     def _scrub_known(self, text: str) -> str:
