@@ -56,6 +56,7 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     ALL_FLAGS,
+    NOTED_SQL,
     ROWLESS_GATE_SQL,
     ROWLESS_SQL,
     UPSERT_FINDING,
@@ -67,6 +68,7 @@ from charter.stores.flags import (
     listed_flags,
     listed_problem,
     quarantine_row,
+    refuse_noted,
     rowless_summaries,
 )
 from charter.stores.leases import PostgresLeases
@@ -128,9 +130,12 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
 
 
 _HEAD_SQL = "SELECT seq, hash, mac FROM run_heads WHERE run_id = %s"
-_EDITS_SQL = "SELECT id, run_id FROM ledger_edits WHERE id > %s ORDER BY id"
+_EDITS_SQL = NOTED_SQL.format(p="%s")
 """Events updated or deleted since this process last looked (the ``ledger_edits`` triggers:
-Charter only inserts events). See :mod:`charter.stores.sqlite_edits`."""
+Charter only inserts events), and runs quarantined since, with their marks. Read in every
+append's transaction and beside every read of a run's rows, so a quarantine made by another
+process or replica refuses the run here before its next append or read — with no listener
+connection whose loss could hide it. See :mod:`charter.stores.sqlite_edits`."""
 
 
 def _as_head(run_id: str, got: Any) -> Head | None:
@@ -311,7 +316,8 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             logger.error("could not record the finding on run %s: %s", problem.run_id, exc)
 
     async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
-        """Mark ``run_id`` quarantined: every process opened from now on refuses it."""
+        """Mark ``run_id`` quarantined: every process refuses it (a running one from its next
+        append or read of it: charter.stores.flags)."""
         found, now = self.trust.problem(run_id), format_at(self._clock())
         values, problem = quarantine_row(self.key, run_id, found, by=by, reason=reason, now=now)
         with _translated():
@@ -528,7 +534,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         if not edited:
             return
         self._edits_seen = max(self._edits_seen, int(edited[-1][0]))
-        runs = {str(r[1]) for r in edited}
+        runs = refuse_noted(edited, self.trust)  # a run quarantined since: refused from now
         self.trust.forget(runs)
         if run_id in runs:
             raise RowUnsealed(run_id)
