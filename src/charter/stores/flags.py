@@ -3,8 +3,8 @@
 The ``run_ledger_flags`` table (SQLite and PostgreSQL) keeps one row per flagged run. A
 process that refuses a run records the finding there (the first finding is kept), so that
 ``charter runs ls``, ``/readyz`` and the console show it to every process; an operator's
-``charter runs quarantine RUN`` marks it quarantined, and every process opened afterwards
-refuses the run whatever its ledger says.
+``charter runs quarantine RUN`` marks it quarantined, and every process refuses the run
+whatever its ledger says (one already running from its next append or read of it: below).
 
 A finding needs no protection: deleting it only makes a process verify the run again on
 first touch, which finds the damage again. A quarantine mark does (the operator distrusts a
