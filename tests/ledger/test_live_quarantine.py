@@ -20,6 +20,7 @@ from charter.client import Client
 from charter.ledger.events import NewEvent
 from charter.ledger.trust import RunLedgerInvalid
 from charter.runtime import Runtime, open_runtime
+from charter.stores import migrations
 from tests.kernel._project import runs_of, write_runtime_project
 from tests.kernel.test_ledger_trust import (
     Backend,
@@ -126,7 +127,8 @@ async def test_a_quarantine_by_one_runtime_holds_in_another_open_one(
     project: Path, backend: Backend
 ) -> None:
     """Two runtimes open on one store (two replicas): one quarantines, the other refuses the
-    run at its next call; a mark forged by hand under it is refused as tampering."""
+    run at its next call — the note that tells it cannot be deleted or changed before it
+    reads it; a mark forged by hand under it is refused as tampering."""
     runs = await _seed(project, backend)
     async with (
         open_runtime(project, store=backend.url) as first,
@@ -134,6 +136,13 @@ async def test_a_quarantine_by_one_runtime_holds_in_another_open_one(
     ):
         await _serving(project, second, runs)
         await first.store.quarantine(runs["damaged"], by="alice", reason="incident 42")
+        for statement in (
+            "DELETE FROM ledger_edits WHERE op = ?",
+            "UPDATE ledger_edits SET op = 'update' WHERE op = ?",
+            "UPDATE ledger_edits SET row_key = 'elsewhere' WHERE op = ?",
+        ):
+            with pytest.raises(Exception, match="keeps the note of a quarantine"):
+                backend.sql(statement, migrations.MARKED)
         env = await second.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
         _refused(env, "QUARANTINED")
         backend.sql(

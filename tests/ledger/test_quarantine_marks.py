@@ -147,7 +147,7 @@ async def test_a_lifted_quarantine_keeps_the_run_refused(
         "UPDATE ledger_edits SET op = 'update'",
         "UPDATE ledger_edits SET row_key = 'elsewhere'",
     ):
-        with pytest.raises(Exception, match="keeps the note of a quarantine lifted"):
+        with pytest.raises(Exception, match="keeps the note of a quarantine"):
             backend.sql(statement)
     await _still_quarantined(project, backend, runs)
 
@@ -302,6 +302,7 @@ def _before_marks(backend: Backend) -> None:
         version = 17
         triggers = [f"run_ledger_flags_{name} " for name in _SQLITE_FLAG_TRIGGERS]
         triggers += [f"ledger_edits_unquarantine_{name} " for name in _SQLITE_EDIT_TRIGGERS]
+        triggers += [f"ledger_edits_quarantine_{name} " for name in _SQLITE_EDIT_TRIGGERS]
         functions: list[str] = []
     else:
         version = 16
@@ -311,8 +312,11 @@ def _before_marks(backend: Backend) -> None:
             "run_ledger_flags_truncated ON run_ledger_flags",
             "ledger_edits_unquarantine_kept ON ledger_edits",
             "ledger_edits_unquarantine_truncated ON ledger_edits",
+            "ledger_edits_quarantine_kept ON ledger_edits",
+            "ledger_edits_quarantine_truncated ON ledger_edits",
         ]
         functions = [
+            "charter_keep_quarantine()",
             "charter_note_quarantine()",
             "charter_note_unquarantine()",
             "charter_keep_unquarantine()",

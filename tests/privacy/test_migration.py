@@ -94,6 +94,7 @@ def _make_legacy(url: str, plain: str) -> None:
         conn.execute("DROP FUNCTION charter_note_event_edit()")
         conn.execute("DROP TABLE ledger_edits")
         conn.execute("DROP FUNCTION charter_keep_unquarantine()")
+        conn.execute("DROP FUNCTION charter_keep_quarantine()")
 
 
 async def test_old_call_rows_are_rewritten_to_their_shapes(
