@@ -10,17 +10,20 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx2
+import psycopg
 import pytest
 
 import charter
 from charter.client import Client
-from charter.ledger.events import NewEvent
+from charter.ledger.events import NewEvent, format_at
 from charter.ledger.trust import RunLedgerInvalid
 from charter.runtime import Runtime, open_runtime
 from charter.stores import migrations
+from charter.stores.flags import UPSERT_QUARANTINE, quarantine_row
 from tests.kernel._project import runs_of, write_runtime_project
 from tests.kernel.test_ledger_trust import (
     Backend,
@@ -153,6 +156,41 @@ async def test_a_quarantine_by_one_runtime_holds_in_another_open_one(
         env = await second.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
         _refused(env, "ROW_MAC_INVALID")
         assert "mallory" not in env.error["message"]
+
+
+@pytest.mark.postgres
+async def test_a_quarantine_committed_after_a_later_note_is_not_passed_over(
+    project: Path,
+) -> None:
+    """PostgreSQL gives ``ledger_edits`` ids at insert, and transactions commit in any order:
+    a live runtime that read a later note first still reads the quarantine's once it commits
+    (:mod:`charter.stores.postgres_edits`)."""
+    name = create_database()
+    try:
+        backend = _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
+        runs = await _seed(project, backend)
+        async with open_runtime(project, store=backend.url) as rt:
+            await _serving(project, rt, runs)
+            with psycopg.connect(backend.url) as held:  # the quarantine's transaction, open
+                values, _ = quarantine_row(
+                    rt.store.key,
+                    runs["damaged"],
+                    None,
+                    by="alice",
+                    reason="incident 42",
+                    now=format_at(datetime.now(UTC)),
+                )
+                held.execute(UPSERT_QUARANTINE.format(p="%s").encode(), values)
+                backend.sql("INSERT INTO ledger_edits (run_id, op) VALUES ('elsewhere', 'x')")
+                env = await rt.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+                assert env.ok, env  # the live runtime read the later note
+                held.commit()
+            before = runs_of(project, "kv.get")
+            env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+            _refused(env, "QUARANTINED")
+            assert runs_of(project, "kv.get") == before
+    finally:
+        drop_database(name)
 
 
 def test_charter_serve_refuses_a_run_quarantined_while_it_serves(tmp_path: Path) -> None:

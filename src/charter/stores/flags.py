@@ -99,9 +99,10 @@ NOTED_SQL = (
     "SELECT n.id, n.run_id, n.op, "
     + listed_flags("n.row_key")
     + " FROM ledger_edits n LEFT JOIN run_ledger_flags f ON f.run_id = n.row_key "
-    f"AND n.op IN ('{MARKED}', '{LIFTED}') WHERE n.id > {{p}} ORDER BY n.id"
+    f"AND n.op IN ('{MARKED}', '{LIFTED}') WHERE {{after}} ORDER BY n.id"
 )
-"""The ``ledger_edits`` entries after an id (``{p}``): id, run, op, then the flags row
+"""The ``ledger_edits`` entries not read yet (``{after}``: a condition on ``n.id``): id, run,
+op, then the flags row
 (:func:`listed_flags` order) of the run of a quarantine made or lifted. Run only when
 something was committed since (no row, and no cost, on the common path)."""
 

@@ -74,6 +74,8 @@ from charter.stores.flags import (
 from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
+from charter.stores.postgres_edits import WHERE as EDITS_AFTER
+from charter.stores.postgres_edits import EditCursor
 from charter.stores.postgres_errors import LOG_SCRUB, connect_failure, mask_url
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
 from charter.stores.postgres_errors import translated as _translated
@@ -130,12 +132,13 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
 
 
 _HEAD_SQL = "SELECT seq, hash, mac FROM run_heads WHERE run_id = %s"
-_EDITS_SQL = NOTED_SQL.format(p="%s")
+_EDITS_SQL = NOTED_SQL.format(after=EDITS_AFTER)
 """Events updated or deleted since this process last looked (the ``ledger_edits`` triggers:
 Charter only inserts events), and runs quarantined since, with their marks. Read in every
 append's transaction and beside every read of a run's rows, so a quarantine made by another
 process or replica refuses the run here before its next append or read — with no listener
-connection whose loss could hide it. See :mod:`charter.stores.sqlite_edits`."""
+connection whose loss could hide it (and ids committed out of order are asked for again:
+:mod:`charter.stores.postgres_edits`). See :mod:`charter.stores.sqlite_edits`."""
 
 
 def _as_head(run_id: str, got: Any) -> Head | None:
@@ -208,7 +211,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         self._tick = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self.trust = LedgerTrust(key)
-        self._edits_seen = 0  # the last ledger_edits entry seen (set on start)
+        self._edits = EditCursor()  # the ledger_edits entries read (the last set on start)
         """What this process verified of each run, and the runs it refuses."""
         self.failure: str | None = None
         """Why the store stopped accepting writes (fail-stop), or None."""
@@ -249,7 +252,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             async with first as conn:
                 await migrate(conn, where="(postgresql)")
                 cur = await conn.execute("SELECT coalesce(max(id), 0) FROM ledger_edits")
-                self._edits_seen = int((await cur.fetchone() or (0,))[0])
+                self._edits.seen = int((await cur.fetchone() or (0,))[0])
             await self._pool.open(wait=True, timeout=self._open_timeout)
         for problem in await self.run_flags():
             if problem.marked:  # a quarantine mark, or one forged or lifted: refused
@@ -387,7 +390,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             # round trip; the writes and COMMIT in a second.
             async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
                 head_cur = await conn.execute(_HEAD_SQL + " FOR UPDATE", (run_id,))
-                edits_cur = await conn.execute(_EDITS_SQL, (self._edits_seen,))
+                edits_cur = await conn.execute(_EDITS_SQL, self._edits.params())
                 reads = [
                     (k, await conn.execute(select_sql(TABLES[k.table], "%s"), k.key))
                     for k in rows_needed(run_id, entries)
@@ -531,9 +534,9 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
     def _note_edits(self, edited: Sequence[Any], run_id: str | None = None) -> None:
         """Forget as verified the runs ``ledger_edits`` noted since this process last looked;
         :class:`RowUnsealed` when ``run_id`` (whose rows were just read) is one of them."""
+        self._edits.advance(edited)
         if not edited:
             return
-        self._edits_seen = max(self._edits_seen, int(edited[-1][0]))
         runs = refuse_noted(edited, self.trust)  # a run quarantined since: refused from now
         self.trust.forget(runs)
         if run_id in runs:
@@ -546,7 +549,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         (:meth:`_checked`), as SQLite's reads do (:mod:`charter.stores.sqlite_edits`)."""
         with _translated():
             async with self._pool.connection() as conn, conn.pipeline():
-                edits = await conn.execute(_EDITS_SQL, (self._edits_seen,))
+                edits = await conn.execute(_EDITS_SQL, self._edits.params())
                 got = await fetch(conn)
                 edited = await edits.fetchall()
         self._note_edits(edited, run_id)

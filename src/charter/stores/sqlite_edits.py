@@ -34,7 +34,7 @@ from charter.stores.flags import NOTED_SQL, refuse_noted
 
 T = TypeVar("T")
 
-_AFTER = NOTED_SQL.format(p="?")
+_AFTER = NOTED_SQL.format(after="n.id > ?")  # ids in commit order: one writer at a time
 
 
 class EditWatch:
