@@ -6,6 +6,7 @@ SQLite and PostgreSQL; the ``charter`` commands run as real processes, on this t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -159,32 +160,37 @@ async def test_a_quarantine_by_one_runtime_holds_in_another_open_one(
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("opened", ["before", "while it commits"])
 async def test_a_quarantine_committed_after_a_later_note_is_not_passed_over(
-    project: Path,
+    project: Path, opened: str
 ) -> None:
     """PostgreSQL gives ``ledger_edits`` ids at insert, and transactions commit in any order:
-    a live runtime that read a later note first still reads the quarantine's once it commits
+    a live runtime that read a later note first (or opened while the quarantine was
+    committing) still reads the quarantine's note once it commits
     (:mod:`charter.stores.postgres_edits`)."""
     name = create_database()
     try:
         backend = _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
         runs = await _seed(project, backend)
-        async with open_runtime(project, store=backend.url) as rt:
+        async with contextlib.AsyncExitStack() as stack:
+            rt = await stack.enter_async_context(open_runtime(project, store=backend.url))
             await _serving(project, rt, runs)
-            with psycopg.connect(backend.url) as held:  # the quarantine's transaction, open
-                values, _ = quarantine_row(
-                    rt.store.key,
-                    runs["damaged"],
-                    None,
-                    by="alice",
-                    reason="incident 42",
-                    now=format_at(datetime.now(UTC)),
-                )
-                held.execute(UPSERT_QUARANTINE.format(p="%s").encode(), values)
-                backend.sql("INSERT INTO ledger_edits (run_id, op) VALUES ('elsewhere', 'x')")
-                env = await rt.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-                assert env.ok, env  # the live runtime read the later note
-                held.commit()
+            held = stack.enter_context(psycopg.connect(backend.url))  # left open: in flight
+            values, _ = quarantine_row(
+                rt.store.key,
+                runs["damaged"],
+                None,
+                by="alice",
+                reason="incident 42",
+                now=format_at(datetime.now(UTC)),
+            )
+            held.execute(UPSERT_QUARANTINE.format(p="%s").encode(), values)
+            backend.sql("INSERT INTO ledger_edits (run_id, op) VALUES ('elsewhere', 'x')")
+            if opened != "before":
+                rt = await stack.enter_async_context(open_runtime(project, store=backend.url))
+            env = await rt.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
+            assert env.ok, env  # the live runtime read the later note
+            held.commit()
             before = runs_of(project, "kv.get")
             env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
             _refused(env, "QUARANTINED")

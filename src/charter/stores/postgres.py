@@ -74,8 +74,8 @@ from charter.stores.flags import (
 from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
+from charter.stores.postgres_edits import START_PARAMS, START_SQL, EditCursor
 from charter.stores.postgres_edits import WHERE as EDITS_AFTER
-from charter.stores.postgres_edits import EditCursor
 from charter.stores.postgres_errors import LOG_SCRUB, connect_failure, mask_url
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
 from charter.stores.postgres_errors import translated as _translated
@@ -251,8 +251,8 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         with _translated():
             async with first as conn:
                 await migrate(conn, where="(postgresql)")
-                cur = await conn.execute("SELECT coalesce(max(id), 0) FROM ledger_edits")
-                self._edits.seen = int((await cur.fetchone() or (0,))[0])
+                cur = await conn.execute(START_SQL, START_PARAMS)
+                self._edits.start(await cur.fetchall())
             await self._pool.open(wait=True, timeout=self._open_timeout)
         for problem in await self.run_flags():
             if problem.marked:  # a quarantine mark, or one forged or lifted: refused

@@ -32,6 +32,14 @@ class EditCursor:
         self.seen = 0
         self.skipped: dict[int, float] = {}  # id -> when it was found skipped (monotonic)
 
+    def start(self, rows: Sequence[Sequence[Any]]) -> None:
+        """Begin after the entries already there (:data:`START_SQL`'s rows: the newest ids, the
+        newest last): the process reads every flagged run and verifies every run it touches
+        at its start, and an id below the newest that is not there yet may still commit."""
+        if rows:
+            self.seen = max(0, int(rows[-1][0]) - _GAP_LIMIT)
+            self.advance(rows)
+
     def params(self) -> tuple[int, list[int]]:
         """The parameters of :data:`WHERE`: after the last id read, or one skipped."""
         return self.seen, list(self.skipped)
@@ -55,5 +63,10 @@ class EditCursor:
         self.seen = seen
 
 
+START_SQL = (
+    "SELECT id FROM ledger_edits WHERE id > "
+    "(SELECT coalesce(max(id), 0) FROM ledger_edits) - %s ORDER BY id"
+)
+START_PARAMS = (_GAP_LIMIT,)
 WHERE = "(n.id > %s OR n.id = ANY(%s))"
 """The condition of :data:`charter.stores.flags.NOTED_SQL` on PostgreSQL (:meth:`params`)."""
