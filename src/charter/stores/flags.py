@@ -102,9 +102,9 @@ NOTED_SQL = (
     f"AND n.op IN ('{MARKED}', '{LIFTED}') WHERE {{after}} ORDER BY n.id"
 )
 """The ``ledger_edits`` entries not read yet (``{after}``: a condition on ``n.id``): id, run,
-op, then the flags row
-(:func:`listed_flags` order) of the run of a quarantine made or lifted. Run only when
-something was committed since (no row, and no cost, on the common path)."""
+op, then the flags row (:func:`listed_flags` order) of the run of a quarantine made or
+lifted. Run only when something was committed since (no row, and no cost, on the common
+path)."""
 
 
 def refuse_noted(rows: Sequence[Sequence[Any]], trust: LedgerTrust) -> set[str]:

@@ -74,8 +74,7 @@ from charter.stores.flags import (
 from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
-from charter.stores.postgres_edits import START_PARAMS, START_SQL, EditCursor
-from charter.stores.postgres_edits import WHERE as EDITS_AFTER
+from charter.stores.postgres_edits import START_PARAMS, START_SQL, UNREAD, EditCursor
 from charter.stores.postgres_errors import LOG_SCRUB, connect_failure, mask_url
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
 from charter.stores.postgres_errors import translated as _translated
@@ -132,7 +131,7 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
 
 
 _HEAD_SQL = "SELECT seq, hash, mac FROM run_heads WHERE run_id = %s"
-_EDITS_SQL = NOTED_SQL.format(after=EDITS_AFTER)
+_EDITS_SQL = NOTED_SQL.format(after=UNREAD)
 """Events updated or deleted since this process last looked (the ``ledger_edits`` triggers:
 Charter only inserts events), and runs quarantined since, with their marks. Read in every
 append's transaction and beside every read of a run's rows, so a quarantine made by another

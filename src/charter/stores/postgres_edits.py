@@ -41,7 +41,7 @@ class EditCursor:
             self.advance(rows)
 
     def params(self) -> tuple[int, list[int]]:
-        """The parameters of :data:`WHERE`: after the last id read, or one skipped."""
+        """The parameters of :data:`UNREAD`: after the last id read, or one skipped."""
         return self.seen, list(self.skipped)
 
     def advance(self, rows: Sequence[Sequence[Any]]) -> None:
@@ -68,5 +68,5 @@ START_SQL = (
     "(SELECT coalesce(max(id), 0) FROM ledger_edits) - %s ORDER BY id"
 )
 START_PARAMS = (_GAP_LIMIT,)
-WHERE = "(n.id > %s OR n.id = ANY(%s))"
+UNREAD = "(n.id > %s OR n.id = ANY(%s))"
 """The condition of :data:`charter.stores.flags.NOTED_SQL` on PostgreSQL (:meth:`params`)."""
