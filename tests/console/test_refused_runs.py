@@ -1,6 +1,7 @@
 """A refused run shows where an operator looks (issue 16): ``/readyz`` details, the console's
 attention page, ``charter runs ls``; ``charter runs quarantine`` marks a run refused by every
-runtime opened afterwards, and the HTTP API answers ``internal`` / ``RUN_LEDGER_INVALID``."""
+runtime (running ones too: tests/ledger/test_live_quarantine.py), and the HTTP API answers
+``internal`` / ``RUN_LEDGER_INVALID``."""
 
 from __future__ import annotations
 

@@ -147,7 +147,7 @@ async def test_a_lifted_quarantine_keeps_the_run_refused(
         "UPDATE ledger_edits SET op = 'update'",
         "UPDATE ledger_edits SET row_key = 'elsewhere'",
     ):
-        with pytest.raises(Exception, match="keeps the note of a quarantine lifted"):
+        with pytest.raises(Exception, match="keeps the note of a quarantine"):
             backend.sql(statement)
     await _still_quarantined(project, backend, runs)
 
@@ -165,7 +165,11 @@ async def test_sqlite_replace_and_truncate_do_not_lift_a_quarantine(
             "VALUES (?, 'LEDGER_GAP', 'x', 't')",
             runs["damaged"],
         )
-        [(note,)] = backend.sql("SELECT id FROM ledger_edits WHERE row_key = ?", runs["damaged"])
+        [(note,)] = backend.sql(
+            "SELECT id FROM ledger_edits WHERE row_key = ? AND op = ?",
+            runs["damaged"],
+            migrations.LIFTED,
+        )
         with pytest.raises(Exception, match="keeps the note"):
             backend.sql("INSERT OR REPLACE INTO ledger_edits (id, op) VALUES (?, 'x')", note)
     else:
@@ -292,30 +296,42 @@ def test_a_deleted_mark_is_still_shown_by_the_server(
 
 
 def _before_marks(backend: Backend) -> None:
-    """Back to the schema before quarantine marks carried a MAC (SQLite 16, PostgreSQL 15)."""
+    """Back to the schema before quarantine marks carried a MAC (SQLite 16, PostgreSQL 15):
+    without the migrations from then on (SQLite 17 and 18, PostgreSQL 16 and 17)."""
     if backend.p == "?":
-        version = len(migrations.SQLITE)
+        version = 17
         triggers = [f"run_ledger_flags_{name} " for name in _SQLITE_FLAG_TRIGGERS]
         triggers += [f"ledger_edits_unquarantine_{name} " for name in _SQLITE_EDIT_TRIGGERS]
+        triggers += [f"ledger_edits_quarantine_{name} " for name in _SQLITE_EDIT_TRIGGERS]
         functions: list[str] = []
     else:
-        version = len(migrations.POSTGRES)
+        version = 16
         triggers = [
+            "run_ledger_flags_marked ON run_ledger_flags",
             "run_ledger_flags_unmarked ON run_ledger_flags",
             "run_ledger_flags_truncated ON run_ledger_flags",
             "ledger_edits_unquarantine_kept ON ledger_edits",
             "ledger_edits_unquarantine_truncated ON ledger_edits",
+            "ledger_edits_quarantine_kept ON ledger_edits",
+            "ledger_edits_quarantine_truncated ON ledger_edits",
         ]
-        functions = ["charter_note_unquarantine()", "charter_keep_unquarantine()"]
+        functions = [
+            "charter_keep_quarantine()",
+            "charter_note_quarantine()",
+            "charter_note_unquarantine()",
+            "charter_keep_unquarantine()",
+        ]
     for trigger in triggers:
         backend.sql(f"DROP TRIGGER {trigger}")
     for function in functions:
         backend.sql(f"DROP FUNCTION {function}")
     backend.sql("ALTER TABLE run_ledger_flags DROP COLUMN quarantine_mac")
-    backend.sql(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version = ?", version)
+    backend.sql(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", version)
 
 
-_SQLITE_FLAG_TRIGGERS = ("unmarked", "mark_cleared", "mark_replaced", "mark_overwritten")
+_SQLITE_FLAG_TRIGGERS = (
+    "unmarked", "mark_cleared", "mark_replaced", "mark_overwritten", "marked", "remarked",
+)  # fmt: skip
 _SQLITE_EDIT_TRIGGERS = ("kept", "unchanged", "not_replaced")
 
 

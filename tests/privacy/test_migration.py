@@ -48,10 +48,13 @@ def _make_legacy(url: str, plain: str) -> None:
             (data,) = conn.execute("SELECT data FROM calls").fetchone()
             row = json.loads(data)
             conn.execute("UPDATE calls SET data = ?", (canonical_text({**row, "summary": old}),))
-            shapes = len(migrations.SQLITE) - 7  # then leases, delegation, edits, row edits,
-            # ids, history MACs, quarantine marks
+            shapes = len(migrations.SQLITE) - 8  # then leases, delegation, edits, row edits,
+            # ids, history MACs, quarantine marks, live quarantines
             conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", (shapes,))
-            for name in ("unmarked", "mark_cleared", "mark_replaced", "mark_overwritten"):
+            for name in (
+                "unmarked", "mark_cleared", "mark_replaced", "mark_overwritten", "marked",
+                "remarked",
+            ):  # fmt: skip
                 conn.execute(f"DROP TRIGGER run_ledger_flags_{name}")
             conn.execute("ALTER TABLE run_ledger_flags DROP COLUMN quarantine_mac")
             for table in migrations.ROW_TABLES:
@@ -70,8 +73,10 @@ def _make_legacy(url: str, plain: str) -> None:
         assert got is not None
         row = json.loads(got[0])
         conn.execute("UPDATE calls SET data = %s", (canonical_text({**row, "summary": old}),))
-        shapes = len(migrations.POSTGRES) - 7  # then leases … history MACs, quarantine marks
+        shapes = len(migrations.POSTGRES) - 8  # then leases … quarantine marks, live ones
         conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= %s", (shapes,))
+        conn.execute("DROP TRIGGER run_ledger_flags_marked ON run_ledger_flags")
+        conn.execute("DROP FUNCTION charter_note_quarantine()")
         conn.execute("DROP TRIGGER run_ledger_flags_unmarked ON run_ledger_flags")
         conn.execute("DROP TRIGGER run_ledger_flags_truncated ON run_ledger_flags")
         conn.execute("DROP FUNCTION charter_note_unquarantine()")
@@ -89,6 +94,7 @@ def _make_legacy(url: str, plain: str) -> None:
         conn.execute("DROP FUNCTION charter_note_event_edit()")
         conn.execute("DROP TABLE ledger_edits")
         conn.execute("DROP FUNCTION charter_keep_unquarantine()")
+        conn.execute("DROP FUNCTION charter_keep_quarantine()")
 
 
 async def test_old_call_rows_are_rewritten_to_their_shapes(

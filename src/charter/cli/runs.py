@@ -194,8 +194,9 @@ def quarantine(
     deploy: Path | None = DEPLOY_OPTION,
     as_json: bool = JSON_OPTION,
 ) -> None:
-    """Mark a run quarantined, outside its ledger: every runtime opened from now on refuses
-    it (RUN_LEDGER_INVALID); it can still be exported and verified."""
+    """Mark a run quarantined, outside its ledger: every runtime refuses it
+    (RUN_LEDGER_INVALID), one already running from its next call in it; it can still be
+    exported and verified."""
     with reported_errors(as_json):
         redactor = command_redactor()
         redactor.refuse_in_id(run_id, "run_id")  # an id cannot be kept redacted: refused

@@ -3,8 +3,8 @@
 The ``run_ledger_flags`` table (SQLite and PostgreSQL) keeps one row per flagged run. A
 process that refuses a run records the finding there (the first finding is kept), so that
 ``charter runs ls``, ``/readyz`` and the console show it to every process; an operator's
-``charter runs quarantine RUN`` marks it quarantined, and every process opened afterwards
-refuses the run whatever its ledger says.
+``charter runs quarantine RUN`` marks it quarantined, and every process refuses the run
+whatever its ledger says (one already running from its next append or read of it: below).
 
 A finding needs no protection: deleting it only makes a process verify the run again on
 first touch, which finds the damage again. A quarantine mark does (the operator distrusts a
@@ -23,6 +23,13 @@ run whose ledger may verify), so since SQLite migration 17 / PostgreSQL 16:
   process (``QUARANTINED``, its message says the mark was lifted outside Charter), whatever
   its flags row says now.
 
+A quarantine takes effect in processes already running, not only in those opened afterwards:
+a mark made or changed is noted in ``ledger_edits`` too (op :data:`MARKED`, SQLite migration
+18 / PostgreSQL 17), and a process reading the entries added since it last looked
+(:data:`NOTED_SQL`: at every append and read of a run's rows on PostgreSQL, whenever another
+connection committed on SQLite) reads the marks they name in the same statement and refuses
+those runs as at its start (:func:`refuse_noted`), before it appends to them or serves them.
+
 Someone who can change the schema can drop the triggers first: a mark deleted then is gone
 without a trace. Nothing kept only in the same database can prevent that; keep the operator's
 record of a quarantine (the command's output, an export of the run) elsewhere too.
@@ -30,6 +37,7 @@ record of a quarantine (the command's output, an export of the run) elsewhere to
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -39,7 +47,9 @@ from charter.ledger.checker import storage_class
 from charter.ledger.events import created_tenant
 from charter.ledger.ports import RunSummary
 from charter.ledger.trust import LedgerTrust, RunProblem
-from charter.stores.migrations import LIFTED
+from charter.stores.migrations import LIFTED, MARKED
+
+logger = logging.getLogger("charter.stores.flags")
 
 FLAG_COLUMNS = (
     "reason", "seq", "message", "found_at", "quarantined_at", "quarantined_by", "quarantine_mac",
@@ -83,6 +93,37 @@ ALL_FLAGS = (
     "GROUP BY e.row_key"
 )
 """Every flags row, and every run whose mark was lifted and that has no flags row now."""
+
+
+NOTED_SQL = (
+    "SELECT n.id, n.run_id, n.op, "
+    + listed_flags("n.row_key")
+    + " FROM ledger_edits n LEFT JOIN run_ledger_flags f ON f.run_id = n.row_key "
+    f"AND n.op IN ('{MARKED}', '{LIFTED}') WHERE {{after}} ORDER BY n.id"
+)
+"""The ``ledger_edits`` entries not read yet (``{after}``: a condition on ``n.id``): id, run,
+op, then the flags row (:func:`listed_flags` order) of the run of a quarantine made or
+lifted. Run only when something was committed since (no row, and no cost, on the common
+path)."""
+
+
+def refuse_noted(rows: Sequence[Sequence[Any]], trust: LedgerTrust) -> set[str]:
+    """The runs :data:`NOTED_SQL`'s rows name; a run whose quarantine was made or lifted is
+    refused from now on as :meth:`SQLiteStore.start` / :meth:`PostgresStore.start` refuse a
+    marked run (its mark checked with :func:`flag_problem`, the same code)."""
+    key = checking_key(trust)
+    for got in rows:
+        if got[2] not in (MARKED, LIFTED):
+            continue
+        problem = flag_problem(str(got[1]), got[3:], key)
+        if problem is not None and problem.marked and trust.problem(problem.run_id) != problem:
+            logger.warning(
+                "run %s was quarantined by another connection (%s): refused from now on",
+                problem.run_id,
+                problem.reason,
+            )
+            trust.quarantine(problem)
+    return {str(got[1]) for got in rows if got[1] is not None}
 
 
 def quarantine_mac(key: LedgerKey, run_id: str, at: str, by: str) -> str:

@@ -71,6 +71,15 @@ _MARKED = (
     "AND quarantined_at IS NOT NULL)"
 )
 _KEPT = "ledger_edits keeps the note of a quarantine lifted outside Charter"
+MARKED = "quarantine run_ledger_flags"
+"""The ``ledger_edits`` op of a quarantine mark made or changed (charter.stores.flags): live
+processes read the run's mark when they see it, and refuse the run from then on."""
+_HAS_MARK = (
+    "new.quarantined_at IS NOT NULL OR new.quarantined_by IS NOT NULL "
+    "OR new.quarantine_mac IS NOT NULL"
+)
+_MARK_COLUMNS = "run_id, quarantined_at, quarantined_by, quarantine_mac"
+_KEPT_MARK = "ledger_edits keeps the note of a quarantine"
 
 SQLITE: tuple[tuple[Statement, ...], ...] = (
     (
@@ -306,6 +315,31 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
             WHEN EXISTS (SELECT 1 FROM ledger_edits WHERE id = new.id AND op = '{LIFTED}')
             BEGIN SELECT RAISE(ABORT, '{_KEPT}'); END""",
     ),
+    # A quarantine takes effect in processes already running (charter.stores.sqlite_edits): a
+    # mark made, made again or changed is noted in ledger_edits, which every process polls
+    # when another connection committed; seeing the note, it reads the run's mark (checking
+    # its MAC, as at its start) and refuses the run before its next append or read of it.
+    # The note cannot be deleted or changed either: a process that has not read it yet would
+    # otherwise go on serving the run.
+    (
+        *(
+            f"""CREATE TRIGGER run_ledger_flags_{name} AFTER {event} ON run_ledger_flags
+                WHEN {_HAS_MARK} BEGIN
+                INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                    VALUES (new.run_id, NULL, '{MARKED}', new.run_id);
+            END"""
+            for name, event in (("marked", "INSERT"), ("remarked", f"UPDATE OF {_MARK_COLUMNS}"))
+        ),
+        f"""CREATE TRIGGER ledger_edits_quarantine_kept BEFORE DELETE ON ledger_edits
+            WHEN old.op = '{MARKED}' BEGIN SELECT RAISE(ABORT, '{_KEPT_MARK}'); END""",
+        f"""CREATE TRIGGER ledger_edits_quarantine_unchanged BEFORE UPDATE ON ledger_edits
+            WHEN old.op = '{MARKED}' OR (new.id IS NOT old.id AND EXISTS (SELECT 1 FROM
+                ledger_edits WHERE id = new.id AND op = '{MARKED}'))
+            BEGIN SELECT RAISE(ABORT, '{_KEPT_MARK}'); END""",
+        f"""CREATE TRIGGER ledger_edits_quarantine_not_replaced BEFORE INSERT ON ledger_edits
+            WHEN EXISTS (SELECT 1 FROM ledger_edits WHERE id = new.id AND op = '{MARKED}')
+            BEGIN SELECT RAISE(ABORT, '{_KEPT_MARK}'); END""",
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -503,6 +537,38 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
             FOR EACH ROW EXECUTE FUNCTION charter_keep_unquarantine()""",
         """CREATE TRIGGER ledger_edits_unquarantine_truncated BEFORE TRUNCATE ON ledger_edits
             FOR EACH STATEMENT EXECUTE FUNCTION charter_keep_unquarantine()""",
+    ),
+    (  # a quarantine noted for processes already running (the SQLite list's 18)
+        f"""CREATE FUNCTION charter_note_quarantine() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            INSERT INTO ledger_edits (run_id, seq, op, row_key)
+                VALUES (NEW.run_id, NULL, '{MARKED}', NEW.run_id);
+            RETURN NULL;
+        END $$""",
+        f"""CREATE TRIGGER run_ledger_flags_marked
+            AFTER INSERT OR UPDATE OF {_MARK_COLUMNS} ON run_ledger_flags FOR EACH ROW
+            WHEN ({_HAS_MARK.replace("new.", "NEW.")})
+            EXECUTE FUNCTION charter_note_quarantine()""",
+        f"""CREATE FUNCTION charter_keep_quarantine() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN
+            IF TG_OP = 'TRUNCATE' THEN
+                IF EXISTS (SELECT 1 FROM ledger_edits WHERE op = '{MARKED}') THEN
+                    RAISE EXCEPTION '{_KEPT_MARK}';
+                END IF;
+                RETURN NULL;
+            END IF;
+            IF OLD.op = '{MARKED}' THEN
+                RAISE EXCEPTION '{_KEPT_MARK}';
+            END IF;
+            IF TG_OP = 'UPDATE' THEN
+                RETURN NEW;
+            END IF;
+            RETURN OLD;
+        END $$""",
+        """CREATE TRIGGER ledger_edits_quarantine_kept BEFORE UPDATE OR DELETE ON ledger_edits
+            FOR EACH ROW EXECUTE FUNCTION charter_keep_quarantine()""",
+        """CREATE TRIGGER ledger_edits_quarantine_truncated BEFORE TRUNCATE ON ledger_edits
+            FOR EACH STATEMENT EXECUTE FUNCTION charter_keep_quarantine()""",
     ),
 )
 

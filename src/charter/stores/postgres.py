@@ -56,6 +56,7 @@ from charter.stores._sql import (
 )
 from charter.stores.flags import (
     ALL_FLAGS,
+    NOTED_SQL,
     ROWLESS_GATE_SQL,
     ROWLESS_SQL,
     UPSERT_FINDING,
@@ -67,11 +68,13 @@ from charter.stores.flags import (
     listed_flags,
     listed_problem,
     quarantine_row,
+    refuse_noted,
     rowless_summaries,
 )
 from charter.stores.leases import PostgresLeases
 from charter.stores.locks import LocalRunLocks
 from charter.stores.postgres_conversations import PostgresConversations
+from charter.stores.postgres_edits import START_PARAMS, START_SQL, UNREAD, EditCursor
 from charter.stores.postgres_errors import LOG_SCRUB, connect_failure, mask_url
 from charter.stores.postgres_errors import translate_psycopg_error as translate_psycopg_error
 from charter.stores.postgres_errors import translated as _translated
@@ -128,9 +131,13 @@ async def migrate(conn: psycopg.AsyncConnection[Any], *, where: str) -> int:
 
 
 _HEAD_SQL = "SELECT seq, hash, mac FROM run_heads WHERE run_id = %s"
-_EDITS_SQL = "SELECT id, run_id FROM ledger_edits WHERE id > %s ORDER BY id"
+_EDITS_SQL = NOTED_SQL.format(after=UNREAD)
 """Events updated or deleted since this process last looked (the ``ledger_edits`` triggers:
-Charter only inserts events). See :mod:`charter.stores.sqlite_edits`."""
+Charter only inserts events), and runs quarantined since, with their marks. Read in every
+append's transaction and beside every read of a run's rows, so a quarantine made by another
+process or replica refuses the run here before its next append or read — with no listener
+connection whose loss could hide it (and ids committed out of order are asked for again:
+:mod:`charter.stores.postgres_edits`). See :mod:`charter.stores.sqlite_edits`."""
 
 
 def _as_head(run_id: str, got: Any) -> Head | None:
@@ -203,7 +210,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         self._tick = asyncio.Event()
         self._listener: asyncio.Task[None] | None = None
         self.trust = LedgerTrust(key)
-        self._edits_seen = 0  # the last ledger_edits entry seen (set on start)
+        self._edits = EditCursor()  # the ledger_edits entries read (the last set on start)
         """What this process verified of each run, and the runs it refuses."""
         self.failure: str | None = None
         """Why the store stopped accepting writes (fail-stop), or None."""
@@ -243,8 +250,8 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         with _translated():
             async with first as conn:
                 await migrate(conn, where="(postgresql)")
-                cur = await conn.execute("SELECT coalesce(max(id), 0) FROM ledger_edits")
-                self._edits_seen = int((await cur.fetchone() or (0,))[0])
+                cur = await conn.execute(START_SQL, START_PARAMS)
+                self._edits.start(await cur.fetchall())
             await self._pool.open(wait=True, timeout=self._open_timeout)
         for problem in await self.run_flags():
             if problem.marked:  # a quarantine mark, or one forged or lifted: refused
@@ -311,7 +318,8 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             logger.error("could not record the finding on run %s: %s", problem.run_id, exc)
 
     async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
-        """Mark ``run_id`` quarantined: every process opened from now on refuses it."""
+        """Mark ``run_id`` quarantined: every process refuses it (a running one from its next
+        append or read of it: charter.stores.flags)."""
         found, now = self.trust.problem(run_id), format_at(self._clock())
         values, problem = quarantine_row(self.key, run_id, found, by=by, reason=reason, now=now)
         with _translated():
@@ -381,7 +389,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
             # round trip; the writes and COMMIT in a second.
             async with self._pool.connection() as conn, conn.pipeline(), conn.transaction():
                 head_cur = await conn.execute(_HEAD_SQL + " FOR UPDATE", (run_id,))
-                edits_cur = await conn.execute(_EDITS_SQL, (self._edits_seen,))
+                edits_cur = await conn.execute(_EDITS_SQL, self._edits.params())
                 reads = [
                     (k, await conn.execute(select_sql(TABLES[k.table], "%s"), k.key))
                     for k in rows_needed(run_id, entries)
@@ -525,10 +533,10 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
     def _note_edits(self, edited: Sequence[Any], run_id: str | None = None) -> None:
         """Forget as verified the runs ``ledger_edits`` noted since this process last looked;
         :class:`RowUnsealed` when ``run_id`` (whose rows were just read) is one of them."""
+        self._edits.advance(edited)
         if not edited:
             return
-        self._edits_seen = max(self._edits_seen, int(edited[-1][0]))
-        runs = {str(r[1]) for r in edited}
+        runs = refuse_noted(edited, self.trust)  # a run quarantined since: refused from now
         self.trust.forget(runs)
         if run_id in runs:
             raise RowUnsealed(run_id)
@@ -540,7 +548,7 @@ class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
         (:meth:`_checked`), as SQLite's reads do (:mod:`charter.stores.sqlite_edits`)."""
         with _translated():
             async with self._pool.connection() as conn, conn.pipeline():
-                edits = await conn.execute(_EDITS_SQL, (self._edits_seen,))
+                edits = await conn.execute(_EDITS_SQL, self._edits.params())
                 got = await fetch(conn)
                 edited = await edits.fetchall()
         self._note_edits(edited, run_id)

@@ -184,7 +184,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
         self._background: set[asyncio.Task[None]] = set()
         """What this process verified of each run, and the runs it refuses."""
         self._opener = RowOpener(self.trust)
-        self._hot = HotRows()  # the writer thread's committed rows (sqlite_batch.HotRows)
+        self._hot = HotRows(self.trust)  # the writer thread's rows (sqlite_batch.HotRows)
         self.commits = 0
         """Transactions the writer committed (group commit makes this < appends)."""
 
@@ -498,7 +498,8 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
             logger.error("could not record the finding on run %s: %s", problem.run_id, exc)
 
     async def quarantine(self, run_id: str, *, by: str, reason: str) -> RunProblem:
-        """Mark ``run_id`` quarantined: every process opened from now on refuses it."""
+        """Mark ``run_id`` quarantined: every process refuses it (a running one from its next
+        append or read of it: charter.stores.flags)."""
         found, now = self.trust.problem(run_id), format_at(self._clock())
         values, problem = quarantine_row(self.key, run_id, found, by=by, reason=reason, now=now)
         sql = UPSERT_QUARANTINE.format(p="?")

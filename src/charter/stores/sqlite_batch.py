@@ -23,6 +23,7 @@ from charter.ledger.checker import storage_class
 from charter.ledger.events import format_at
 from charter.ledger.projections import TABLES, Row, RowKey
 from charter.ledger.rows import parse_own
+from charter.ledger.trust import LedgerTrust
 from charter.stores import migrations
 from charter.stores._sql import DATA_AT, RowOpener, list_sql, select_sql, upsert_params, upsert_sql
 from charter.stores.sqlite_edits import EditWatch
@@ -198,7 +199,7 @@ class HotRows:
 
     LIMIT = 20_000
 
-    def __init__(self) -> None:
+    def __init__(self, trust: LedgerTrust) -> None:
         self.rows: dict[RowKey, str] = {}
         self.parsed: dict[RowKey, Row] = {}
         """Rows of ``rows`` already parsed: every batch reads the run's context and run rows
@@ -207,7 +208,7 @@ class HotRows:
         self.heads: dict[str, Head] = {}
         self.owned: set[str] = set()
         self.version: int | None = None
-        self.edits = EditWatch()  # runs whose events were edited (readers poll it too)
+        self.edits = EditWatch(trust)  # runs edited or quarantined (readers poll it too)
 
     def check(self, conn: sqlite3.Connection) -> AbstractSet[str]:
         """At the start of a write transaction: forget everything if another connection

@@ -13,6 +13,11 @@ runs (:meth:`~charter.ledger.trust.LedgerTrust.forget`). The next append to such
 read of its rows, verifies it in full first: a run that no longer verifies is refused with
 the problem found (a gap, a hash mismatch), one whose edit changed nothing goes on.
 
+The same entries carry quarantines (:mod:`charter.stores.flags`): a mark made or lifted by
+another process is noted there, and the poll that sees the note reads the run's mark in the
+same statement and refuses the run (before the writer plans an append to it, before a reader
+serves its rows) — no restart needed, and no query while nothing was committed elsewhere.
+
 Someone who can edit the database can drop the triggers too; the edits they make afterwards
 are found when a process next touches the run for the first time, as before.
 """
@@ -25,16 +30,18 @@ from collections.abc import Callable
 from typing import TypeVar
 
 from charter.ledger.trust import LedgerTrust, RowUnsealed
+from charter.stores.flags import NOTED_SQL, refuse_noted
 
 T = TypeVar("T")
 
-_AFTER = "SELECT id, run_id FROM ledger_edits WHERE id > ? ORDER BY id"
+_AFTER = NOTED_SQL.format(after="n.id > ?")  # ids in commit order: one writer at a time
 
 
 class EditWatch:
     """The last ``ledger_edits`` entry this process has seen, shared by its connections."""
 
-    def __init__(self) -> None:
+    def __init__(self, trust: LedgerTrust) -> None:
+        self.trust = trust
         self.seen: int | None = None
         self._lock = threading.Lock()
         self._versions: dict[int, int] = {}  # data_version last seen, per connection (id)
@@ -49,7 +56,9 @@ class EditWatch:
     def poll(self, conn: sqlite3.Connection, version: int | None = None) -> set[str]:
         """The runs edited since this process last looked, when another connection committed
         since ``conn`` last asked (else nothing, without a query). ``version``: the
-        ``data_version`` the caller just read on ``conn``."""
+        ``data_version`` the caller just read on ``conn``. A run quarantined since is refused
+        before the lock is let go: no other connection of this process sees the entries
+        after it without the run already refused."""
         if version is None:
             (version,) = conn.execute("PRAGMA data_version").fetchone()
         if self._versions.get(id(conn)) == version or self.seen is None:
@@ -60,7 +69,7 @@ class EditWatch:
             if not rows:
                 return set()
             self.seen = max(self.seen, rows[-1][0])
-        return {str(run_id) for _, run_id in rows}
+            return refuse_noted(rows, self.trust)
 
 
 def edits_first(
