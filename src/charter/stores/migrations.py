@@ -251,6 +251,15 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
     # MAC under the ledger key (charter.stores.conversations.history_mac). Rows from before
     # have none and are refused (CONVERSATION_DAMAGED): nothing can tell them from edited ones.
     ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),
+    # The Build record (charter.stores.builds): each Build a runtime opened with, and the
+    # order of activation, so that a replica of a Build the deployment has moved past never
+    # retires what a context of the current Build holds (a rolling deploy; docs/kernel.md).
+    (
+        """CREATE TABLE builds (
+            digest TEXT PRIMARY KEY, first_seen_at TEXT NOT NULL, activated_at TEXT NOT NULL,
+            activation INTEGER NOT NULL)""",
+        "CREATE UNIQUE INDEX builds_by_activation ON builds (activation)",
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -405,6 +414,12 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
         ),
     ),
     ("ALTER TABLE conversations ADD COLUMN history_mac TEXT",),  # (the SQLite list's 16)
+    (  # the Build record (the SQLite list's 17)
+        """CREATE TABLE builds (
+            digest TEXT PRIMARY KEY, first_seen_at TEXT NOT NULL, activated_at TEXT NOT NULL,
+            activation BIGINT NOT NULL)""",
+        "CREATE UNIQUE INDEX builds_by_activation ON builds (activation)",
+    ),
 )
 
 
