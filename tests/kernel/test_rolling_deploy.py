@@ -3,8 +3,9 @@
 Before: a call in a context of the new Build (B2) that reached a runtime still on the old
 Build (B1) was refused and its live approval retired (``APPROVAL_STALE``) by that old
 runtime — a replica about to be replaced destroyed the newer Build's pending human decision.
-Now only a runtime of the store's current Build (activated last) retires; any other one
-refuses retryably and changes nothing. A rollback (B1 opened again) makes B1 current again.
+Now only a runtime of the store's current Build (the one a runtime opened with last)
+retires; any other one refuses retryably and changes nothing. A rollback (a runtime opening
+on B1 again) makes B1 current again.
 """
 
 from __future__ import annotations
@@ -74,7 +75,8 @@ async def test_an_old_runtime_leaves_a_new_builds_approval_alone(
     old_dir, new_dir = two_builds(tmp_path)
     async with AsyncExitStack() as stack:
         old = await stack.enter_async_context(charter.open(old_dir, store=store_url))
-        new = await stack.enter_async_context(charter.open(new_dir, store=store_url))  # B2 now
+        own = await old.resolve_context("app", "all")  # the old replica served before
+        new = await stack.enter_async_context(charter.open(new_dir, store=store_url))
         b1, b2 = old.build.digest, new.build.digest
         assert b1 != b2
         ctx = await new.resolve_context("app", "all")
@@ -102,7 +104,6 @@ async def test_an_old_runtime_leaves_a_new_builds_approval_alone(
         receipt = await old.call(ctx.context_id, "kv.put", "w1", ARGS, as_="app")
         assert (receipt.status, receipt.metrics.cached) == (CallStatus.SUCCEEDED, True)
         # the old runtime goes on serving contexts of its own Build
-        own = await old.resolve_context("app", "all")
         read = await old.call(own.context_id, "kv.get", "r1", {"key": "k"}, as_="app")
         assert read.status is CallStatus.SUCCEEDED, read.error
 
@@ -113,8 +114,8 @@ async def test_the_current_runtime_retires_an_old_builds_approval(
     old_dir, new_dir = two_builds(tmp_path)
     async with AsyncExitStack() as stack:
         old = await stack.enter_async_context(charter.open(old_dir, store=store_url))
-        new = await stack.enter_async_context(charter.open(new_dir, store=store_url))
         ctx = await old.resolve_context("app", "all")
+        new = await stack.enter_async_context(charter.open(new_dir, store=store_url))
         pending = await old.call(ctx.context_id, "kv.put", "w1", ARGS, as_="app")
         assert pending.approval is not None
         stale = await new.call(ctx.context_id, "kv.put", "w1", ARGS, as_="app")
@@ -137,12 +138,12 @@ async def test_a_rollback_makes_the_old_build_current_again(tmp_path: Path, stor
     old_dir, new_dir = two_builds(tmp_path)
     async with AsyncExitStack() as stack:
         old = await stack.enter_async_context(charter.open(old_dir, store=store_url))
+        ctx_old = await old.resolve_context("app", "all")
         new = await stack.enter_async_context(charter.open(new_dir, store=store_url))
         b1, b2 = old.build.digest, new.build.digest
         ctx_new = await new.resolve_context("app", "all")
         pending_new = await new.call(ctx_new.context_id, "kv.put", "n1", ARGS, as_="app")
         assert pending_new.approval is not None
-        ctx_old = await old.resolve_context("app", "all")
         pending_old = await old.call(ctx_old.context_id, "kv.put", "o1", ARGS, as_="app")
         assert pending_old.approval is not None
         # roll back: a runtime opens on B1 again, which makes B1 the current Build

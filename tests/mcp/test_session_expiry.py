@@ -12,6 +12,7 @@ so does a keyed retry that reaches a replica running a newer Build (a rolling de
 from __future__ import annotations
 
 import shutil
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -151,7 +152,10 @@ async def test_a_keyed_retry_reaching_an_old_replica_leaves_the_call_to_the_new_
     source = new_dir / "tools" / "svc.py"
     source.write_text(source.read_text().replace("(needs a human approval)", "(approved)"))
     store = f"sqlite:///{tmp_path / 'shared.db'}"
-    async with open_runtime(old_dir, store=store) as old, open_runtime(new_dir, store=store) as new:
+    async with AsyncExitStack() as stack:
+        old = await stack.enter_async_context(open_runtime(old_dir, store=store))
+        await old.resolve_context("app", "main")  # the old replica served before the new one
+        new = await stack.enter_async_context(open_runtime(new_dir, store=store))
         assert new.build.digest != old.build.digest
 
         def session(rt: Any) -> Any:

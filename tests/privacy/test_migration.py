@@ -48,13 +48,14 @@ def _make_legacy(url: str, plain: str) -> None:
             (data,) = conn.execute("SELECT data FROM calls").fetchone()
             row = json.loads(data)
             conn.execute("UPDATE calls SET data = ?", (canonical_text({**row, "summary": old}),))
-            shapes = len(migrations.SQLITE) - 6  # then leases, delegation, edits, row edits,
-            # ids, history MACs
+            shapes = len(migrations.SQLITE) - 7  # then leases, delegation, edits, row edits,
+            # ids, history MACs, builds
             conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", (shapes,))
             for table in migrations.ROW_TABLES:
                 conn.execute(f"DROP TRIGGER {table}_row_deleted")
                 conn.execute(f"DROP TRIGGER IF EXISTS {table}_key_changed")
             conn.execute("ALTER TABLE conversations DROP COLUMN history_mac")
+            conn.execute("DROP TABLE builds")
             conn.execute("DROP TABLE leases")
             conn.execute("DROP INDEX calls_by_parent")
             conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
@@ -67,7 +68,7 @@ def _make_legacy(url: str, plain: str) -> None:
         assert got is not None
         row = json.loads(got[0])
         conn.execute("UPDATE calls SET data = %s", (canonical_text({**row, "summary": old}),))
-        shapes = len(migrations.POSTGRES) - 6  # then leases … ids, history MACs
+        shapes = len(migrations.POSTGRES) - 7  # then leases … ids, history MACs, builds
         conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= %s", (shapes,))
         for table in migrations.ROW_TABLES:
             conn.execute(f"DROP TRIGGER {table}_row_deleted ON {table}".encode())
@@ -75,6 +76,7 @@ def _make_legacy(url: str, plain: str) -> None:
         conn.execute("DROP FUNCTION charter_note_row_gone()")
         conn.execute("DROP FUNCTION charter_note_row_delete()")
         conn.execute("ALTER TABLE conversations DROP COLUMN history_mac")
+        conn.execute("DROP TABLE builds")
         conn.execute("DROP TABLE leases")
         conn.execute("DROP INDEX calls_by_parent")
         conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")

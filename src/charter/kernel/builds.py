@@ -3,13 +3,14 @@
 A context answers only under the Build it was resolved for. During a rolling deploy old
 replicas (Build B1) and new ones (B2) share one store, and a client's retry may reach either.
 Which of them may *act* on such a context — retire the approval it holds — is decided by the
-store's Build record (:mod:`charter.stores.builds`): only a runtime whose Build is the
-**current** one (activated last) retires what a context of another Build holds; that Build is
-one the deployment has moved past (or rolled back from). Any other runtime is a replica about
-to be replaced: it changes nothing (no approval retired, no call reserved, no context closed)
-and answers a retryable refusal naming the Build the context needs, so the call can go to a
-replica that runs it. A store without a Build record (or with no Build activated yet) keeps
-the single-Build behaviour: the runtime's Build is taken as current.
+store's Build record (:mod:`charter.stores.builds`): a runtime activates its Build when it
+opens, and only a runtime whose Build is the **current** one (activated last) retires what a
+context of another Build holds; that Build is one the deployment has moved past (or rolled
+back from). Any other runtime is a replica about to be replaced: it changes nothing (no
+approval retired, no call reserved, no context closed) and answers a retryable refusal naming
+the Build the context needs, so the call can go to a replica that runs it. A store without a
+Build record (or with no Build activated yet) keeps the single-Build behaviour: the runtime's
+Build is taken as current.
 """
 
 from __future__ import annotations
@@ -32,14 +33,16 @@ REASON = "CONTEXT_BUILD_CHANGED"
 
 
 async def activate(state: KernelState) -> None:
-    """Record that a runtime opened with ``state``'s Build: it becomes the store's current
-    Build (a no-op when it already is). A store without a Build record is left alone."""
+    """Record that a runtime opened with ``state``'s Build (governed, when it opens: see
+    ``Kernel.maintain_on_open``): it becomes the store's current Build (a no-op when it
+    already is). Once per kernel. A store without a Build record is left alone."""
     store = state.store
-    if not isinstance(store, BuildStore):
+    if state.build_activated or not isinstance(store, BuildStore):
         return
     digest = state.build.digest
     before = await store.current_build()
     record = await store.activate_build(digest, format_at(state.now()))
+    state.build_activated = True
     if before is not None and before.digest != digest:
         _log.warning(
             "Build %s is now the current Build of this store (activation %d; was %s): "

@@ -4,9 +4,9 @@ A rolling deploy runs two Builds on one store at once: old replicas on Build B1 
 ones start on B2. A context is bound to the Build it was resolved under, so a call in a B2
 context that reaches a B1 replica cannot run there — but whether that replica may also retire
 what the context holds (its pending approval) depends on which Build the deployment is moving
-to. This record answers that: every runtime that opens (governed, see
-:meth:`charter.kernel.kernel.Kernel.maintain_on_open`) *activates* its Build, and the Build
-activated last is the **current** one. One row per Build digest:
+to. This record answers that: every runtime that opens governed *activates* its Build
+(:func:`charter.kernel.builds.activate`), and the Build activated last is the **current**
+one. One row per Build digest:
 ``(digest, first_seen_at, activated_at, activation)``; ``activation`` counts activations
 across the store (1, 2, …), so a Build opened again after another one (a rollback, B2 → B1)
 becomes current again with a higher number, while a runtime opening with the Build that is
