@@ -11,6 +11,8 @@ so does a keyed retry that reaches a replica running a newer Build (a rolling de
 
 from __future__ import annotations
 
+import shutil
+from contextlib import AsyncExitStack
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -135,3 +137,47 @@ async def test_a_keyed_retry_reaching_a_redeployed_replica_says_how_to_go_on(
                 fresh = await client.call_tool("svc_store", {"text": "t", "idempotency_key": "s-2"})
                 assert _status(fresh) == "pending_approval", _flow.text(fresh)
     assert count(tmp_path, "store") == 0
+
+
+async def test_a_keyed_retry_reaching_an_old_replica_leaves_the_call_to_the_new_one(
+    tmp_path: Path,
+) -> None:
+    """The other direction of a rolling deploy: the keyed write asked for approval on the
+    new replica (the store's current Build) and retried on the old one. The old replica
+    changes nothing — the key stays bound to its call, the approval stays pending — and
+    answers retryably; the approved call then runs on the new replica."""
+    old_dir, new_dir = tmp_path / "old", tmp_path / "new"
+    make_project(old_dir)
+    shutil.copytree(old_dir, new_dir)  # the same secrets; its own code
+    source = new_dir / "tools" / "svc.py"
+    source.write_text(source.read_text().replace("(needs a human approval)", "(approved)"))
+    store = f"sqlite:///{tmp_path / 'shared.db'}"
+    async with AsyncExitStack() as stack:
+        old = await stack.enter_async_context(open_runtime(old_dir, store=store))
+        await old.resolve_context("app", "main")  # the old replica served before the new one
+        new = await stack.enter_async_context(open_runtime(new_dir, store=store))
+        assert new.build.digest != old.build.digest
+
+        def session(rt: Any) -> Any:
+            async def identify(_ctx: Any) -> tuple[Any, McpSession]:
+                return rt.principal("app"), McpSession(request_ids_unique=False)
+
+            return Client(build_server(Gateway(rt, "main"), identify), cache=None)
+
+        async with session(new) as on_new, session(old) as on_old:
+            key = {"text": "t", "idempotency_key": "s-1"}
+            asked = await on_new.call_tool("svc_store", key)
+            assert _status(asked) == "pending_approval", _flow.text(asked)
+            assert asked.structured_content is not None
+            approval_id = asked.structured_content["approval"]["id"]
+            late = await on_old.call_tool("svc_store", key)
+            assert late.structured_content is not None
+            error = late.structured_content["error"]
+            assert (error["reason"], error["retryable"]) == ("CONTEXT_BUILD_CHANGED", True)
+            assert "new idempotency_key" not in error["message"]
+            approval = await new.get_approval(approval_id, as_="alice")
+            assert approval["status"] == "pending"
+            await old.approve(approval_id, as_="alice")
+            done = await on_new.call_tool("svc_store", key)
+            assert _status(done) == "succeeded", _flow.text(done)
+    assert (count(new_dir, "store"), count(old_dir, "store")) == (1, 0)

@@ -48,8 +48,8 @@ def _make_legacy(url: str, plain: str) -> None:
             (data,) = conn.execute("SELECT data FROM calls").fetchone()
             row = json.loads(data)
             conn.execute("UPDATE calls SET data = ?", (canonical_text({**row, "summary": old}),))
-            shapes = len(migrations.SQLITE) - 8  # then leases, delegation, edits, row edits,
-            # ids, history MACs, quarantine marks, live quarantines
+            shapes = len(migrations.SQLITE) - 9  # then leases, delegation, edits, row edits,
+            # ids, history MACs, quarantine marks, live quarantines, builds
             conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", (shapes,))
             for name in (
                 "unmarked", "mark_cleared", "mark_replaced", "mark_overwritten", "marked",
@@ -61,6 +61,7 @@ def _make_legacy(url: str, plain: str) -> None:
                 conn.execute(f"DROP TRIGGER {table}_row_deleted")
                 conn.execute(f"DROP TRIGGER IF EXISTS {table}_key_changed")
             conn.execute("ALTER TABLE conversations DROP COLUMN history_mac")
+            conn.execute("DROP TABLE builds")
             conn.execute("DROP TABLE leases")
             conn.execute("DROP INDEX calls_by_parent")
             conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
@@ -73,7 +74,7 @@ def _make_legacy(url: str, plain: str) -> None:
         assert got is not None
         row = json.loads(got[0])
         conn.execute("UPDATE calls SET data = %s", (canonical_text({**row, "summary": old}),))
-        shapes = len(migrations.POSTGRES) - 8  # then leases … quarantine marks, live ones
+        shapes = len(migrations.POSTGRES) - 9  # then leases … quarantine marks, live ones, builds
         conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= %s", (shapes,))
         conn.execute("DROP TRIGGER run_ledger_flags_marked ON run_ledger_flags")
         conn.execute("DROP FUNCTION charter_note_quarantine()")
@@ -87,6 +88,7 @@ def _make_legacy(url: str, plain: str) -> None:
         conn.execute("DROP FUNCTION charter_note_row_gone()")
         conn.execute("DROP FUNCTION charter_note_row_delete()")
         conn.execute("ALTER TABLE conversations DROP COLUMN history_mac")
+        conn.execute("DROP TABLE builds")
         conn.execute("DROP TABLE leases")
         conn.execute("DROP INDEX calls_by_parent")
         conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")

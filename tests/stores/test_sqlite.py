@@ -235,6 +235,7 @@ async def test_the_tenant_column_is_filled_in_for_existing_runs(tmp_path: Path) 
     conn.execute("DROP INDEX calls_by_parent")  # and migration 12's
     conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
     undo_edit_triggers(conn)  # and migration 13's
+    conn.execute("DROP TABLE builds")  # and migration 19's
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 3")
     conn.close()
     async with SQLiteStore.open(path, key=key) as store:
@@ -272,6 +273,7 @@ async def test_events_move_to_the_append_ordered_table(
     conn.execute("DROP INDEX calls_by_parent")  # and migration 12's
     conn.execute("ALTER TABLE calls DROP COLUMN parent_span_id")
     undo_edit_triggers(conn)  # and migration 13's
+    conn.execute("DROP TABLE builds")  # and migration 19's
     conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version > 5")
     conn.close()
     caplog.set_level("INFO", logger="charter.stores.sqlite")

@@ -34,7 +34,7 @@ from charter.kernel.envelope import CallStatus, Envelope, Metrics
 
 APPROVAL_TOKEN_HEADER = "X-Charter-Approval-Token"
 TENANT_HEADER = "X-Charter-Tenant"
-ENVELOPE_STATUSES = frozenset({200, 202, 403, 409, 422, 429})
+ENVELOPE_STATUSES = frozenset({200, 202, 403, 409, 422, 429, 503})
 
 
 def check_api_key(key: str, *, name: str = "api_key") -> None:
@@ -166,7 +166,12 @@ def envelope_from(response: httpx2.Response) -> Envelope:
         "content-type", ""
     ).startswith("application/problem+json"):
         raise failure_from(response)
-    d = response.json()
+    try:
+        d = response.json()
+    except ValueError:
+        d = None
+    if not isinstance(d, Mapping) or "call_id" not in d:  # a 503 of a proxy, say
+        raise failure_from(response)
     metrics = d.get("metrics") or {}
     return Envelope(
         call_id=d["call_id"],

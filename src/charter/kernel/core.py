@@ -251,6 +251,7 @@ class KernelState:
         self.lease = OwnerLease(store, self.now, self.owner, self.settings.lease_ttl_s)
         self.ended_runs: set[str] = set()  # runs seen terminal (nothing leaves that)
         self.flying: Counter[tuple[str, str]] = Counter()  # (context, call) running here
+        self.build_activated = False  # charter.kernel.builds.activate, once per kernel
         faults.arm()  # test-only fault points: the environment as this kernel opens
 
     # -----------------------------------------------------------------------------------

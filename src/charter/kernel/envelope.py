@@ -111,4 +111,11 @@ def error_dict(exc: Failure) -> dict[str, Any]:
     retry_after = exc.details.get("retry_after") if exc.details else None
     if isinstance(retry_after, int | float):
         out["retry_after"] = retry_after  # seconds (rate and concurrency limits)
+    builds = {k: exc.details[k] for k in _BUILD_DETAILS if k in exc.details}
+    if builds:  # CONTEXT_BUILD_CHANGED: the Build the context needs, ours, the current one
+        out["details"] = builds
     return out
+
+
+_BUILD_DETAILS = ("context_build", "build", "current_build")
+"""The details an envelope's ``error`` shows (Build digests, never argument values)."""

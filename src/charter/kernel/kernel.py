@@ -44,7 +44,7 @@ from charter.errors import (
     StoreError,
     TransientExternal,
 )
-from charter.kernel import delegation, faults, flight
+from charter.kernel import builds, delegation, faults, flight
 from charter.kernel.admission import admit, call_id_refusal
 from charter.kernel.answers import Answers
 from charter.kernel.approvals import ApprovalGate
@@ -260,6 +260,7 @@ class Kernel:
 
     async def maintain_on_open(self) -> None:
         """What a runtime does when it opens: reconcile, and end idle session runs."""
+        await builds.activate(self.state)  # the store's current Build is ours from now on
         await self.reconcile()
         await self.close_idle_runs()
         await expire_run_metadata(self.state)
@@ -631,14 +632,9 @@ class Kernel:
             return await self.dispatcher.ungoverned(at, contract, arguments)
         # A context answers only under the Build it was resolved for; an old one (or an
         # expired one) can still hand back a finished call's receipt, nothing else.
+        # Only a runtime of the store's current Build retires what such a context holds.
         if ctx.build_digest != state.build.digest:
-            moved = PermissionDenied(
-                "the context was resolved under another Build; resolve a new one",
-                reason="CONTEXT_BUILD_CHANGED",
-                details={"context_build": ctx.build_digest, "build": state.build.digest},
-            )
-            await self.approvals.retire_stale(at)  # its approval can never be used now
-            return await closed_context(state, answers, at, arguments, moved)
+            return await builds.other_build(state, answers, self.approvals, at, arguments)
         if state.now() >= state.expiry(ctx):
             expired = PermissionDenied(
                 "the context has expired; resolve a new one", reason="CONTEXT_EXPIRED"

@@ -355,8 +355,15 @@ def _derived(tag: str, request_id: str | int) -> str:
 
 def _closed(env: Envelope) -> bool:
     """The kernel refused the call because its context is closed: expired, or resolved
-    under another Build (a redeploy)."""
-    return env.status is CallStatus.DENIED and (env.error or {}).get("reason") in _CLOSED
+    under another Build (a redeploy). A retryable refusal is not one: the context's Build is
+    the current one and this runtime's is not (a rolling deploy), so the context is open on
+    the runtimes that run it, and its key stays there."""
+    error = env.error or {}
+    return (
+        env.status is CallStatus.DENIED
+        and error.get("reason") in _CLOSED
+        and error.get("retryable") is not True
+    )
 
 
 def _stuck(env: Envelope, *, name: str, call_id: str) -> types.CallToolResult:

@@ -26,12 +26,13 @@ from charter.ledger.projections import RUN_TABLES, TABLES, Row, RowKey, run_key
 from charter.ledger.rows import parse_own
 from charter.ledger.trust import LedgerTrust, RunProblem
 from charter.ledger.views import TypedReads
+from charter.stores.builds import MemoryBuilds
 from charter.stores.conversations import MemoryConversations
 from charter.stores.leases import MemoryLeases
 from charter.stores.locks import LocalRunLocks
 
 
-class MemoryStore(TypedReads, MemoryConversations, MemoryLeases):
+class MemoryStore(TypedReads, MemoryConversations, MemoryLeases, MemoryBuilds):
     def __init__(
         self,
         *,

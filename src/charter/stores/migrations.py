@@ -340,6 +340,15 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
             WHEN EXISTS (SELECT 1 FROM ledger_edits WHERE id = new.id AND op = '{MARKED}')
             BEGIN SELECT RAISE(ABORT, '{_KEPT_MARK}'); END""",
     ),
+    # The Build record (charter.stores.builds): each Build a runtime opened with, and the
+    # order of activation, so that a replica of a Build the deployment has moved past never
+    # retires what a context of the current Build holds (a rolling deploy; docs/kernel.md).
+    (
+        """CREATE TABLE builds (
+            digest TEXT PRIMARY KEY, first_seen_at TEXT NOT NULL, activated_at TEXT NOT NULL,
+            activation INTEGER NOT NULL)""",
+        "CREATE UNIQUE INDEX builds_by_activation ON builds (activation)",
+    ),
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -569,6 +578,12 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
             FOR EACH ROW EXECUTE FUNCTION charter_keep_quarantine()""",
         """CREATE TRIGGER ledger_edits_quarantine_truncated BEFORE TRUNCATE ON ledger_edits
             FOR EACH STATEMENT EXECUTE FUNCTION charter_keep_quarantine()""",
+    ),
+    (  # the Build record (the SQLite list's 19)
+        """CREATE TABLE builds (
+            digest TEXT PRIMARY KEY, first_seen_at TEXT NOT NULL, activated_at TEXT NOT NULL,
+            activation BIGINT NOT NULL)""",
+        "CREATE UNIQUE INDEX builds_by_activation ON builds (activation)",
     ),
 )
 

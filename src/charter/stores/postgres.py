@@ -54,6 +54,7 @@ from charter.stores._sql import (
     upsert_params,
     upsert_sql,
 )
+from charter.stores.builds import PostgresBuilds
 from charter.stores.flags import (
     ALL_FLAGS,
     NOTED_SQL,
@@ -186,7 +187,7 @@ async def _read_after(
 _TRUST_ATTEMPTS = 4  # appends tried again after verifying what another process appended
 
 
-class PostgresStore(TypedReads, PostgresConversations, PostgresLeases):
+class PostgresStore(TypedReads, PostgresConversations, PostgresLeases, PostgresBuilds):
     def __init__(
         self,
         url: str,

@@ -71,6 +71,7 @@ from charter.stores._sql import (
     select_sql,
     unencodable_key,
 )
+from charter.stores.builds import SQLiteBuilds
 from charter.stores.flags import (
     ALL_FLAGS,
     INSERT_FINDING_SQLITE,
@@ -146,7 +147,7 @@ class _Job:
     future: asyncio.Future[Sequence[Event]]
 
 
-class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases):
+class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
     def __init__(
         self,
         path: str | Path,

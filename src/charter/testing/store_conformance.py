@@ -46,6 +46,7 @@ from charter.ledger.ports import Store
 from charter.ledger.projections import artifact_key, manifest, run_key, task_key
 from charter.ledger.subscribe import read_events, subscribe
 from charter.ledger.verify import verify_run
+from charter.stores.builds import BuildStore
 from charter.stores.leases import Lease, LeaseStore
 from charter.testing.clock import FakeClock
 from charter.testing.raises import raises
@@ -428,6 +429,24 @@ class StoreConformance(TypedReadConformance):
         await store.release_lease("own-a")  # releasing twice is harmless
         assert await store.read_leases(["own-a", "own-b"]) == {"own-b": other}
         assert await store.read_leases([]) == {}
+
+    # -- the Build record -------------------------------------------------------------------
+
+    async def test_the_build_activated_last_is_current(self, store: Store) -> None:
+        assert isinstance(store, BuildStore)
+        assert await store.current_build() is None
+        b1 = await store.activate_build("sha256:b1", "2025-01-01T00:00:00.000000Z")
+        assert (b1.digest, b1.activation) == ("sha256:b1", 1)
+        again = await store.activate_build("sha256:b1", "2025-01-01T00:00:05.000000Z")
+        assert again == b1  # already current: nothing changes
+        b2 = await store.activate_build("sha256:b2", "2025-01-01T00:01:00.000000Z")
+        assert (b2.digest, b2.activation) == ("sha256:b2", 2)
+        assert await store.current_build() == b2
+        back = await store.activate_build("sha256:b1", "2025-01-01T00:02:00.000000Z")  # rollback
+        assert (back.digest, back.activation) == ("sha256:b1", 3)
+        assert back.first_seen_at == b1.first_seen_at
+        assert back.activated_at == "2025-01-01T00:02:00.000000Z"
+        assert await store.current_build() == back
 
 
 def open_store(factory: StoreFactory, key: LedgerKey) -> AbstractAsyncContextManager[Store]:

@@ -57,6 +57,19 @@ CALL_RESPONSES: dict[int | str, dict[str, Any]] = {
     202: _envelope_response(202, "pending_approval, or a duplicate still dispatching"),
     403: _envelope_response(403, "denied"),
     409: _envelope_response(409, "conflict: the call id was used with other arguments"),
+    503: {
+        **_envelope_response(
+            503,
+            "denied retryably: the context needs another Build than this replica runs "
+            "(a rolling deploy); nothing was recorded, call again on another replica",
+        ),
+        "headers": {
+            "Retry-After": {
+                "description": "seconds to wait before retrying",
+                "schema": {"type": "integer"},
+            }
+        },
+    },
     429: {
         **_envelope_response(429, "denied by a rate or concurrency limit: retry later"),
         "headers": {
@@ -177,6 +190,7 @@ def _arguments(body: dict[str, Any]) -> str:
 
 
 THROTTLED = frozenset({"RATE_LIMITED", "CONCURRENCY_LIMITED"})
+ELSEWHERE = frozenset({"CONTEXT_BUILD_CHANGED"})
 
 
 def envelope_json(envelope: Envelope) -> JSONResponse:
@@ -190,6 +204,13 @@ def envelope_json(envelope: Envelope) -> JSONResponse:
         return JSONResponse(
             envelope.to_dict(), status_code=429, headers={"Retry-After": str(seconds)}
         )
+    # A context of a Build this replica's deployment has moved past the replica's own (a
+    # rolling deploy): nothing was recorded, another replica can answer. 503 + Retry-After,
+    # which load balancers retry on another upstream; the envelope names the Build needed.
+    # (The current Build's refusal of an older context is final: 403, not retryable.)
+    elsewhere = error.get("reason") in ELSEWHERE and error.get("retryable") is True
+    if envelope.status is CallStatus.DENIED and elsewhere:
+        return JSONResponse(envelope.to_dict(), status_code=503, headers={"Retry-After": "1"})
     return JSONResponse(envelope.to_dict(), status_code=HTTP_STATUS.get(envelope.status, 200))
 
 
