@@ -9,7 +9,8 @@
 
 ``open`` accepts a project directory (or ``build="latest"``, or a Build file), a store URL
 (``sqlite:///…`` by default, ``postgresql://…``, ``memory:``) and the deployment file;
-calls left in flight are reconciled on open. Audit: ``audit.file``, ``audit=``.
+calls left in flight are reconciled on open. Audit: ``audit.file``, ``audit=``. ``serving=False``
+(one-shot CLI commands) leaves the store's current Build as it is (kernel/builds.py).
 """
 
 from __future__ import annotations
@@ -304,8 +305,7 @@ class Runtime:
 
     async def stored_tenant(self, run_id: str) -> str | None:
         """The tenant a run's first event names as stored (unchecked), or None: who may
-        still verify, or be told about, a run refused for its ledger (its rows are not
-        served)."""
+        still verify, or be told about, a run refused for its ledger (rows not served)."""
         return await stored_tenant(self.store, run_id)
 
     async def run(self, run_id: str) -> RunRow | None:
@@ -661,6 +661,7 @@ async def open_runtime(
     audit: Sequence[AuditSink] = (),
     audit_file: str | os.PathLike[str] | None = None,
     reconcile: bool = True,
+    serving: bool = True,
     settings: KernelSettings | None = None,
 ) -> AsyncIterator[Runtime]:
     """Open a runtime (see the module docstring); closes the store and executors on exit."""
@@ -671,9 +672,7 @@ async def open_runtime(
     key = ledger_key_for(base, deploy, deployment=deployment)
     url = store or os.environ.get("CHARTER_STORE") or DEFAULT_STORE_URL
     if url.startswith("sqlite:///") and not url.startswith("sqlite:////") and project_dir:
-        url = f"sqlite:///{(project_dir / url[len('sqlite:///') :]).resolve()}".replace(
-            "sqlite:///", "sqlite:////", 1
-        ).replace("sqlite://///", "sqlite:////")
+        url = "sqlite:///" + str((project_dir / url[len("sqlite:///") :]).resolve())
     redactor = deployment.redaction.redactor(deployment.known_secrets())
     executors, readiness = _executors(the_build, deployment, project_dir, redactor, functions)
     bindings = {tool_id: b.executor for tool_id, b in readiness.bindings.items()}
@@ -728,7 +727,7 @@ async def open_runtime(
         for executor in executors.values():
             stack.push_async_callback(executor.aclose)
         if reconcile and deployment.mode.value != "off":
-            await kernel.maintain_on_open()
+            await kernel.maintain_on_open(activate=serving)
         yield Runtime(kernel=kernel, deployment=deployment, project_dir=project_dir)
 
 

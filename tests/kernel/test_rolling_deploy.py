@@ -10,7 +10,10 @@ on B1 again) makes B1 current again.
 
 from __future__ import annotations
 
+import os
 import shutil
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import AsyncExitStack
 from pathlib import Path
@@ -19,6 +22,7 @@ from typing import Any
 import pytest
 
 import charter
+from charter.kernel.builds import current_build
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.runtime import Runtime
 from tests.kernel._project import runs_of, write_runtime_project
@@ -166,3 +170,45 @@ async def test_a_rollback_makes_the_old_build_current_again(tmp_path: Path, stor
         await back.approve(pending_old.approval["id"], as_="alice")
         done = await old.call(ctx_old.context_id, "kv.put", "o1", ARGS, as_="app")
         assert done.status is CallStatus.SUCCEEDED, done.error
+
+
+async def test_one_shot_commands_leave_the_current_build_alone(
+    tmp_path: Path, store_url: str
+) -> None:
+    """An operator's ``charter approvals ls`` or ``charter call`` from a checkout of the old
+    Build, or an ``open_runtime(..., serving=False)``, does not make that Build current (a
+    serving runtime's opening does): the new Build's runtimes keep acting as current."""
+    old_dir, new_dir = two_builds(tmp_path)
+    async with AsyncExitStack() as stack:
+        new = await stack.enter_async_context(charter.open(new_dir, store=store_url))
+        b2 = new.build.digest
+        assert await current_build(new.kernel.state) == b2
+        env = {**os.environ, "PYTHONPATH": str(Path(charter.__file__).parents[1])}
+        for args in (
+            ["approvals", "ls", "--as", "alice"],
+            [
+                "call",
+                "kv.get",
+                "--args",
+                '{"key": "k"}',
+                "--call-id",
+                "o1",
+                *("--profile", "all"),
+                "--as",
+                "app",
+            ],
+        ):
+            done = subprocess.run(
+                [sys.executable, "-m", "charter", *args, "-p", str(old_dir), "--store", store_url],
+                capture_output=True,
+                text=True,
+                env=env,
+                timeout=120,
+            )
+            assert done.returncode == 0, done.stderr
+            assert await current_build(new.kernel.state) == b2, args
+        async with charter.open(old_dir, store=store_url, serving=False) as one_shot:
+            assert one_shot.build.digest != b2
+        assert await current_build(new.kernel.state) == b2
+        async with charter.open(old_dir, store=store_url) as serving:  # a serving one does
+            assert await current_build(new.kernel.state) == serving.build.digest != b2

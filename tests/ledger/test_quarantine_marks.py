@@ -297,7 +297,7 @@ def test_a_deleted_mark_is_still_shown_by_the_server(
 
 def _before_marks(backend: Backend) -> None:
     """Back to the schema before quarantine marks carried a MAC (SQLite 16, PostgreSQL 15):
-    without the migrations from then on (SQLite 17 and 18, PostgreSQL 16 and 17)."""
+    without the migrations from then on (SQLite 17 to 19, PostgreSQL 16 to 18)."""
     if backend.p == "?":
         version = 17
         triggers = [f"run_ledger_flags_{name} " for name in _SQLITE_FLAG_TRIGGERS]
@@ -326,6 +326,7 @@ def _before_marks(backend: Backend) -> None:
     for function in functions:
         backend.sql(f"DROP FUNCTION {function}")
     backend.sql("ALTER TABLE run_ledger_flags DROP COLUMN quarantine_mac")
+    backend.sql("DROP TABLE builds")  # (SQLite 19, PostgreSQL 18)
     backend.sql(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", version)
 
 

@@ -213,7 +213,7 @@ def chat(
     async def local() -> bool:
         if as_ is None:
             fail("give --as PRINCIPAL (local mode) or --server URL", as_json=as_json)
-        async with open_runtime(project, store=store, deploy=deploy) as rt:
+        async with open_runtime(project, store=store, deploy=deploy, serving=False) as rt:
             redact_errors(rt.redactor)
             config = load_chat_config(rt.deployment.source)
             chosen = profile or config.profile or agent or config.agent

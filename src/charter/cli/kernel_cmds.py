@@ -96,7 +96,8 @@ def _run(
     fn: Callable[[Runtime], Awaitable[T]],
 ) -> T:
     async def go() -> T:
-        async with open_runtime(project, store=store, deploy=deploy) as rt:
+        # a one-shot command: the store's current Build stays the serving replicas'
+        async with open_runtime(project, store=store, deploy=deploy, serving=False) as rt:
             redact_errors(rt.redactor)
             return await fn(rt)
 

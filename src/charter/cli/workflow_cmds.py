@@ -328,7 +328,7 @@ def create(
         given = inputs_from_options(inputs, base=Path.cwd())
 
         async def main() -> dict[str, Any]:
-            async with open_runtime(project, store=store) as rt:
+            async with open_runtime(project, store=store, serving=False) as rt:
                 redact_errors(rt.redactor)
                 run_id = await create_catalog_run(rt, rt.principal(who), workflow, given)
                 run = await rt.run(run_id)

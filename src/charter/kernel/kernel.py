@@ -258,9 +258,11 @@ class Kernel:
             "run_metadata_expired": len(await expire_run_metadata(self.state)),
         }
 
-    async def maintain_on_open(self) -> None:
-        """What a runtime does when it opens: reconcile, and end idle session runs."""
-        await builds.activate(self.state)  # the store's current Build is ours from now on
+    async def maintain_on_open(self, *, activate: bool = True) -> None:
+        """What a runtime does when it opens: make its Build the store's current one (unless
+        not ``activate``: a one-shot command), reconcile, and end idle session runs."""
+        if activate:
+            await builds.activate(self.state)
         await self.reconcile()
         await self.close_idle_runs()
         await expire_run_metadata(self.state)
