@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import sqlite3
+import sys
 from typing import Any
 
 import charter
@@ -45,6 +46,8 @@ ORDER_RESULT = {
 @charter.tool("shop.order", effect="write", timeout_s=3, result_schema=ORDER_RESULT)
 def order(item: str, ctx: charter.Context) -> dict[str, Any]:
     """Order one item (a business effect, counted in the executor's own table)."""
+    if item == "exit":
+        sys.exit(3)  # the tool ends itself: a failed call, never the executor's process
     with _db() as db:
         db.execute("INSERT INTO effects VALUES (?, ?)", (ctx.idempotency_key, item))
         count = db.execute("SELECT count(*) FROM effects").fetchone()[0]

@@ -143,6 +143,22 @@ def test_the_same_idempotency_key_gets_the_recorded_response(executor: FaultExec
     assert executor.effects() == before + 1
 
 
+def test_a_tool_that_exits_is_a_recorded_failure_not_a_dead_request(
+    executor: FaultExecutor,
+) -> None:
+    """``sys.exit()`` in a tool is its failure: answered and journalled like any exception
+    (it was a bare 500 and an unfinished journal claim)."""
+    key = uuid.uuid4().hex
+    first = post(executor, body(key, item="exit"))
+    assert first.status_code == 200, first.text
+    assert first.json()["status"] == "failed"
+    assert reason(first) == "TOOL_RAISED"
+    assert first.json()["error"]["message"] == "tool shop.order raised SystemExit: 3"
+    again = post(executor, body(key, item="exit"))
+    assert (again.status_code, again.content) == (200, first.content)
+    assert post(executor, body(uuid.uuid4().hex)).status_code == 200  # still serving
+
+
 def test_a_contract_mismatch_is_refused_before_running(executor: FaultExecutor) -> None:
     before = executor.effects()
     response = post(executor, body(uuid.uuid4().hex, digest="sha256:" + "1" * 64))

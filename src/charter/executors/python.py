@@ -299,6 +299,8 @@ class PythonExecutor:
                     raise
                 except Exception as exc:
                     raised = exc
+                except SystemExit as exc:  # the tool's sys.exit(): its failure, not ours
+                    raised = ToolExited(exc)
         except BaseException:
             # The caller cancelled us (or the loop is shutting down): tell the tool, propagate.
             ctx.cancelled.set()
@@ -350,13 +352,23 @@ class PythonExecutor:
                 call_id=ctx.call_id,
                 run_id=ctx.run_id,
             )
+        name = "SystemExit" if isinstance(exc, ToolExited) else type(exc).__name__
         return InternalFailure(
-            scrub(f"tool {request.contract.id} raised {type(exc).__name__}: {exc}"),
+            scrub(f"tool {request.contract.id} raised {name}: {exc}"),
             reason=TOOL_RAISED,
-            details={"exception": type(exc).__name__},
+            details={"exception": name},
             call_id=ctx.call_id,
             run_id=ctx.run_id,
         )
+
+
+class ToolExited(Exception):
+    """A tool called ``sys.exit()``: the call fails like any tool exception (``TOOL_RAISED``)
+    instead of ending the server, the MCP session or the CLI with the call ``dispatching``."""
+
+    def __init__(self, exc: SystemExit) -> None:
+        super().__init__(repr(exc.code))
+        self.__cause__ = exc
 
 
 @types.coroutine

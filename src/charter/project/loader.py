@@ -135,11 +135,18 @@ def import_project_module(root: Path, relative: str) -> ModuleType:
     try:
         with _project_on_path(root):
             spec.loader.exec_module(module)
-    except BaseException:
+    except BaseException as exc:
         if previous is not None:
             sys.modules[name] = previous
         else:
             sys.modules.pop(name, None)
+        if isinstance(exc, SystemExit):
+            # sys.exit() in a tool module must not end the process importing it (a build,
+            # a server, an MCP session) without a word: it is the module's import failing.
+            raise ImportError(
+                f"the module raised SystemExit({exc.code!r}) while being imported "
+                "(a tool module must not exit the process)"
+            ) from exc
         raise
     return module
 
@@ -152,8 +159,10 @@ def _python_tools(root: Path, path: Path, problems: list[Problem]) -> list[Loade
     try:
         module = import_project_module(root, display)
     except Exception as exc:
-        frame = traceback.extract_tb(exc.__traceback__)[-1] if exc.__traceback__ else None
-        line = f" (line {frame.lineno})" if frame and frame.filename == str(path) else ""
+        where = exc.__cause__ if isinstance(exc.__cause__, SystemExit) else exc
+        frame = traceback.extract_tb(where.__traceback__)[-1] if where.__traceback__ else None
+        here = frame is not None and Path(frame.filename).resolve() == path.resolve()
+        line = f" (line {frame.lineno})" if frame is not None and here else ""
         problems.append(
             Problem(
                 message=f"importing the module failed{line}: {type(exc).__name__}: {exc}",

@@ -519,7 +519,7 @@ class _Server:
                 with contextlib.suppress(Failure):
                     error["details"] = ensure_json(dict(exc.details))
             return 200, {"call_id": call.call_id, "status": "failed", "error": error}
-        except Exception as exc:
+        except (Exception, SystemExit) as exc:  # a tool's sys.exit() fails it, not the app
             return 200, {
                 "call_id": call.call_id,
                 "status": "failed",
