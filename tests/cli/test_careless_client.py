@@ -314,3 +314,18 @@ def test_arguments_on_stdin_that_are_not_utf8_are_named(demo: Path, data: bytes,
         argv[:-1], cwd=demo, input=b'{"query": "x"}', capture_output=True, env=env, check=False
     )
     assert plain.returncode == 0, plain.stderr
+
+
+def test_verifying_a_directory_that_is_no_export_says_so(demo: Path, tmp_path: Path) -> None:
+    """A wrong directory read as a damaged ledger ("?: LEDGER_HEAD_MISMATCH at seq None:
+    manifest.json has no head"); it now says there is no manifest there."""
+    empty = tmp_path / "not-an-export"
+    empty.mkdir()
+    done = charter("runs", "verify", str(empty), cwd=demo)
+    assert done.returncode == 1
+    assert "at seq None" not in done.stderr
+    assert "there is no manifest.json in the directory: not a directory written by" in done.stderr
+    (empty / "manifest.json").write_text("{")
+    broken = charter("runs", "verify", str(empty), cwd=demo)
+    assert broken.returncode == 1
+    assert "manifest.json cannot be read as JSON" in broken.stderr
