@@ -329,3 +329,18 @@ def test_verifying_a_directory_that_is_no_export_says_so(demo: Path, tmp_path: P
     broken = charter("runs", "verify", str(empty), cwd=demo)
     assert broken.returncode == 1
     assert "manifest.json cannot be read as JSON" in broken.stderr
+
+
+def test_evaluating_a_run_that_does_not_exist_is_run_not_found(demo: Path) -> None:
+    """It printed "the run is still None" and "nope: None, 1 finding(s)", as if a run
+    without a status had been evaluated."""
+    assert charter("build", cwd=demo).returncode == 0
+    made = charter("call", "notes.search", "--profile", "reader", "--as", "app",
+                   "--call-id", "s1", cwd=demo)  # fmt: skip
+    assert made.returncode == 0, made.stderr  # a Build and a store, with one run in it
+    done = charter("runs", "evaluate", "nope", cwd=demo)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.strip() == "error: invalid_input (RUN_NOT_FOUND): no such run"
+    body = json_error(charter("runs", "evaluate", "nope", "--json", cwd=demo))
+    assert body["reason"] == "RUN_NOT_FOUND"
