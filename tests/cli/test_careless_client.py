@@ -344,3 +344,17 @@ def test_evaluating_a_run_that_does_not_exist_is_run_not_found(demo: Path) -> No
     assert done.stderr.strip() == "error: invalid_input (RUN_NOT_FOUND): no such run"
     body = json_error(charter("runs", "evaluate", "nope", "--json", cwd=demo))
     assert body["reason"] == "RUN_NOT_FOUND"
+
+
+def test_import_mcp_of_a_server_that_is_not_one_names_the_failure(demo: Path) -> None:
+    """A command that prints something other than JSON-RPC made the MCP SDK log a traceback
+    (no logging was configured), and every failed connection was "…: ExceptionGroup"."""
+    garbage = charter("import-mcp", "--command", "python3 -c print(1)", cwd=demo)
+    assert garbage.returncode == 1
+    assert "Traceback" not in garbage.stderr
+    assert "mcp.client.stdio: error: Failed to parse JSONRPC message from server" in (
+        garbage.stderr
+    )
+    refused = charter("import-mcp", "--url", "http://127.0.0.1:1/mcp", cwd=demo)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith("could not be reached: ConnectError"), refused.stderr

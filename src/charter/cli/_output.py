@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from charter.errors import (
     UserError,
 )
 from charter.kernel.envelope import Envelope
-from charter.kernel.redaction import Redactor
+from charter.kernel.redaction import LOG_FILTER, Redactor
 
 # soft_wrap: a long line is never broken with an inserted newline (a terminal wraps it for the
 # eye), so ids and commands stay whole when copied or piped. Tables go through print_table.
@@ -182,6 +183,31 @@ def reopen_closed_streams() -> None:
             os.close(null)
         setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
         CLOSED_STREAMS.add(name)
+
+
+class _LibraryLogFormatter(logging.Formatter):
+    """A library's log record as one line: its logger, level and message, and the kind of an
+    exception it carries — never the traceback (``logger.exception`` in an SDK)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        kind = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else None
+        tail = f" ({kind})" if kind else ""
+        return f"{record.name}: {record.levelname.lower()}: {record.getMessage()}{tail}"
+
+
+def library_logs_to_stderr() -> None:
+    """Unless logging is configured already, warnings of the libraries a command uses (the
+    MCP SDK, HTTP clients) go to stderr as one redacted line each; without a handler Python
+    printed them with their tracebacks and unredacted. ``serve`` and ``mcp`` replace this with
+    their JSON logs."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LibraryLogFormatter())
+    handler.addFilter(LOG_FILTER)
+    handler.setLevel(logging.WARNING)
+    root.addHandler(handler)
 
 
 def read_stdin_text(option: str, *, as_json: bool = False) -> str:
