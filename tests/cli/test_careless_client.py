@@ -314,3 +314,47 @@ def test_arguments_on_stdin_that_are_not_utf8_are_named(demo: Path, data: bytes,
         argv[:-1], cwd=demo, input=b'{"query": "x"}', capture_output=True, env=env, check=False
     )
     assert plain.returncode == 0, plain.stderr
+
+
+def test_verifying_a_directory_that_is_no_export_says_so(demo: Path, tmp_path: Path) -> None:
+    """A wrong directory read as a damaged ledger ("?: LEDGER_HEAD_MISMATCH at seq None:
+    manifest.json has no head"); it now says there is no manifest there."""
+    empty = tmp_path / "not-an-export"
+    empty.mkdir()
+    done = charter("runs", "verify", str(empty), cwd=demo)
+    assert done.returncode == 1
+    assert "at seq None" not in done.stderr
+    assert "there is no manifest.json in the directory: not a directory written by" in done.stderr
+    (empty / "manifest.json").write_text("{")
+    broken = charter("runs", "verify", str(empty), cwd=demo)
+    assert broken.returncode == 1
+    assert "manifest.json cannot be read as JSON" in broken.stderr
+
+
+def test_evaluating_a_run_that_does_not_exist_is_run_not_found(demo: Path) -> None:
+    """It printed "the run is still None" and "nope: None, 1 finding(s)", as if a run
+    without a status had been evaluated."""
+    assert charter("build", cwd=demo).returncode == 0
+    made = charter("call", "notes.search", "--profile", "reader", "--as", "app",
+                   "--call-id", "s1", cwd=demo)  # fmt: skip
+    assert made.returncode == 0, made.stderr  # a Build and a store, with one run in it
+    done = charter("runs", "evaluate", "nope", cwd=demo)
+    assert done.returncode == 1
+    assert done.stdout == ""
+    assert done.stderr.strip() == "error: invalid_input (RUN_NOT_FOUND): no such run"
+    body = json_error(charter("runs", "evaluate", "nope", "--json", cwd=demo))
+    assert body["reason"] == "RUN_NOT_FOUND"
+
+
+def test_import_mcp_of_a_server_that_is_not_one_names_the_failure(demo: Path) -> None:
+    """A command that prints something other than JSON-RPC made the MCP SDK log a traceback
+    (no logging was configured), and every failed connection was "…: ExceptionGroup"."""
+    garbage = charter("import-mcp", "--command", "python3 -c print(1)", cwd=demo)
+    assert garbage.returncode == 1
+    assert "Traceback" not in garbage.stderr
+    assert "mcp.client.stdio: error: Failed to parse JSONRPC message from server" in (
+        garbage.stderr
+    )
+    refused = charter("import-mcp", "--url", "http://127.0.0.1:1/mcp", cwd=demo)
+    assert refused.returncode == 1
+    assert refused.stderr.strip().endswith("could not be reached: ConnectError"), refused.stderr

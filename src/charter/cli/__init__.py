@@ -12,7 +12,13 @@ from rich.markup import escape
 from typer import rich_utils
 
 from charter import telemetry
-from charter.cli._output import err_console, os_error_message, print_json
+from charter.cli._output import (
+    err_console,
+    library_logs_to_stderr,
+    os_error_message,
+    print_json,
+    reopen_closed_streams,
+)
 from charter.cli.app import app
 from charter.errors import ErrorCode
 from charter.kernel.redaction import LOG_FILTER
@@ -52,6 +58,8 @@ def main() -> None:
     """Run the command line. Every way out is an exit code and a message, never a traceback:
     a usage error exits 2 (as JSON on stdout with ``--json``), Ctrl-C exits 130, and an error
     no command expected exits 1 naming only its kind (``CHARTER_DEBUG=1`` re-raises it)."""
+    reopen_closed_streams()  # a closed stdin/stdout/stderr (<&-, >&-) is the null device
+    library_logs_to_stderr()
     argv = sys.argv[1:]
     as_json = _wants_json(argv)
     # A record no handler takes (every command but serve and mcp, which configure logging)

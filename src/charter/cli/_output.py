@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 from collections.abc import Iterator
@@ -31,7 +32,7 @@ from charter.errors import (
     UserError,
 )
 from charter.kernel.envelope import Envelope
-from charter.kernel.redaction import Redactor
+from charter.kernel.redaction import LOG_FILTER, Redactor
 
 # soft_wrap: a long line is never broken with an inserted newline (a terminal wraps it for the
 # eye), so ids and commands stay whole when copied or piped. Tables go through print_table.
@@ -164,10 +165,61 @@ def fail(
     raise typer.Exit(code)
 
 
+CLOSED_STREAMS: set[str] = set()
+"""The standard streams (``stdin``, ``stdout``, ``stderr``) that were closed when the command
+started (``<&-``, ``>&-``): :func:`reopen_closed_streams` put the null device in their place."""
+
+
+def reopen_closed_streams() -> None:
+    """Give each standard stream that the caller closed (Python sets it to ``None``) the null
+    device, on its own descriptor, so no write, flush or read meets ``None`` (a traceback);
+    remember which were closed, so a command that needs one can say so."""
+    for fd, name, mode in ((0, "stdin", "r"), (1, "stdout", "w"), (2, "stderr", "w")):
+        if getattr(sys, name) is not None:
+            continue
+        null = os.open(os.devnull, os.O_RDONLY if fd == 0 else os.O_WRONLY)
+        if null != fd:
+            os.dup2(null, fd)
+            os.close(null)
+        setattr(sys, name, open(fd, mode, encoding="utf-8", closefd=False))  # noqa: SIM115
+        CLOSED_STREAMS.add(name)
+
+
+class _LibraryLogFormatter(logging.Formatter):
+    """A library's log record as one line: its logger, level and message, and the kind of an
+    exception it carries — never the traceback (``logger.exception`` in an SDK)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        kind = record.exc_info[0].__name__ if record.exc_info and record.exc_info[0] else None
+        tail = f" ({kind})" if kind else ""
+        return f"{record.name}: {record.levelname.lower()}: {record.getMessage()}{tail}"
+
+
+def library_logs_to_stderr() -> None:
+    """Unless logging is configured already, warnings of the libraries a command uses (the
+    MCP SDK, HTTP clients) go to stderr as one redacted line each; without a handler Python
+    printed them with their tracebacks and unredacted. ``serve`` and ``mcp`` replace this with
+    their JSON logs."""
+    root = logging.getLogger()
+    if root.handlers:
+        return
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_LibraryLogFormatter())
+    handler.addFilter(LOG_FILTER)
+    handler.setLevel(logging.WARNING)
+    root.addHandler(handler)
+
+
 def read_stdin_text(option: str, *, as_json: bool = False) -> str:
     """Standard input as UTF-8 text, for an option given ``-``: bytes that are not UTF-8 (a
     UTF-16 file, say) or a byte order mark are refused saying so and where, as the HTTP API
     refuses such a body (``BODY_MALFORMED``), never read as text that happens to decode."""
+    if "stdin" in CLOSED_STREAMS or sys.stdin is None:
+        fail(
+            f"{option} -: standard input is closed; pipe the text in, or give it inline",
+            as_json=as_json,
+            reason="STDIN_CLOSED",
+        )
     data = sys.stdin.buffer.read()
     if data.startswith((b"\xef\xbb\xbf", b"\xff\xfe", b"\xfe\xff")):
         fail(

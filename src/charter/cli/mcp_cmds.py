@@ -17,6 +17,7 @@ from typing import Any
 import typer
 
 from charter.cli._output import (
+    CLOSED_STREAMS,
     err_console,
     fail,
     log_level_option,
@@ -59,6 +60,8 @@ def mcp(
         fail("--run, --task and --agent bind a stdio session (--transport stdio)")
     if task is not None and run is None:
         fail("--task needs --run RUN")
+    if transport == "stdio" and "stdout" in CLOSED_STREAMS:
+        fail("standard output is closed: the stdio transport answers the client there")
     bound = (run, task, agent)
     from charter.server.logs import configure_logging
 

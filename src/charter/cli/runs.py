@@ -375,7 +375,8 @@ def report_verify(report: VerifyReport, as_json: bool, *, mac_checked: bool = Tr
     where = f" (artifact {report.artifact_id})" if report.artifact_id else ""
     if report.path is not None:
         where += f" path {report.path!r}"
-    fail(f"{report.run_id}: {report.reason} at seq {report.seq}: {report.message}{where}")
+    at = f" at seq {report.seq}" if report.seq is not None else ""
+    fail(f"{report.run_id}: {report.reason}{at}: {report.message}{where}")
 
 
 @app.command("verify")

@@ -141,7 +141,7 @@ def promote(
         key = ledger_key_for(project, deploy)
 
         async def main() -> Promotion:
-            async with open_store(store, key=key) as s:
+            async with open_store(runs.in_project(store, project), key=key) as s:
                 return await do_promote(
                     project,
                     candidate,
@@ -210,7 +210,7 @@ def replay(
         )
 
         async def main() -> VerifiedReplay:
-            async with open_store(store, key=key, must_exist=True) as s:
+            async with open_store(runs.in_project(store, project), key=key, must_exist=True) as s:
                 return await replay_verified(
                     s,
                     run_id,
@@ -371,7 +371,7 @@ def evaluate(
         agents = frozenset(_build("latest", project).agents)
 
         async def main() -> Evaluation:
-            async with open_store(store, key=key, must_exist=True) as s:
+            async with open_store(runs.in_project(store, project), key=key, must_exist=True) as s:
                 return await evaluate_run(s, run_id, agents=agents)
 
         result = anyio.run(main)

@@ -213,4 +213,9 @@ def connect_failure(
         if isinstance(seen, BaseExceptionGroup):
             pending.extend(seen.exceptions)
         pending.extend(e for e in (seen.__cause__, seen.__context__) if e is not None)
-    return type(exc).__name__
+    leaf = exc  # a task group's ExceptionGroup names nothing: name what failed inside it
+    for _ in range(32):
+        if not isinstance(leaf, BaseExceptionGroup) or not leaf.exceptions:
+            break
+        leaf = leaf.exceptions[0]
+    return type(leaf).__name__

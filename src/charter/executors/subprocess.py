@@ -95,7 +95,9 @@ class SubprocessExecutor:
     ) -> None:
         self._redact = redact_message
         self._entrypoints = dict(entrypoints)
-        self._root = root
+        # absolute: the worker starts in ``root`` and is told ``root`` too (a relative one,
+        # from ``--project demo``, named demo/demo/tools/… there)
+        self._root = root.resolve() if root is not None else None
         self._env = worker_environment(env)
         self._python = python
         self._max_response = max_response_bytes

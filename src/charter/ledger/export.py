@@ -342,6 +342,19 @@ async def _write_as_found(
     )
 
 
+def _no_head(directory: Path, doc: Any) -> str:
+    """Why an export's head cannot be read: a directory that is not an export at all is told
+    apart from a manifest that was damaged."""
+    if not (directory / "manifest.json").is_file():
+        return (
+            "there is no manifest.json in the directory: not a directory written by "
+            "`charter runs export` (or its manifest was removed)"
+        )
+    if doc is None:
+        return "manifest.json cannot be read as JSON"
+    return "manifest.json has no head"
+
+
 def _read_json(path: Path) -> Any:
     try:
         return json.loads(path.read_bytes())
@@ -465,7 +478,7 @@ def verify_directory(
     count = 0
     try:
         if not isinstance(doc, dict) or not isinstance(doc.get("head"), dict):
-            raise LedgerProblem("LEDGER_HEAD_MISMATCH", None, "manifest.json has no head")
+            raise LedgerProblem("LEDGER_HEAD_MISMATCH", None, _no_head(directory, doc))
         h = doc["head"]
         head = Head(run_id=run_id, seq=int(h["seq"]), hash=str(h["hash"]), mac=str(h["mac"]))
         head_seq = head.seq

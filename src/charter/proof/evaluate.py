@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from charter.errors import InvalidInput
 from charter.ledger.ports import Store
 from charter.project.catalog import CatalogEntry
 from charter.project.pinning import pinned_entry
@@ -292,4 +293,7 @@ def _artifact_findings(entry: CatalogEntry, p: Mapping[str, Any], seq: int) -> l
 async def evaluate_run(
     store: Store, run_id: str, *, agents: frozenset[str] | None = None
 ) -> Evaluation:
-    return evaluate_events(run_id, await read_events(store, run_id), agents=agents)
+    events = await read_events(store, run_id)
+    if not events:  # not a run with no findings but "the run is still None"
+        raise InvalidInput("no such run", reason="RUN_NOT_FOUND", run_id=run_id)
+    return evaluate_events(run_id, events, agents=agents)
