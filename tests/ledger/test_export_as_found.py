@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -20,28 +19,10 @@ from typer.testing import CliRunner, Result
 from charter.cli.app import app
 from charter.errors import Failure
 from charter.runtime import open_runtime
-from tests.kernel._project import write_runtime_project
-from tests.kernel.test_ledger_trust import EXPECTED, Backend, _damage, _postgres, _seed, _sqlite
-from tests.stores.conftest import create_database, drop_database
+from tests.ledger._backends import Backend
+from tests.ledger._damage import EXPECTED, damage, seed
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        yield _sqlite(tmp_path / "store.db")
-        return
-    name = create_database()
-    try:
-        yield _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
-    finally:
-        drop_database(name)
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return write_runtime_project(tmp_path / "kv")
 
 
 async def _cli(project: Path, backend: Backend, *args: str) -> Result:
@@ -91,8 +72,8 @@ def _check_as_found(out: Path, run_id: str, problem: str) -> dict[str, Any]:
 async def test_a_damaged_run_is_refused_by_default_and_exported_as_found(
     kind: str, project: Path, backend: Backend, tmp_path: Path
 ) -> None:
-    runs = await _seed(project, backend)
-    _damage(kind, backend, runs)
+    runs = await seed(project, backend)
+    damage(kind, backend, runs)
     problem = EXPECTED[kind]
     run_id = runs["damaged"]
 
@@ -142,8 +123,8 @@ async def test_a_damaged_run_is_refused_by_default_and_exported_as_found(
 async def test_a_quarantined_run_is_exported_as_found(
     project: Path, backend: Backend, tmp_path: Path
 ) -> None:
-    runs = await _seed(project, backend)
-    _damage("missing_middle_event", backend, runs)
+    runs = await seed(project, backend)
+    damage("missing_middle_event", backend, runs)
     run_id = runs["damaged"]
     marked = await _cli(
         project, backend, "quarantine", run_id, "--reason", "event 3 missing", "--by", "ops"

@@ -10,7 +10,6 @@ import contextlib
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -25,15 +24,9 @@ from charter.ledger.trust import RunLedgerInvalid
 from charter.runtime import Runtime, open_runtime
 from charter.stores import migrations
 from charter.stores.flags import UPSERT_QUARANTINE, quarantine_row
-from tests.kernel._project import runs_of, write_runtime_project
-from tests.kernel.test_ledger_trust import (
-    Backend,
-    _intact_run_works,
-    _postgres,
-    _refused,
-    _seed,
-    _sqlite,
-)
+from tests.kernel._project import runs_of
+from tests.ledger._backends import Backend, postgres_backend
+from tests.ledger._damage import assert_refused, intact_run_works, seed
 from tests.server._harness import spawn_serve, write_served_project
 from tests.stores.conftest import create_database, drop_database
 
@@ -46,23 +39,6 @@ SOURCE = Path(charter.__file__).resolve().parents[1]
 @pytest.fixture(autouse=True)
 def _this_tree(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PYTHONPATH", str(SOURCE))
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        yield _sqlite(tmp_path / "store.db")
-        return
-    name = create_database()
-    try:
-        yield _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
-    finally:
-        drop_database(name)
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return write_runtime_project(tmp_path / "kv")
 
 
 def _quarantine_elsewhere(project: Path, store: str, run_id: str) -> None:
@@ -94,24 +70,24 @@ async def _serving(project: Path, rt: Runtime, runs: dict[str, str]) -> None:
 async def test_a_live_runtime_refuses_a_run_quarantined_by_another_process(
     project: Path, backend: Backend
 ) -> None:
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     async with open_runtime(project, store=backend.url) as rt:
         await _serving(project, rt, runs)
         _quarantine_elsewhere(project, backend.url, runs["damaged"])
         before = runs_of(project, "kv.get")
         env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-        _refused(env, "QUARANTINED")
+        assert_refused(env, "QUARANTINED")
         assert "is quarantined" in env.error["message"]
         assert "incident 42" in env.error["message"]
         assert runs_of(project, "kv.get") == before  # nothing dispatched in the run
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
 
 
 async def test_a_live_append_is_refused_as_soon_as_another_process_quarantines(
     project: Path, backend: Backend
 ) -> None:
     """The write path checks too: an append straight to the store (no read before it)."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     done = [NewEvent(type="run_status_changed", payload={"status": "completed"})]
     async with open_runtime(project, store=backend.url) as rt:
         await _serving(project, rt, runs)
@@ -133,7 +109,7 @@ async def test_a_quarantine_by_one_runtime_holds_in_another_open_one(
     """Two runtimes open on one store (two replicas): one quarantines, the other refuses the
     run at its next call — the note that tells it cannot be deleted or changed before it
     reads it; a mark forged by hand under it is refused as tampering."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     async with (
         open_runtime(project, store=backend.url) as first,
         open_runtime(project, store=backend.url) as second,
@@ -148,14 +124,14 @@ async def test_a_quarantine_by_one_runtime_holds_in_another_open_one(
             with pytest.raises(Exception, match="keeps the note of a quarantine"):
                 backend.sql(statement, migrations.MARKED)
         env = await second.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-        _refused(env, "QUARANTINED")
+        assert_refused(env, "QUARANTINED")
         backend.sql(
             "INSERT INTO run_ledger_flags (run_id, reason, message, found_at, quarantined_at, "
             "quarantined_by) VALUES (?, 'QUARANTINED', 'x', 't', 't', 'mallory')",
             runs["intact"],
         )
         env = await second.call(runs["intact_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-        _refused(env, "ROW_MAC_INVALID")
+        assert_refused(env, "ROW_MAC_INVALID")
         assert "mallory" not in env.error["message"]
 
 
@@ -170,8 +146,8 @@ async def test_a_quarantine_committed_after_a_later_note_is_not_passed_over(
     (:mod:`charter.stores.postgres_edits`)."""
     name = create_database()
     try:
-        backend = _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
-        runs = await _seed(project, backend)
+        backend = postgres_backend(f"postgresql://postgres@127.0.0.1:5432/{name}")
+        runs = await seed(project, backend)
         async with contextlib.AsyncExitStack() as stack:
             rt = await stack.enter_async_context(open_runtime(project, store=backend.url))
             await _serving(project, rt, runs)
@@ -193,7 +169,7 @@ async def test_a_quarantine_committed_after_a_later_note_is_not_passed_over(
             held.commit()
             before = runs_of(project, "kv.get")
             env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-            _refused(env, "QUARANTINED")
+            assert_refused(env, "QUARANTINED")
             assert runs_of(project, "kv.get") == before
     finally:
         drop_database(name)

@@ -16,7 +16,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -30,36 +29,12 @@ from charter.runtime import open_runtime
 from charter.stores import migrations
 from tests.console._console import signed_in
 from tests.console.conftest import console_app
-from tests.kernel._project import runs_of, write_runtime_project
-from tests.kernel.test_ledger_trust import (
-    Backend,
-    _intact_run_works,
-    _postgres,
-    _refused,
-    _seed,
-    _sqlite,
-)
+from tests.kernel._project import runs_of
+from tests.ledger._backends import Backend
+from tests.ledger._damage import assert_refused, intact_run_works, seed
 from tests.server._harness import ThreadServer, write_served_project
-from tests.stores.conftest import create_database, drop_database
 
 pytestmark = pytest.mark.anyio
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        yield _sqlite(tmp_path / "store.db")
-        return
-    name = create_database()
-    try:
-        yield _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
-    finally:
-        drop_database(name)
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return write_runtime_project(tmp_path / "kv")
 
 
 def _charter(project: Path, backend: Backend, *args: str) -> subprocess.CompletedProcess[str]:
@@ -89,12 +64,12 @@ async def _still_quarantined(project: Path, backend: Backend, runs: dict[str, st
     async with open_runtime(project, store=backend.url) as rt:
         before = runs_of(project, "kv.get")
         env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-        _refused(env, "QUARANTINED")
+        assert_refused(env, "QUARANTINED")
         assert "is quarantined" in env.error["message"]
         assert runs_of(project, "kv.get") == before  # nothing dispatched in the run
         [flag] = [f for f in await rt.store.run_flags() if f.run_id == run]
         assert (flag.reason, flag.quarantined) == ("QUARANTINED", True)
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
     listed = _listed(project, backend)
     assert listed[run]["quarantined"] is True
     assert listed[runs["intact"]] is None
@@ -104,7 +79,7 @@ async def _still_quarantined(project: Path, backend: Backend, runs: dict[str, st
 
 
 async def test_a_quarantine_holds_across_restarts(project: Path, backend: Backend) -> None:
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     quarantined = _charter(
         project, backend, "quarantine", runs["damaged"], "--reason", "audit", "--by", "alice"
     )
@@ -133,7 +108,7 @@ LIFTS = {
 async def test_a_lifted_quarantine_keeps_the_run_refused(
     project: Path, backend: Backend, lift: str
 ) -> None:
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     await _quarantine(project, backend, runs["damaged"])
     backend.sql(LIFTS[lift], runs["damaged"])
     assert not backend.sql(
@@ -157,7 +132,7 @@ async def test_sqlite_replace_and_truncate_do_not_lift_a_quarantine(
 ) -> None:
     """The dialects' other ways to drop a row: SQLite's REPLACE (which skips delete triggers)
     into the mark's place and over the note, PostgreSQL's TRUNCATE of either table."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     await _quarantine(project, backend, runs["damaged"])
     if backend.p == "?":
         backend.sql(
@@ -212,7 +187,7 @@ async def test_a_forged_mark_is_reported_as_tampering(
 ) -> None:
     """A mark Charter did not make (or altered) is refused as ROW_MAC_INVALID, and no surface
     shows it as an operator's quarantine."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     if forgery == "by altered":
         await _quarantine(project, backend, runs["damaged"])
     elif forgery == "mark copied to another run":
@@ -220,7 +195,7 @@ async def test_a_forged_mark_is_reported_as_tampering(
     FORGERIES[forgery](backend, runs)
     async with open_runtime(project, store=backend.url) as rt:
         env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-        _refused(env, "ROW_MAC_INVALID")
+        assert_refused(env, "ROW_MAC_INVALID")
         assert "its quarantine mark in run_ledger_flags" in env.error["message"]
         assert "mallory" not in env.error["message"]
         [flag] = [f for f in await rt.store.run_flags() if f.run_id == runs["damaged"]]
@@ -237,7 +212,7 @@ async def test_quarantining_again_replaces_a_mark_without_a_mac(
 ) -> None:
     """A mark from before marks carried a MAC reads as not an operator's (the run stays
     refused); the operator quarantines the run again and the mark holds."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     await _quarantine(project, backend, runs["damaged"])
     backend.sql("UPDATE run_ledger_flags SET quarantine_mac = NULL")
     assert _listed(project, backend)[runs["damaged"]]["reason"] == "ROW_MAC_INVALID"
@@ -342,12 +317,12 @@ async def test_an_existing_database_migrates_and_its_marks_are_sealed_again(
     """A database quarantined before the upgrade migrates on open: its unsealed mark keeps the
     run refused (``ROW_MAC_INVALID``, not an operator's quarantine) until the run is
     quarantined again, and from then on a deletion of the mark is noted."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     await _quarantine(project, backend, runs["damaged"])
     _before_marks(backend)
     async with open_runtime(project, store=backend.url) as rt:
         env = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-        _refused(env, "ROW_MAC_INVALID")
+        assert_refused(env, "ROW_MAC_INVALID")
         assert "carries no MAC" in env.error["message"]
     versions = backend.sql(f"SELECT max(version) FROM {migrations.SCHEMA_TABLE}")
     assert versions[0][0] == len(migrations.SQLITE if backend.p == "?" else migrations.POSTGRES)

@@ -8,12 +8,9 @@ SQLite, 14 on PostgreSQL); see docs/ledger.md, "Run-time trust"."""
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx2
-import psycopg
 import pytest
 from typer.testing import CliRunner
 
@@ -24,44 +21,8 @@ from charter.proposals.service import ProposalService
 from charter.runtime import open_runtime
 from tests.console.conftest import console_app
 from tests.kernel._project import runs_of, two_runs, write_runtime_project
+from tests.ledger._backends import Backend, sqlite_backend
 from tests.server._harness import ThreadServer, write_served_project
-from tests.stores.conftest import create_database, drop_database
-
-Edit = Callable[..., None]
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    return "asyncio"
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Edit]]:
-    """A store URL and the attacker's own connection to it."""
-    if request.param == "sqlite":
-        db = tmp_path / "store.db"
-        yield f"sqlite:///{db}", lambda statement, *params: _sqlite(db, statement, *params)
-        return
-    name = create_database()
-    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-
-    def edit(statement: str, *params: object) -> None:
-        with psycopg.connect(url, autocommit=True) as conn:
-            cur = conn.execute(statement.replace("?", "%s").encode(), params)
-            assert cur.rowcount >= 1
-
-    try:
-        yield url, edit
-    finally:
-        drop_database(name)
-
-
-def _sqlite(db: Path, statement: str, *params: object) -> None:
-    conn = sqlite3.connect(db, isolation_level=None)  # another connection: the attacker's
-    try:
-        assert conn.execute(statement, params).rowcount >= 1
-    finally:
-        conn.close()
 
 
 def _refused(error: object) -> None:
@@ -79,10 +40,10 @@ CONTEXT_GONE = {
 @pytest.mark.anyio
 @pytest.mark.parametrize("how", sorted(CONTEXT_GONE))
 async def test_a_context_whose_row_is_gone_refuses_its_run(
-    tmp_path: Path, how: str, backend: tuple[str, Edit]
+    tmp_path: Path, how: str, backend: Backend
 ) -> None:
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as writer:
         runs = await two_runs(writer)
     edit(CONTEXT_GONE[how], runs["damaged_ctx"])
@@ -109,11 +70,11 @@ async def test_a_context_whose_row_is_gone_refuses_its_run(
 
 @pytest.mark.anyio
 async def test_a_context_row_deleted_under_a_live_process_refuses_its_run(
-    tmp_path: Path, backend: tuple[str, Edit]
+    tmp_path: Path, backend: Backend
 ) -> None:
     """The process verified the run and read its rows, but never held the context."""
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as writer:
         runs = await two_runs(writer)
     async with open_runtime(project, store=url) as rt:
@@ -137,10 +98,8 @@ def test_a_deleted_context_over_http_and_the_cli(
         done = http.post(f"/v1/contexts/{ctx['context_id']}/calls", json=call)
         assert done.status_code == 200, done.text
         http.close()
-    _sqlite(
-        served.root / ".charter" / "charter.db",
-        "DELETE FROM contexts WHERE context_id = ?",
-        ctx["context_id"],
+    sqlite_backend(served.root / ".charter" / "charter.db").edit(
+        "DELETE FROM contexts WHERE context_id = ?", ctx["context_id"]
     )
     with ThreadServer(console_app(served.root)) as live:
         http = httpx2.Client(base_url=live.url, headers={"Authorization": f"Bearer {app_key}"})
@@ -188,13 +147,13 @@ KEY_EDITS = {
 @pytest.mark.anyio
 @pytest.mark.parametrize("column", sorted(KEY_EDITS))
 async def test_a_row_key_edited_in_place_fails_verification(
-    tmp_path: Path, column: str, backend: tuple[str, Edit]
+    tmp_path: Path, column: str, backend: Backend
 ) -> None:
     """Verification compares every key column of a run's rows with the rebuilt rows, not
     only their text and indexed columns: a call row whose call id was changed would otherwise
     let a new process dispatch the finished call ``c1`` again."""
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as writer:
         runs = await two_runs(writer)
     edit(KEY_EDITS[column], runs["damaged"])
@@ -211,13 +170,13 @@ async def test_a_row_key_edited_in_place_fails_verification(
 @pytest.mark.anyio
 @pytest.mark.parametrize("what", ["approval", "call", "proposal"])
 async def test_an_approval_a_call_or_a_proposal_whose_row_is_gone(
-    tmp_path: Path, what: str, backend: tuple[str, Edit]
+    tmp_path: Path, what: str, backend: Backend
 ) -> None:
     """Looked up by their own ids (an approval decided, ``GET /v1/calls/{call_id}``, a
     proposal read): the run is refused instead of "no such approval/call/proposal" — and a
     call id two runs had is not answered from the one left."""
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as writer:
         runs = await two_runs(writer)
         pending = await writer.call(

@@ -1,7 +1,7 @@
 """Events edited in the database under a live ``charter mcp`` (a real stdio subprocess, the
 official SDK client): the server notices the edit and refuses the run's next call when the
 run no longer verifies, instead of appending to it until a restart. An edit that leaves the
-run intact lets the session go on. The store's side is tests/kernel/test_events_edited_live.py.
+run intact lets the session go on. The store's side is tests/ledger/test_events_edited_live.py.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Events edited in the store file under a live HTTP server: the next call of the edited run
 is refused as ledger damage (the problem found, and where) while the server keeps serving
 other runs, and the run's verify report says the same — without a restart. The store's side
-is tests/kernel/test_events_edited_live.py; MCP's, tests/mcp/test_ledger_edited_live.py."""
+is tests/ledger/test_events_edited_live.py; MCP's, tests/mcp/test_ledger_edited_live.py."""
 
 from __future__ import annotations
 

@@ -76,7 +76,7 @@ def test_a_deleted_task_row_refuses_the_run_naming_the_task(live: Any, act: str)
         "report",
     ]
     # Without the trigger that notes a deleted row (ledger_edits: then the whole run is
-    # verified again, tests/kernel/test_events_edited_live.py), each act still finds it.
+    # verified again, tests/ledger/test_events_edited_live.py), each act still finds it.
     _sql(db, "DROP TRIGGER tasks_row_deleted")
     _sql(db, "DELETE FROM tasks WHERE run_id = ? AND task_id = 'retrieve'", run)
     (before,) = _sql(db, "SELECT count(*) FROM events WHERE run_id = ?", run)

@@ -1,15 +1,12 @@
 """Events edited under a running process: the process notices and verifies the run again
 before it builds on it or serves its rows (SQLite and PostgreSQL), instead of
 appending to a run that no longer verifies until a restart. ``charter.stores.sqlite_edits``;
-the same damage found by a new process is tests/kernel/test_ledger_trust.py."""
+the same damage found by a new process is tests/ledger/test_ledger_trust.py."""
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psycopg
 import pytest
 
 from charter.artifacts.records import Producer, Trust
@@ -17,7 +14,7 @@ from charter.errors import Failure
 from charter.kernel.envelope import CallStatus
 from charter.runtime import open_runtime
 from tests.kernel._project import runs_of, two_runs, write_runtime_project
-from tests.stores.conftest import create_database, drop_database
+from tests.ledger._backends import Backend, sqlite_backend
 
 pytestmark = pytest.mark.anyio
 
@@ -34,38 +31,6 @@ DAMAGE = {
 }
 
 
-Edit = Callable[..., None]
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[str, Edit]]:
-    """A store URL and the attacker's own connection to it."""
-    if request.param == "sqlite":
-        db = tmp_path / "store.db"
-        yield f"sqlite:///{db}", lambda statement, *params: _sqlite(db, statement, *params)
-        return
-    name = create_database()
-    url = f"postgresql://postgres@127.0.0.1:5432/{name}"
-
-    def edit(statement: str, *params: object) -> None:
-        with psycopg.connect(url, autocommit=True) as conn:
-            cur = conn.execute(statement.replace("?", "%s").encode(), params)
-            assert cur.rowcount >= 1
-
-    try:
-        yield url, edit
-    finally:
-        drop_database(name)
-
-
-def _sqlite(db: Path, statement: str, *params: object) -> None:
-    conn = sqlite3.connect(db, isolation_level=None)  # another connection: the attacker's
-    try:
-        assert conn.execute(statement, params).rowcount >= 1
-    finally:
-        conn.close()
-
-
 def _refused(env: object, problem: str) -> None:
     assert getattr(env, "status", None) is CallStatus.FAILED, env
     error = getattr(env, "error", None) or {}
@@ -75,10 +40,10 @@ def _refused(env: object, problem: str) -> None:
 
 @pytest.mark.parametrize("kind", sorted(DAMAGE))
 async def test_a_call_after_the_edit_is_refused(
-    tmp_path: Path, kind: str, backend: tuple[str, Edit]
+    tmp_path: Path, kind: str, backend: Backend
 ) -> None:
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     statement, problem = DAMAGE[kind]
     async with open_runtime(project, store=url) as rt:
         runs = await two_runs(rt)
@@ -102,17 +67,17 @@ async def test_a_resubmission_first_after_the_edit_is_refused(tmp_path: Path) ->
     db = tmp_path / "store.db"
     async with open_runtime(project, store=f"sqlite:///{db}") as rt:
         runs = await two_runs(rt)
-        _sqlite(db, DAMAGE["missing_middle_event"][0], runs["damaged"])
+        sqlite_backend(db).edit(DAMAGE["missing_middle_event"][0], runs["damaged"])
         again = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
         _refused(again, "LEDGER_GAP")
         assert runs_of(project, "kv.get") == 2
 
 
 async def test_an_edit_that_changes_nothing_is_verified_and_the_run_goes_on(
-    tmp_path: Path, backend: tuple[str, Edit]
+    tmp_path: Path, backend: Backend
 ) -> None:
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as rt:
         runs = await two_runs(rt)
         before = rt.store.trust.verifications
@@ -135,14 +100,14 @@ ROWS_DELETED = {
 
 @pytest.mark.parametrize("table", sorted(ROWS_DELETED))
 async def test_rows_deleted_under_another_process_are_noticed(
-    tmp_path: Path, table: str, backend: tuple[str, Edit]
+    tmp_path: Path, table: str, backend: Backend
 ) -> None:
     """A run's rows deleted outside Charter while a process that did not write them has
     verified the run (a second replica): the triggers of migration 14 (13 on PostgreSQL) note
     the run, so that process verifies it again and refuses it, instead of serving the run
     without the row or building on it (a call row gone: its resubmission dispatched again)."""
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as writer:
         runs = await two_runs(writer)
     async with open_runtime(project, store=url) as rt:  # another process's view
@@ -156,12 +121,12 @@ async def test_rows_deleted_under_another_process_are_noticed(
 
 
 async def test_a_deleted_artifact_row_is_noticed_by_a_read(
-    tmp_path: Path, backend: tuple[str, Edit]
+    tmp_path: Path, backend: Backend
 ) -> None:
     """The next read of the run's rows notices the deletion (it listed no artifact), on
     PostgreSQL too: the read looks at ``ledger_edits`` in its own round trip."""
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as writer:
         runs = await two_runs(writer)
         stored = await writer.artifacts.write_bytes(runs["damaged"], "a.txt", b"a")

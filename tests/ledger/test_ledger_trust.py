@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import json
-import sqlite3
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import anyio
-import psycopg
 import pytest
 
 from charter.errors import Failure
@@ -24,156 +21,20 @@ from charter.ledger.chain import LedgerKey
 from charter.ledger.trust import RunProblem
 from charter.runtime import Runtime, open_runtime
 from charter.stores.factory import open_store
-from tests.kernel._project import runs_of, two_runs, write_runtime_project
-from tests.stores.conftest import create_database, drop_database
+from tests.kernel._project import runs_of
+from tests.ledger._backends import Backend, sqlite_backend
+from tests.ledger._damage import EXPECTED, assert_refused, damage, intact_run_works, seed
 
 pytestmark = pytest.mark.anyio
-
-Exec = Callable[[str, tuple[Any, ...]], list[tuple[Any, ...]]]
-
-
-class Backend:
-    """A store URL and a way to run SQL on it directly (the attacker's access)."""
-
-    def __init__(self, url: str, execute: Exec, placeholder: str) -> None:
-        self.url = url
-        self.execute = execute
-        self.p = placeholder
-
-    def sql(self, statement: str, *params: Any) -> list[tuple[Any, ...]]:
-        return self.execute(statement.replace("?", self.p), params)
-
-
-def _sqlite(path: Path) -> Backend:
-    def execute(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        conn = sqlite3.connect(path, isolation_level=None)
-        try:
-            return list(conn.execute(statement, params).fetchall())
-        finally:
-            conn.close()
-
-    return Backend(f"sqlite:////{path.resolve()}".replace("/////", "////"), execute, "?")
-
-
-def _postgres(url: str) -> Backend:
-    def execute(statement: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        with psycopg.connect(url, autocommit=True) as conn:
-            cur = conn.execute(statement.encode(), params)
-            return list(cur.fetchall()) if cur.description else []
-
-    return Backend(url, execute, "%s")
-
-
-@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
-def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
-    if request.param == "sqlite":
-        yield _sqlite(tmp_path / "store.db")
-        return
-    name = create_database()
-    try:
-        yield _postgres(f"postgresql://postgres@127.0.0.1:5432/{name}")
-    finally:
-        drop_database(name)
-
-
-@pytest.fixture
-def project(tmp_path: Path) -> Path:
-    return write_runtime_project(tmp_path / "kv")
-
-
-async def _seed(project: Path, backend: Backend) -> dict[str, str]:
-    """Two runs, each with a context and one finished call ``c1``."""
-    async with open_runtime(project, store=backend.url) as rt:
-        return await two_runs(rt)
-
-
-def _first_call(backend: Backend, run_id: str) -> tuple[Any, ...]:
-    [row] = backend.sql(
-        "SELECT run_id, context_id, call_id, state, tool_id, tenant, updated_seq, data, "
-        "row_seq, row_mac FROM calls WHERE run_id = ?",
-        run_id,
-    )
-    return row
-
-
-def _damage(kind: str, backend: Backend, runs: dict[str, str]) -> None:
-    run, other = runs["damaged"], runs["intact"]
-    sql = backend.sql
-    if kind == "missing_middle_event":
-        sql("DELETE FROM events WHERE run_id = ? AND seq = 3", run)
-    elif kind == "all_events_deleted":
-        sql("DELETE FROM events WHERE run_id = ?", run)
-    elif kind == "head_moved":
-        sql("UPDATE run_heads SET seq = seq + 1 WHERE run_id = ?", run)
-    elif kind == "row_edited":
-        sql(
-            "UPDATE calls SET state = 'failed', "
-            'data = replace(data, \'"state":"succeeded"\', \'"state":"failed"\') '
-            "WHERE run_id = ?",
-            run,
-        )
-    elif kind == "row_inserted":
-        row = list(_first_call(backend, run))
-        row[2] = "c9"  # another call id, the same (now wrong) MAC
-        row[7] = row[7].replace('"call_id":"c1"', '"call_id":"c9"')
-        sql(
-            "INSERT INTO calls (run_id, context_id, call_id, state, tool_id, tenant, "
-            "updated_seq, data, row_seq, row_mac) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            *row,
-        )
-    elif kind == "event_from_another_run":
-        [(prev, digest, data)] = sql(
-            "SELECT prev_hash, hash, data FROM events WHERE run_id = ? AND seq = 5", other
-        )
-        sql(
-            "UPDATE events SET prev_hash = ?, hash = ?, data = ? WHERE run_id = ? AND seq = 5",
-            prev,
-            digest,
-            data,
-            run,
-        )
-    else:  # pragma: no cover - a typo in the parametrization
-        raise AssertionError(kind)
-
-
-EXPECTED = {
-    "missing_middle_event": "LEDGER_GAP",
-    "all_events_deleted": "LEDGER_HEAD_MISMATCH",
-    "head_moved": "LEDGER_HEAD_MISMATCH",
-    "row_edited": "SNAPSHOT_DIVERGENCE",
-    "row_inserted": "SNAPSHOT_DIVERGENCE",
-    "event_from_another_run": "LEDGER_HASH_MISMATCH",
-}
-
-
-def _refused(env: Any, problem: str) -> None:
-    assert env.status is CallStatus.FAILED, env
-    assert env.error["code"] == "internal"
-    assert env.error["reason"] == "RUN_LEDGER_INVALID"
-    assert f"({problem}" in env.error["message"]  # the first problem, named
-
-
-async def _intact_run_works(rt: Runtime, runs: dict[str, str], project: Path) -> None:
-    before = runs_of(project, "kv.get")
-    found = await rt.get_context(runs["intact_ctx"])
-    assert found is not None
-    assert found.run_id == runs["intact"]
-    ctx = await rt.resolve_context("app", "all", run_id=runs["intact"])
-    env = await rt.call(ctx.context_id, "kv.get", "c2", {"key": "k"}, as_="app")
-    assert env.status is CallStatus.SUCCEEDED, env
-    again = await rt.call(runs["intact_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
-    assert again.status is CallStatus.SUCCEEDED
-    assert again.metrics.cached
-    assert runs_of(project, "kv.get") == before + 1
 
 
 @pytest.mark.parametrize("kind", sorted(EXPECTED))
 async def test_damaged_run_is_refused_and_its_neighbour_works(
     kind: str, project: Path, backend: Backend
 ) -> None:
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     assert runs_of(project, "kv.get") == 2
-    _damage(kind, backend, runs)
+    damage(kind, backend, runs)
     problem = EXPECTED[kind]
     audit = project / "audit.jsonl"
     async with open_runtime(project, store=backend.url, audit_file=audit) as rt:
@@ -185,11 +46,11 @@ async def test_damaged_run_is_refused_and_its_neighbour_works(
             await rt.get_context(runs["damaged_ctx"])
         assert caught.value.reason == "RUN_LEDGER_INVALID"
         call = await rt.call(runs["damaged_ctx"], "kv.get", "c2", {"key": "k"}, as_="app")
-        _refused(call, problem)
+        assert_refused(call, problem)
         resubmitted = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
-        _refused(resubmitted, problem)
+        assert_refused(resubmitted, problem)
         assert runs_of(project, "kv.get") == 2  # nothing dispatched in the damaged run
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
         refused = rt.store.trust.invalid
         assert list(refused) == [runs["damaged"]]
         assert refused[runs["damaged"]].reason == problem
@@ -214,18 +75,18 @@ async def test_a_row_edited_under_a_running_process_is_never_served(
 ) -> None:
     """After the first touch verified the run, each read checks the row's MAC: a call row
     edited under the running process is refused (ROW_MAC_INVALID), not served as a receipt."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     async with open_runtime(project, store=backend.url) as rt:
         first = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
         assert first.metrics.cached  # the run is verified and its receipt served
-        _damage("row_edited", backend, runs)
+        damage("row_edited", backend, runs)
         env = await rt.call(runs["damaged_ctx"], "kv.get", "c1", {"key": "k"}, as_="app")
-        _refused(env, "ROW_MAC_INVALID")
+        assert_refused(env, "ROW_MAC_INVALID")
         with pytest.raises(Failure) as caught:
             await rt.get_call(runs["damaged_ctx"], "c1", as_="app")
         assert caught.value.reason == "RUN_LEDGER_INVALID"
         assert runs_of(project, "kv.get") == 2
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
 
 
 def _edit_row(backend: Backend, table: str, run_id: str) -> None:
@@ -257,7 +118,7 @@ async def test_each_projection_table_is_authenticated(
 ) -> None:
     """A row edited in place (its MAC kept) is refused at the next read that decides
     something with it; the run is refused from then on, its neighbour keeps working."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     async with open_runtime(project, store=backend.url) as rt:
         pending = await rt.call(
             runs["damaged_ctx"], "kv.put", "w1", {"key": "k", "value": "v"}, as_="app"
@@ -270,13 +131,13 @@ async def test_each_projection_table_is_authenticated(
                 await _deciding_read(rt, table, runs, pending.approval["id"])
             assert caught.value.reason == "RUN_LEDGER_INVALID"
         else:  # answered in the call's envelope
-            _refused(await _deciding_read(rt, table, runs, ""), "ROW_MAC_INVALID")
+            assert_refused(await _deciding_read(rt, table, runs, ""), "ROW_MAC_INVALID")
         assert rt.store.trust.invalid[runs["damaged"]].reason == "ROW_MAC_INVALID"
         after = await rt.call(runs["damaged_ctx"], "kv.get", "c4", {"key": "k"}, as_="app")
-        _refused(after, "ROW_MAC_INVALID")
+        assert_refused(after, "ROW_MAC_INVALID")
         assert runs_of(project, "kv.get") == 2
         assert runs_of(project, "kv.put") == 0
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
 
 
 @pytest.mark.slow
@@ -287,8 +148,8 @@ async def test_a_damaged_run_with_a_call_in_flight_does_not_stop_the_runtime(
     ``dispatching``: the run is refused and left alone, the runtime opens."""
     from tests.kernel.test_crash import run_phases
 
-    backend = _sqlite(tmp_path / "store.db")
-    runs = await _seed(project, backend)
+    backend = sqlite_backend(tmp_path / "store.db")
+    runs = await seed(project, backend)
     call = {
         "op": "call",
         "context": runs["damaged_ctx"],
@@ -300,10 +161,10 @@ async def test_a_damaged_run_with_a_call_in_flight_does_not_stop_the_runtime(
     env = {"CHARTER_FAULT": "after_intent", "CHARTER_FAULT_TOOL": "kv.slow"}
     [dying] = run_phases(project, backend.url, [{"env": env, "steps": [call]}], tmp_path / "o")
     assert dying["exit"] != 0
-    _damage("missing_middle_event", backend, runs)
+    damage("missing_middle_event", backend, runs)
     async with open_runtime(project, store=backend.url) as rt:
         assert rt.store.trust.invalid[runs["damaged"]].reason == "LEDGER_GAP"
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
     assert runs_of(project, "kv.slow") == 0
 
 
@@ -322,9 +183,9 @@ async def test_a_refusal_found_just_before_closing_still_reaches_the_audit_sink(
     project: Path, tmp_path: Path
 ) -> None:
     """Closing the runtime waits for the ``run_refused`` records it started."""
-    backend = _sqlite(tmp_path / "store.db")
-    runs = await _seed(project, backend)
-    _damage("missing_middle_event", backend, runs)
+    backend = sqlite_backend(tmp_path / "store.db")
+    runs = await seed(project, backend)
+    damage("missing_middle_event", backend, runs)
     sink = _SlowSink()
     async with open_runtime(project, store=backend.url, audit=[sink]) as rt:
         with pytest.raises(Failure):
@@ -353,7 +214,7 @@ async def test_rows_put_back_under_a_running_process_are_not_built_on(
     """An attacker keeps the rows of an approved write, lets it run, then puts them back:
     each row still has its MAC, but the process that wrote newer ones refuses to build on
     them, so the approval is not used twice and the write does not run again."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     ctx = runs["damaged_ctx"]
     async with open_runtime(project, store=backend.url) as rt:
         args = {"key": "k", "value": "v"}
@@ -372,10 +233,10 @@ async def test_rows_put_back_under_a_running_process_are_not_built_on(
             backend.sql(f"DROP TRIGGER {table}_row_deleted{on}")
         _put_back(backend, runs["damaged"], saved)
         again = await rt.call(ctx, "kv.put", "w1", args, as_="app", approval_id=approval)
-        _refused(again, "SNAPSHOT_DIVERGENCE")
+        assert_refused(again, "SNAPSHOT_DIVERGENCE")
         assert "put back or deleted outside Charter" in again.error["message"]
         assert runs_of(project, "kv.put") == 1  # not twice
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
 
 
 async def test_a_call_row_deleted_under_a_running_process_is_not_made_again(
@@ -383,18 +244,18 @@ async def test_a_call_row_deleted_under_a_running_process_is_not_made_again(
 ) -> None:
     """Deleting the row of a call this process made does not make its resubmission a new
     call (a row another process wrote is checked by its MAC, and by the next first touch)."""
-    runs = await _seed(project, backend)
+    runs = await seed(project, backend)
     async with open_runtime(project, store=backend.url) as rt:
         first = await rt.call(runs["damaged_ctx"], "kv.get", "c7", {"key": "k"}, as_="app")
         assert first.status is CallStatus.SUCCEEDED
         assert runs_of(project, "kv.get") == 3
         backend.sql("DELETE FROM calls WHERE run_id = ? AND call_id = 'c7'", runs["damaged"])
         env = await rt.call(runs["damaged_ctx"], "kv.get", "c7", {"key": "k"}, as_="app")
-        _refused(env, "SNAPSHOT_DIVERGENCE")
+        assert_refused(env, "SNAPSHOT_DIVERGENCE")
         # the deletion was noted (ledger_edits): the run was verified again and found short
         assert "the stored calls rows disagree with the events" in env.error["message"]
         assert runs_of(project, "kv.get") == 3
-        await _intact_run_works(rt, runs, project)
+        await intact_run_works(rt, runs, project)
 
 
 def test_a_finding_made_just_before_close_is_kept(project: Path, backend: Backend) -> None:
