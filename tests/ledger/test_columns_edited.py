@@ -14,19 +14,17 @@ import pytest
 from charter.errors import Failure
 from charter.kernel.envelope import CallStatus
 from charter.runtime import ledger_key_for, open_runtime
-from tests.kernel import test_events_edited_live as live
 from tests.kernel._project import two_runs, write_runtime_project
-from tests.kernel.test_events_edited_live import Edit
+from tests.ledger._backends import Backend
 
 pytestmark = pytest.mark.anyio
-backend = live.backend  # the fixture: a store URL (SQLite, PostgreSQL) and an edit on it
 
 
 async def test_a_call_moved_to_another_tenant_is_not_listed_there(
-    tmp_path: Path, backend: tuple[str, Edit]
+    tmp_path: Path, backend: Backend
 ) -> None:
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as rt:
         runs = await two_runs(rt)
     edit("UPDATE calls SET tenant = 'evil' WHERE run_id = ?", runs["damaged"])
@@ -43,12 +41,12 @@ async def test_a_call_moved_to_another_tenant_is_not_listed_there(
 
 
 async def test_a_call_state_edited_under_a_live_process_is_not_believed(
-    tmp_path: Path, backend: tuple[str, Edit]
+    tmp_path: Path, backend: Backend
 ) -> None:
     """The same process that wrote the rows: a listing by state reads the edited column, and
     the row's text says otherwise."""
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as rt:
         runs = await two_runs(rt)
         edit("UPDATE calls SET state = 'unknown' WHERE run_id = ?", runs["damaged"])
@@ -71,10 +69,10 @@ async def test_a_call_state_edited_under_a_live_process_is_not_believed(
     ],
 )
 async def test_verify_reports_an_edited_column(
-    tmp_path: Path, backend: tuple[str, Edit], statement: str, column: str
+    tmp_path: Path, backend: Backend, statement: str, column: str
 ) -> None:
     project = write_runtime_project(tmp_path / "kv")
-    url, edit = backend
+    url, edit = backend.url, backend.edit
     async with open_runtime(project, store=url) as rt:
         runs = await two_runs(rt)
     edit(statement, runs["damaged"])
