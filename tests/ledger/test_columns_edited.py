@@ -7,6 +7,7 @@ another state's listing: the row is not served, its run is refused as for an edi
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 import pytest
@@ -82,3 +83,47 @@ async def test_verify_reports_an_edited_column(
         assert report.reason == "SNAPSHOT_DIVERGENCE", report
         assert f"a {column} column that disagrees" in report.message
         assert (await rt.verify(runs["intact"], ledger_key_for(project))).ok
+
+
+@pytest.mark.parametrize(
+    ("statement", "column"),
+    [
+        ("UPDATE calls SET tenant = 'evil' WHERE run_id = ? AND call_id = 'slow'", "tenant"),
+        ("UPDATE calls SET tool_id = 'kv.put' WHERE run_id = ? AND call_id = 'slow'", "tool_id"),
+    ],
+)
+async def test_a_column_edited_while_its_call_runs_is_caught_before_its_outcome(
+    tmp_path: Path, backend: Backend, statement: str, column: str
+) -> None:
+    """A call's tool and tenant never change after its intent, so its outcome's commit does
+    not write those columns again (charter.ledger.rows.TableSpec.fixed). A copy edited while
+    the call runs is still caught: the outcome is not recorded over it (the call answers
+    UNKNOWN, its run refused), the column stays as edited, and verification names it."""
+    project = write_runtime_project(tmp_path / "kv")
+    async with open_runtime(project, store=backend.url) as rt:
+        runs = await two_runs(rt)
+        run_id = runs["damaged"]
+        args = {"seconds": 1.5}
+        slow = asyncio.create_task(rt.call(runs["damaged_ctx"], "kv.slow", "slow", args, as_="app"))
+        query = "SELECT state FROM calls WHERE run_id = ? AND call_id = 'slow'"
+        for _ in range(200):
+            if backend.sql(query, run_id) == [("dispatching",)]:
+                break
+            await asyncio.sleep(0.01)
+        else:
+            raise AssertionError("the slow call never started")
+        backend.edit(statement, run_id)
+        done = await slow  # its outcome comes after the edit
+        assert done.status is CallStatus.UNKNOWN, done
+        assert done.error is not None
+        assert done.error["reason"] == "RUN_LEDGER_INVALID"
+        assert f"calls row's {column} column" in done.error["message"]
+    async with open_runtime(project, store=backend.url) as rt:
+        report = await rt.verify(run_id, ledger_key_for(project))
+        assert not report.ok
+        assert report.reason == "SNAPSHOT_DIVERGENCE", report
+        assert f"a {column} column that disagrees" in report.message
+        with pytest.raises(Failure) as caught:
+            await rt.get_call(runs["damaged_ctx"], "slow", as_="app")
+        assert caught.value.reason == "RUN_LEDGER_INVALID"
+        assert f"calls row's {column} column" in caught.value.message

@@ -48,8 +48,8 @@ def _make_legacy(url: str, plain: str) -> None:
             (data,) = conn.execute("SELECT data FROM calls").fetchone()
             row = json.loads(data)
             conn.execute("UPDATE calls SET data = ?", (canonical_text({**row, "summary": old}),))
-            shapes = len(migrations.SQLITE) - 9  # then leases, delegation, edits, row edits,
-            # ids, history MACs, quarantine marks, live quarantines, builds
+            shapes = len(migrations.SQLITE) - 10  # then leases, delegation, edits, row edits,
+            # ids, history MACs, quarantine marks, live quarantines, builds, the parent index
             conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= ?", (shapes,))
             for name in (
                 "unmarked", "mark_cleared", "mark_replaced", "mark_overwritten", "marked",
@@ -74,7 +74,7 @@ def _make_legacy(url: str, plain: str) -> None:
         assert got is not None
         row = json.loads(got[0])
         conn.execute("UPDATE calls SET data = %s", (canonical_text({**row, "summary": old}),))
-        shapes = len(migrations.POSTGRES) - 9  # then leases … quarantine marks, live ones, builds
+        shapes = len(migrations.POSTGRES) - 10  # then leases … live quarantines, builds, parents
         conn.execute(f"DELETE FROM {migrations.SCHEMA_TABLE} WHERE version >= %s", (shapes,))
         conn.execute("DROP TRIGGER run_ledger_flags_marked ON run_ledger_flags")
         conn.execute("DROP FUNCTION charter_note_quarantine()")

@@ -94,6 +94,19 @@ async def test_newer_schema_is_refused(pg_url: str) -> None:
 
 
 @pytest.mark.anyio
+async def test_only_delegated_calls_are_in_the_parent_index(pg_url: str) -> None:
+    """Migration 19: the calls without a parent are left out of calls_by_parent."""
+    async with PostgresStore.open(pg_url, key=fixed_ledger_key()):
+        pass
+    with psycopg.connect(pg_url, autocommit=True) as conn:
+        row = conn.execute(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'calls_by_parent'"
+        ).fetchone()
+    assert row is not None
+    assert row[0].endswith("WHERE (parent_span_id IS NOT NULL)")
+
+
+@pytest.mark.anyio
 async def test_two_stores_racing_on_one_run(pg_url: str) -> None:
     key = fixed_ledger_key()
     async with PostgresStore.open(pg_url, key=key) as a, PostgresStore.open(pg_url, key=key) as b:

@@ -197,6 +197,23 @@ def test_migrations_are_recorded(tmp_path: Path) -> None:
     conn.close()
 
 
+def test_only_delegated_calls_are_in_the_parent_index(tmp_path: Path) -> None:
+    """Migration 20: the calls without a parent (nearly all) are left out of calls_by_parent,
+    and the lookup of a call's children still uses it."""
+    from charter.stores.sqlite import migrate
+
+    conn = sqlite3.connect(tmp_path / "m.db", isolation_level=None)
+    migrate(conn, where="m.db")
+    (sql,) = conn.execute("SELECT sql FROM sqlite_schema WHERE name = 'calls_by_parent'").fetchone()
+    assert sql.endswith("WHERE parent_span_id IS NOT NULL")
+    plan = conn.execute(
+        "EXPLAIN QUERY PLAN SELECT data FROM calls WHERE run_id = ? AND parent_span_id = ?",
+        ("r", "s"),
+    ).fetchall()
+    assert "USING INDEX calls_by_parent" in plan[0][3]
+    conn.close()
+
+
 def undo_edit_triggers(conn: sqlite3.Connection) -> None:
     """Back to a schema before migration 13: no ledger_edits table, no triggers on events
     (a table renamed away took its triggers along), none on the row tables (migrations 14

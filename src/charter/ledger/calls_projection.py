@@ -71,6 +71,7 @@ TABLES: Mapping[str, TableSpec] = {
         # parent_span_id: the delegating call's span (migration SQLite 12 / PostgreSQL 11)
         columns=("state", "tool_id", "tenant", "updated_seq", "parent_span_id"),
         order_by="updated_seq",
+        fixed=("tool_id", "tenant"),  # a call id stays with its tool and its context's tenant
     ),
     "approvals": TableSpec(
         name="approvals",

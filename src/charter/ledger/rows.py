@@ -64,6 +64,11 @@ class TableSpec:
     keys: tuple[str, ...]
     columns: tuple[str, ...]
     order_by: str
+    fixed: tuple[str, ...] = ()
+    """Columns set when the row is first written and never changed after (a call's tool and
+    tenant): an update leaves them, and the indexes on them, alone — one page fewer written
+    per index and commit. A stored copy edited by hand is still refused on read (its row's
+    text says otherwise) and reported by verification."""
 
     @property
     def compared(self) -> tuple[str, ...]:

@@ -43,9 +43,8 @@ LISTING_COLUMNS = frozenset({"status", "state", "tenant"})
 def upsert_sql(spec: TableSpec, placeholder: str) -> str:
     cols = (*spec.keys, *spec.columns, "data", "row_seq", "row_mac")
     values = ", ".join([placeholder] * len(cols))
-    updates = ", ".join(
-        f"{c} = excluded.{c}" for c in (*spec.columns, "data", "row_seq", "row_mac")
-    )
+    changing = (c for c in spec.columns if c not in spec.fixed)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in (*changing, "data", "row_seq", "row_mac"))
     keys = ", ".join(spec.keys)
     return (
         f"INSERT INTO {spec.name} ({', '.join(cols)}) VALUES ({values}) "

@@ -81,6 +81,12 @@ _HAS_MARK = (
 _MARK_COLUMNS = "run_id, quarantined_at, quarantined_by, quarantine_mac"
 _KEPT_MARK = "ledger_edits keeps the note of a quarantine"
 
+_PARENT_INDEX_PARTIAL = (
+    "DROP INDEX IF EXISTS calls_by_parent",
+    "CREATE INDEX calls_by_parent ON calls (run_id, parent_span_id) "
+    "WHERE parent_span_id IS NOT NULL",
+)
+
 SQLITE: tuple[tuple[Statement, ...], ...] = (
     (
         """CREATE TABLE events (
@@ -349,6 +355,9 @@ SQLITE: tuple[tuple[Statement, ...], ...] = (
             activation INTEGER NOT NULL)""",
         "CREATE UNIQUE INDEX builds_by_activation ON builds (activation)",
     ),
+    # A call's children are found by its span; the calls that have no parent (nearly all)
+    # are left out of the index, so writing their rows touches one index page fewer.
+    _PARENT_INDEX_PARTIAL,
 )
 
 POSTGRES: tuple[tuple[Statement, ...], ...] = (
@@ -585,6 +594,7 @@ POSTGRES: tuple[tuple[Statement, ...], ...] = (
             activation BIGINT NOT NULL)""",
         "CREATE UNIQUE INDEX builds_by_activation ON builds (activation)",
     ),
+    _PARENT_INDEX_PARTIAL,  # the SQLite list's 20
 )
 
 
