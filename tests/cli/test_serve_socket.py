@@ -1,4 +1,5 @@
-"""The socket ``charter serve`` listens on: its connections have Nagle's algorithm off.
+"""The socket ``charter serve`` and ``charter mcp --transport http`` listen on: its connections
+have Nagle's algorithm off.
 
 Before: the listening socket was made with protocol 0, and asyncio (which uvicorn serves
 through) turns on ``TCP_NODELAY`` only for sockets that say TCP. Every response written in
@@ -13,13 +14,13 @@ import socket
 
 import pytest
 
-from charter.cli.serve_cmds import _listen
+from charter.cli._listen import listen
 
 pytestmark = pytest.mark.anyio
 
 
 async def test_accepted_connections_have_nagle_off() -> None:
-    listening = _listen("127.0.0.1", 0)
+    listening = listen("127.0.0.1", 0, command="serve")
     port = listening.getsockname()[1]
     seen: list[int] = []
 

@@ -33,7 +33,7 @@ from charter.proposals import ProposalService, load_proposal_settings
 from charter.providers.config import load_chat_config
 from charter.providers.orchestrator import ChatRequest, Orchestrator
 from charter.providers.turns import TurnHub
-from charter.runtime import open_runtime
+from charter.runtime import Runtime, open_runtime
 
 EXIT_WORDS = frozenset({"/exit", "/quit", "exit", "quit"})
 
@@ -216,6 +216,7 @@ def chat(
         async with open_runtime(project, store=store, deploy=deploy, serving=False) as rt:
             redact_errors(rt.redactor)
             config = load_chat_config(rt.deployment.source)
+            _known_agent(rt, agent, config.agent, as_json)  # before stdin or the provider
             chosen = profile or config.profile or agent or config.agent
             if chosen is None:
                 fail("give --profile or --agent", as_json=as_json)
@@ -242,6 +243,17 @@ def chat(
         ok = asyncio.run(remote(server) if server else local())
     if not ok:
         raise typer.Exit(1)
+
+
+def _known_agent(rt: Runtime, agent: str | None, configured: str | None, as_json: bool) -> None:
+    """Refuse an unknown agent (``--agent``, else the deployment's ``chat.agent``) by listing
+    the Build's agents, as an unknown profile is refused."""
+    name = agent or configured
+    if name is None or name in rt.build.agents:
+        return
+    known = ", ".join(sorted(rt.build.agents)) or "none: the Build has no agents"
+    where = "" if agent else f" (chat.agent in {rt.deployment.source})"
+    fail(f"unknown agent {name!r}{where} (known: {known})", as_json=as_json, reason="AGENT_UNKNOWN")
 
 
 def register(root: typer.Typer) -> None:

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import asyncio
 import shlex
+import socket
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
 import typer
 
+from charter.cli._listen import base_url, listen
 from charter.cli._output import (
     CLOSED_STREAMS,
     err_console,
@@ -65,18 +68,19 @@ def mcp(
     bound = (run, task, agent)
     from charter.server.logs import configure_logging
 
+    # HTTP binds first: a busy port fails here in one line, before the runtime opens
+    sock = listen(host, port, command="mcp") if transport == "http" else None
     # every record (the MCP SDK's, HTTP clients') goes to stderr through the redacting filter
     configure_logging(log_level.lower())
-    with reported_errors():
-        asyncio.run(_serve(profile, as_, transport, host, port, project, store, deploy, bound))
+    with sock or nullcontext(), reported_errors():
+        asyncio.run(_serve(profile, as_, transport, sock, project, store, deploy, bound))
 
 
 async def _serve(
     profile: str,
     as_: str | None,
     transport: str,
-    host: str,
-    port: int,
+    sock: socket.socket | None,
     project: Path,
     store: str | None,
     deploy: Path | None,
@@ -97,22 +101,22 @@ async def _serve(
         import uvicorn
         from starlette.applications import Starlette
 
+        assert sock is not None
         app = Starlette()
         mount_mcp(app, rt)
+        host, port = sock.getsockname()[:2]
         err_console.print(
-            f"charter mcp: profile {profile} at http://{host}:{port}/mcp/{profile}", markup=False
+            f"charter mcp: profile {profile} at {base_url(host, port)}/mcp/{profile}", markup=False
         )
         from charter.server.http_protocol import head_limited_protocol
 
         config = uvicorn.Config(
             app,
-            host=host,
-            port=port,
             log_level="warning",
             http=head_limited_protocol(rt.deployment.limits.http),  # bounded request heads
         )
         server = uvicorn.Server(config)
-        await server.serve()
+        await server.serve(sockets=[sock])
 
 
 def import_mcp(

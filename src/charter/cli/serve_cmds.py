@@ -6,9 +6,7 @@ scale out; they behave as one gateway (see docs/server.md, "Replicas").
 
 from __future__ import annotations
 
-import errno
 import importlib.util
-import socket
 import sys
 from collections.abc import AsyncIterator
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
@@ -18,6 +16,7 @@ from typing import TYPE_CHECKING, cast
 import typer
 
 from charter._version import __version__
+from charter.cli._listen import base_url, listen
 from charter.cli._output import fail, log_level_option, reported_errors
 from charter.deploy.audit_settings import audit_sinks
 from charter.deploy.deployment import load_deployment
@@ -85,8 +84,8 @@ def serve(
     with reported_errors():  # a bad deployment file: one line, before anything listens
         head_limits = _preflight(project, deploy)
     # Bind first: a busy port fails here, before the runtime opens or anything logs "ready".
-    sock = _listen(host, port)
-    base = _base_url(host, sock.getsockname()[1])
+    sock = listen(host, port, command="serve")
+    base = base_url(host, sock.getsockname()[1])
     banner = sys.stdout.isatty()
 
     failed: list[Exception] = []  # why the runtime could not open, reported after uvicorn
@@ -181,39 +180,6 @@ def _preflight(project: Path, deploy: Path | None) -> HeadLimits:
         if isinstance(sink, JsonlAuditSink):
             sink.close()
     return deployment.limits.http
-
-
-def _listen(host: str, port: int) -> socket.socket:
-    """A listening socket on ``host:port``, or a clear error (exit 1) when it cannot be had."""
-    try:
-        family = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0][0]
-    except socket.gaierror:
-        fail(f"cannot listen on {host}:{port}: {host!r} is not an address of this machine")
-    # IPPROTO_TCP named, not left 0: asyncio turns Nagle's algorithm off (TCP_NODELAY) only on
-    # connections whose socket says TCP, and with it on, a keep-alive client waited ~40 ms
-    # (its delayed ACK) for the second write of every response.
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    try:
-        sock.bind((host, port))
-        sock.listen(2048)
-    except OSError as exc:
-        sock.close()
-        if exc.errno == errno.EADDRINUSE:
-            fail(
-                f"port {port} on {host} is already in use (another charter serve?); "
-                "stop it or choose another port with --port"
-            )
-        fail(f"cannot listen on {host}:{port}: {exc.strerror}")
-    sock.set_inheritable(True)
-    return sock
-
-
-def _base_url(host: str, port: int) -> str:
-    shown = {"0.0.0.0": "127.0.0.1", "::": "[::1]"}.get(host, host)
-    if ":" in shown and not shown.startswith("["):
-        shown = f"[{shown}]"
-    return f"http://{shown}:{port}"
 
 
 def serve_banner(rt: Runtime, base: str) -> str:

@@ -28,7 +28,12 @@ from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from starlette.requests import Request
 from starlette.types import Message, Receive, Scope, Send
 
-from charter.contracts.problem import PROBLEM_MEDIA_TYPE, problem_body
+from charter.contracts.problem import (
+    ACCEPT_IDENTITY,
+    PROBLEM_MEDIA_TYPE,
+    content_coding_refused,
+    problem_body,
+)
 from charter.errors import ErrorCode, PermissionDenied
 from charter.kernel.principals import Principal
 from charter.mcp._gateway import Gateway, McpSession
@@ -155,6 +160,10 @@ class McpEndpoint:
         if scope.get("method") != "POST":
             await _problem(send, *_method_refused(scope))
             return
+        coded = _coded(scope)
+        if coded is not None:  # nothing decompresses it: refused before it is read
+            await _problem(send, *coded)
+            return
         scope = {**scope, SCOPE_KEY: principal, "headers": _media_type_lowered(scope)}
         body, checked = await _checked_body(receive)
         # An empty body is the guard's -32700 whatever its headers (no message at all); else
@@ -187,6 +196,16 @@ def _method_refused(scope: Scope) -> Refused:
         "server-initiated stream, no session to end); POST one JSON-RPC message"
     )
     return 405, ErrorCode.INVALID_INPUT, "METHOD_NOT_ALLOWED", why, _POST_ONLY
+
+
+def _coded(scope: Scope) -> Refused | None:
+    """A body with a ``Content-Encoding`` other than ``identity``: ``415``, as on ``/v1``."""
+    sent = (v.decode("latin-1") for n, v in scope.get("headers", ()) if n == b"content-encoding")
+    why = content_coding_refused(sent)
+    if why is None:
+        return None
+    accept = [(k.lower().encode(), v.encode()) for k, v in ACCEPT_IDENTITY.items()]
+    return 415, ErrorCode.INVALID_INPUT, "UNSUPPORTED_MEDIA_TYPE", why, accept
 
 
 def _media_type_lowered(scope: Scope) -> list[tuple[bytes, bytes]]:

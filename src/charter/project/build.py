@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import os
+import re
 import tempfile
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -371,6 +372,8 @@ def save_build(build: Build, root: str | os.PathLike[str], *, latest: bool = Tru
     unless ``latest`` is false (a Build kept because calls were governed by it)."""
     directory = Path(root) / BUILDS_DIR
     directory.mkdir(parents=True, exist_ok=True)
+    if latest and (directory / LATEST_FILE).is_dir():  # os.replace cannot replace it
+        raise _damaged(directory / LATEST_FILE, "it is a directory, not a file", remove=True)
     target = directory / build_filename(build.digest)
     if not target.exists():
         _atomic_write(target, build.to_json())
@@ -431,12 +434,40 @@ class PinnedBuilds:
 
 
 def latest_build_path(root: str | os.PathLike[str]) -> Path:
+    """The Build file ``<root>/.charter/builds/LATEST`` names. A missing pointer says to build
+    first; a damaged one (a directory, unreadable, not UTF-8, empty, not a digest, naming a
+    Build that is not there) is refused in one line naming the file, what is wrong with it
+    and how to recover — never read as a path."""
     directory = Path(root) / BUILDS_DIR
+    pointer = directory / LATEST_FILE
     try:
-        digest = (directory / LATEST_FILE).read_text(encoding="utf-8").strip()
+        data = pointer.read_bytes()
     except FileNotFoundError:
         raise UserError(f"no Build yet in {directory}; run `charter build` first") from None
-    return directory / build_filename(digest)
+    except IsADirectoryError:
+        raise _damaged(pointer, "it is a directory, not a file", remove=True) from None
+    except OSError as exc:
+        raise _damaged(pointer, f"it cannot be read ({exc.strerror or exc})") from None
+    try:
+        digest = data.decode("utf-8").strip()
+    except UnicodeDecodeError:
+        raise _damaged(pointer, "it is not UTF-8 text") from None
+    if not digest:
+        raise _damaged(pointer, "it is empty")
+    if _DIGEST.fullmatch(digest) is None:
+        raise _damaged(pointer, "it does not hold a Build digest (sha256: and 64 hex digits)")
+    path = directory / build_filename(digest)
+    if not path.is_file():
+        raise _damaged(pointer, f"it names Build {digest}, which is not in {directory}")
+    return path
+
+
+_DIGEST = re.compile(r"sha256:[0-9a-f]{64}")
+
+
+def _damaged(pointer: Path, what: str, *, remove: bool = False) -> UserError:
+    fix = "remove it and run `charter build`" if remove else "run `charter build` again"
+    return UserError(f"{pointer} is damaged: {what}; {fix} to record the latest Build")
 
 
 def resolve_build_path(ref: str, root: str | os.PathLike[str] = ".") -> Path:

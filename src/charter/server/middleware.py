@@ -1,11 +1,16 @@
-"""One pure ASGI middleware for every request: trace id, body size and time limits, access log,
-metrics.
+"""One pure ASGI middleware for every request: trace id, body size and time limits, a body's
+``Content-Encoding``, access log, metrics.
 
 Pure ASGI (not ``BaseHTTPMiddleware``) so streaming answers — SSE — pass through untouched
 and the per-request overhead stays small. The trace id comes from the W3C ``traceparent``
 header, else ``X-Charter-Trace-Id``, else the request span's (when a server instrumentation
 opened one), else a fresh one; it is echoed in ``X-Charter-Trace-Id`` and handed to the
 kernel, so the envelope, the ledger and the log line share it.
+
+A request body with a ``Content-Encoding`` other than ``identity`` (gzip, br…) is ``415
+UNSUPPORTED_MEDIA_TYPE`` on every route that takes one — the API's and the ``/mcp`` mount's —
+before its body is read: nothing decompresses it, and its bytes read as JSON would be
+answered as malformed.
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ import anyio
 from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from charter.contracts.problem import ACCEPT_IDENTITY, content_coding_refused
 from charter.errors import ErrorCode
 from charter.server.logs import log
 from charter.server.problems import problem_response
@@ -72,6 +78,17 @@ class ServerMiddleware:
         headers = dict(scope["headers"])
         trace_id = trace_id_of(headers)
         scope.setdefault("state", {})["trace_id"] = trace_id
+        coded = _coded(scope) if scope["method"] in _BODY_METHODS else None
+        if coded is not None:
+            response = problem_response(
+                code=ErrorCode.INVALID_INPUT,
+                reason="UNSUPPORTED_MEDIA_TYPE",
+                detail=coded,
+                headers=ACCEPT_IDENTITY,
+            )
+            await response(scope, receive, send)
+            self._log(scope, state, response.status_code, started, trace_id)
+            return
         if state is not None and scope["method"] in _BODY_METHODS and not _streamed(scope):
             buffered: list[Message] | None = None
             # a body sent slowly holds a request and its buffer: it gets a deadline
@@ -173,6 +190,12 @@ class ServerMiddleware:
             run_id=fields.get("run_id"),
             call_id=fields.get("call_id"),
         )
+
+
+def _coded(scope: Scope) -> str | None:
+    """Why the request's body is refused for its ``Content-Encoding`` headers, or None."""
+    values = (v.decode("latin-1") for n, v in scope["headers"] if n == b"content-encoding")
+    return content_coding_refused(values)
 
 
 def _streamed(scope: Scope) -> bool:
