@@ -1,5 +1,6 @@
-"""``charter artifacts put`` (the real executable, local and ``--server``) and ``--input
-TYPE=FILE`` of a catalog run, given a path that is not a regular file.
+"""``charter artifacts put`` (the real executable, local and ``--server``), ``--input
+TYPE=FILE`` of a catalog run and ``charter tasks handoff --file``, given a path that is not
+a regular file.
 
 Before: a FIFO blocked the command forever on its ``open`` (nothing writes to it), and
 ``/dev/zero`` or ``/dev/urandom`` were read until the upload limit (``--server``: into memory,
@@ -169,3 +170,14 @@ def test_a_path_swapped_for_a_fifo_after_the_check_is_refused(
         open_user_file(path, what="FILE")
     assert refused.value.reason == "FILE_NOT_REGULAR"
     assert "is a FIFO (named pipe)" in refused.value.message
+
+
+@pytest.mark.parametrize(("make", "kind"), [KINDS[0][1:], KINDS[3][1:]], ids=["fifo", "dev-zero"])
+def test_a_handoff_file_that_is_not_a_regular_file_is_refused(
+    short_dir: Path, make: Callable[[Path], Path], kind: str
+) -> None:
+    """``charter tasks handoff --file PATH`` read the path as text: a FIFO blocked forever, and
+    ``/dev/zero`` was read without end. Refused before the run is even looked up."""
+    path = make(short_dir)
+    done = _charter("tasks", "handoff", "run-x", "t1", "--file", str(path), "--as", "app")
+    _refused(done, path, kind)
