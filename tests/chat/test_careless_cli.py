@@ -5,6 +5,8 @@ clear ``CONFIG_INVALID`` naming the file, as JSON under ``--json``; never a trac
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import httpx
@@ -13,7 +15,7 @@ from typer.testing import CliRunner
 
 from charter.cli.app import app
 from tests.chat.conftest import Live
-from tests.cli.test_first_hour import charter
+from tests.cli.test_first_hour import CHARTER, charter
 from tests.conftest import copy_demo
 
 runner = CliRunner()
@@ -156,3 +158,54 @@ def test_a_chat_time_range_no_store_can_hold_is_refused_before_anything_runs(
         assert says in problem["detail"]
         assert len(answer.content) < 2000  # the value is not echoed
         assert http.get(f"{copilot.url}/v1/runs", headers=headers).json() == runs
+
+
+@pytest.mark.parametrize(
+    ("stdin", "says"),
+    [
+        (b"\xff", "standard input is not valid UTF-8 (line 1: byte 0xff at offset 0)"),
+        (b"\xff\n", "standard input is not valid UTF-8 (line 1: byte 0xff at offset 0)"),
+        (b"/x\n\nab\xc3(\n", "standard input is not valid UTF-8 (line 3: byte 0xc3 at offset 2)"),
+    ],
+)
+def test_stdin_that_is_not_utf8_is_refused_saying_so(demo: Path, stdin: bytes, says: str) -> None:
+    """Before: ``printf '\\xff' | charter chat`` answered "message contains a lone surrogate
+    (not valid Unicode)" — what Python makes of a byte that is not UTF-8 — with no word of
+    where. Now it says the input is not UTF-8, the line and the byte, and exits 1."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
+    argv = [CHARTER, "chat", "--profile", "reader", "--agent", "assistant", "--as", "app"]
+    for as_json in (False, True):
+        done = subprocess.run(
+            [*argv, *(["--json"] if as_json else [])],
+            cwd=demo,
+            input=stdin,
+            capture_output=True,
+            env={**env, "NO_COLOR": "1"},
+            timeout=60,
+            check=False,
+        )
+        out, err = done.stdout.decode(), done.stderr.decode()
+        assert done.returncode == 1, out + err
+        assert "Traceback" not in out + err
+        assert "surrogate" not in out + err
+        if as_json:
+            body = json.loads(out.split("you> ")[-1])
+            assert (body["error"], body["reason"]) == (says, "BODY_MALFORMED")
+        else:
+            assert says in err, err
+
+
+def test_a_message_argument_that_is_not_utf8_is_refused_saying_so(demo: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
+    argv = ["chat", "--profile", "reader", "--agent", "assistant", "--as", "app", "-m"]
+    done = subprocess.run(
+        [CHARTER.encode(), *(a.encode() for a in argv), b"ok\xff"],
+        cwd=demo,
+        capture_output=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert b"Traceback" not in done.stderr
+    assert b"--message is not valid UTF-8 (byte 0xff at offset 2)" in done.stderr

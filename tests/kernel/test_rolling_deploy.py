@@ -71,6 +71,9 @@ def refused_elsewhere(env: Envelope, *, needs: str, ours: str) -> None:
     assert env.error["code"] == "transient_external", env.error
     assert env.error["retryable"] is True
     assert env.error["details"] == {"context_build": needs, "build": ours, "current_build": needs}
+    # it says what holds: the ledger does record the refusal (an audit record)
+    assert "nothing was recorded" not in env.error["message"]
+    assert "no call was reserved or run" in env.error["message"]
 
 
 async def test_an_old_runtime_leaves_a_new_builds_approval_alone(
@@ -89,9 +92,15 @@ async def test_an_old_runtime_leaves_a_new_builds_approval_alone(
         assert pending.approval is not None
         approval_id = pending.approval["id"]
         # the retry lands on the old runtime: refused retryably, and nothing changes
+        before = len(await new.events(ctx.run_id))
         for _ in range(2):
             again = await old.call(ctx.context_id, "kv.put", "w1", ARGS, as_="app")
             refused_elsewhere(again, needs=b2, ours=b1)
+        # the ledger gained the two refusals' audit records, and nothing else
+        added = (await new.events(ctx.run_id))[before:]
+        assert [(e.type, e.payload["outcome"], e.payload["reason"]) for e in added] == [
+            ("tool_call_recorded", "denied", "CONTEXT_BUILD_CHANGED")
+        ] * 2
         assert (await approval_of(old, approval_id))["status"] == "pending"
         assert (await new.get_call(ctx.context_id, "w1", as_="app")).state == "pending_approval"
         # a person approves (through either runtime); the old one still runs nothing

@@ -329,3 +329,59 @@ def test_arguments_python_cannot_decode_are_the_kernels_rejection_as_from_the_cl
 )
 def test_which_content_types_are_json(value: str, taken: bool) -> None:
     assert (unsupported(value) is None) is taken
+
+
+# every operation taking a JSON body (the test below checks the list against the OpenAPI
+# document, so a new one cannot be left out)
+JSON_OPERATIONS = [
+    "/v1/contexts",
+    "/v1/contexts/nope/calls",
+    "/v1/contexts/nope/disclosures",
+    "/v1/approvals/nope/approve",
+    "/v1/approvals/nope/reject",
+    "/v1/runs",
+    "/v1/runs/nope/cancel",
+    "/v1/runs/nope/fail",
+    "/v1/runs/nope/tasks/nope/nope",
+    "/v1/runs/nope/tasks/nope/handoff",
+    "/v1/chat",
+    "/v1/proposals/nope/approve",
+    "/v1/proposals/nope/reject",
+    "/v1/proposals/nope/apply",
+]
+NOT_OBJECTS = [
+    ("null", "null"),
+    (" null\n", "null"),
+    ("[]", "an array"),
+    ('[{"reason": "x"}]', "an array"),
+    ("3", "a number"),
+    ("-1.5e3", "a number"),
+    ('"x"', "a string"),
+    ("true", "a boolean"),
+    ("false", "a boolean"),
+]
+
+
+def test_the_list_of_json_operations_is_the_apis(server: ThreadServer) -> None:
+    assert sorted(path for path, _ in json_operations(server)) == sorted(JSON_OPERATIONS)
+
+
+@pytest.mark.parametrize("path", JSON_OPERATIONS)
+def test_a_body_that_is_not_a_json_object_is_400_on_every_json_operation(
+    server: ThreadServer, project: Project, path: str
+) -> None:
+    """Before: ``POST /v1/runs`` (and a decision) with the body ``null`` took it as "no body"
+    and made a run (201); an array or a scalar was a 422 schema mismatch that did not say
+    what was wrong. Now every JSON operation answers 400 ``BODY_MALFORMED`` naming what the
+    body is, before anything is recorded; an empty optional body is still no body."""
+    json_type = {"content-type": "application/json"}
+    with _http(server, project.keys["alice"]) as http:
+        runs = len(http.get("/v1/runs", params={"limit": 1000}).json())
+        for body, kind in NOT_OBJECTS:
+            answer = http.post(path, content=body.encode(), headers=json_type)
+            assert answer.status_code == 400, (path, body, answer.text)
+            assert answer.headers["content-type"] == "application/problem+json"
+            problem = answer.json()
+            assert (problem["code"], problem["reason"]) == ("invalid_input", "BODY_MALFORMED")
+            assert problem["detail"] == f"the body must be a JSON object, not {kind}", problem
+        assert len(http.get("/v1/runs", params={"limit": 1000}).json()) == runs

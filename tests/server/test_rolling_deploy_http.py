@@ -75,6 +75,8 @@ def test_an_old_replica_answers_503_and_leaves_the_approval_pending(
             assert error["details"]["context_build"] == b2
             assert error["details"]["current_build"] == b2
             assert error["details"]["build"] != b2
+            assert "no call was reserved or run" in error["message"], error
+            assert "nothing was recorded" not in error["message"]
             # the Python client hands back the same envelope
             again = app_old.call(ctx["context_id"], "kv.put", "w1", ARGS)
             assert again.status is CallStatus.DENIED

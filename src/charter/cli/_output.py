@@ -239,6 +239,25 @@ def read_stdin_text(option: str, *, as_json: bool = False) -> str:
         )
 
 
+def not_utf8(text: str) -> str | None:
+    """Where ``text`` read from standard input or the command line (which Python decodes
+    with ``surrogateescape``: a byte that is not UTF-8 becomes a lone surrogate) stops being
+    UTF-8 — ``byte 0xff at offset 3`` —, or None when it is UTF-8."""
+    try:
+        text.encode("utf-8")
+        return None
+    except UnicodeEncodeError as exc:
+        first = exc.start
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+        raw.decode("utf-8")
+    except UnicodeEncodeError:  # a surrogate not made of a byte (an escape in the text)
+        return f"a lone surrogate at character {first}"
+    except UnicodeDecodeError as bad:
+        return f"byte 0x{raw[bad.start]:02x} at offset {bad.start}"
+    return f"a lone surrogate at character {first}"  # pragma: no cover - encoded above
+
+
 def user_error_reason(exc: UserError) -> str:
     """The upper-case reason a developer mistake is reported with."""
     if isinstance(exc, BuildError):

@@ -23,7 +23,7 @@ import os
 import tempfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import anyio.to_thread
 import typer
@@ -33,6 +33,7 @@ from rich.table import Table
 from charter.artifacts.ledger_source import store_source
 from charter.artifacts.ports import ArtifactStore
 from charter.artifacts.records import MEDIA_TYPE, ArtifactRecord, Producer, StoredObject, Trust
+from charter.artifacts.user_file import open_user_file
 from charter.cli._output import JSON_OPTION, console, print_json, print_table, reported_errors
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, _principal, _remote, _run
 from charter.client import Client
@@ -101,10 +102,9 @@ def _media_type(value: str | None) -> str | None:
     return value
 
 
-def _file_chunks(path: Path) -> Iterator[bytes]:
-    with path.open("rb") as f:
-        while chunk := f.read(_CHUNK):
-            yield chunk
+def _file_chunks(f: BinaryIO) -> Iterator[bytes]:
+    while chunk := f.read(_CHUNK):
+        yield chunk
 
 
 def _save(
@@ -269,9 +269,7 @@ def get(
 @app.command("put")
 def put(
     run_id: str = typer.Argument(..., help="The run."),
-    file: Path = typer.Argument(
-        ..., exists=True, dir_okay=False, readable=True, help="The file to upload."
-    ),
+    file: Path = typer.Argument(..., help="The file to upload (a regular file)."),
     name: str | None = typer.Option(
         None, "--name", help="The run-relative name (default: the file's name)."
     ),
@@ -288,6 +286,8 @@ def put(
     """Upload a file into a run as an untrusted user upload; a taken name gets -vN."""
     with reported_errors(as_json):
         mtype = _media_type(media_type)
+        # a regular file, opened now: never a FIFO, a device or a directory read forever
+        source = open_user_file(file, what="FILE")
     path = name or file.name
 
     async def go(rt: Runtime) -> dict[str, Any]:
@@ -300,7 +300,7 @@ def put(
         def write() -> StoredObject:
             with service.store.open_write(run_id, path, versioned=True) as writer:
                 total = 0
-                for chunk in _file_chunks(file):
+                for chunk in _file_chunks(source):
                     total += len(chunk)
                     if total > limit:
                         raise ResourceLimit(
@@ -326,14 +326,15 @@ def put(
             raise
         return record_dict(record)
 
-    if server:
-        row = _remote(
-            server,
-            as_json,
-            lambda cl: cl.upload_artifact(run_id, file.read_bytes(), name=path, media_type=mtype),
-        )
-    else:
-        row = _run(project, store, deploy, as_json, go)
+    with source:
+        if server:
+            row = _remote(
+                server,
+                as_json,
+                lambda cl: cl.upload_artifact(run_id, source.read(), name=path, media_type=mtype),
+            )
+        else:
+            row = _run(project, store, deploy, as_json, go)
     if as_json:
         print_json(row)
     else:

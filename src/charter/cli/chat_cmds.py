@@ -23,6 +23,7 @@ from charter.cli._output import (
     console,
     err_console,
     fail,
+    not_utf8,
     redact_errors,
     reported_errors,
 )
@@ -115,10 +116,18 @@ def render(event: dict[str, Any], *, local: bool = False) -> None:
 Turn = Callable[[str], AsyncIterator[dict[str, Any]]]
 
 
+def _not_utf8(what: str, why: str | None, as_json: bool) -> None:
+    """Refuse a message that is not UTF-8 text, saying where, rather than "a lone surrogate"
+    (what Python makes of a byte that is not UTF-8) from deep inside the turn."""
+    if why is not None:
+        fail(f"{what} is not valid UTF-8 ({why})", as_json=as_json, reason="BODY_MALFORMED")
+
+
 async def _loop(turn: Turn, message: str | None, as_json: bool, *, local: bool = False) -> bool:
     """Run turns until EOF or an exit word (or the one ``message``); True if every turn
     completed."""
     ok = True
+    line = 0
     while True:
         if message is not None:
             text = message
@@ -127,6 +136,11 @@ async def _loop(turn: Turn, message: str | None, as_json: bool, *, local: bool =
                 text = await asyncio.to_thread(input, "you> ")
             except EOFError:
                 return ok
+            except UnicodeDecodeError:  # a stdin decoding strictly (PYTHONIOENCODING)
+                _not_utf8("standard input", f"line {line + 1}", as_json)
+            line += 1
+            why = not_utf8(text)
+            _not_utf8("standard input", None if why is None else f"line {line}: {why}", as_json)
             if text.strip() in EXIT_WORDS:
                 return ok
             if not text.strip():
@@ -239,6 +253,8 @@ def chat(
             await hub.close()
             return ok
 
+    if message is not None:
+        _not_utf8("--message", not_utf8(message), as_json)
     with reported_errors(as_json):
         ok = asyncio.run(remote(server) if server else local())
     if not ok:

@@ -18,6 +18,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from charter.artifacts.user_file import read_user_file
 from charter.cli import runs
 from charter.cli._output import (
     JSON_OPTION,
@@ -30,6 +31,7 @@ from charter.cli._output import (
 from charter.cli.endings_cmds import tasks_app
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, _principal, _remote, _run
 from charter.client import Client
+from charter.errors import InvalidInput
 from charter.runtime import Runtime
 from charter.workflows.control import handoff_template
 
@@ -198,9 +200,11 @@ def tasks_handoff(
         try:
             if file == "-":
                 text = read_stdin_text("--file", as_json=as_json)
-            else:
-                text = Path(file).read_text(encoding="utf-8")
+            else:  # a regular file only: never a FIFO or a device read forever
+                text = read_user_file(Path(file), what="--file").decode("utf-8")
             loaded = json.loads(text)
+        except InvalidInput as exc:
+            fail(exc.message, as_json=as_json, reason=exc.reason)
         except (OSError, ValueError) as exc:
             fail(f"--file {file}: {type(exc).__name__}: {exc}", as_json=as_json)
         if not isinstance(loaded, dict):

@@ -71,7 +71,8 @@ async def other_build(
 ) -> Envelope:
     """The answer to a call whose context was resolved under another Build than ours: a
     finished call's receipt, else a refusal — final (and the context's live approval retired)
-    when our Build is the current one, retryable elsewhere (and nothing changed) when not."""
+    when our Build is the current one, retryable elsewhere when not (nothing reserved, run or
+    retired: only the refusal's audit record is appended)."""
     ours, theirs = state.build.digest, at.ctx.build_digest
     try:
         current = await current_build(state)
@@ -87,7 +88,8 @@ async def other_build(
         return await closed_context(state, answers, at, arguments, moved)
     elsewhere = TransientExternal(
         f"the context was resolved under Build {theirs[:19]}…, and this runtime runs Build "
-        f"{ours[:19]}…, which is not the deployment's current Build: nothing was recorded; "
+        f"{ours[:19]}…, which is not the deployment's current Build: no call was reserved or run "
+        "(only this refusal is audited) and the call id and its approval stay usable; "
         "call again on a runtime running the context's Build",
         reason=REASON,
         retryable=True,

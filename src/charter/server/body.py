@@ -82,6 +82,26 @@ def json_text(raw: bytes) -> str:
         raise _malformed(_NOT_UTF8) from None
 
 
+_KINDS = {"n": "null", "t": "a boolean", "f": "a boolean", "[": "an array", '"': "a string"}
+
+
+def not_an_object(text: str) -> str | None:
+    """Why the JSON body ``text`` is refused for not being an object (``400 BODY_MALFORMED``,
+    ``the body must be a JSON object, not null``), or None: it starts as an object, is empty
+    (a route with an optional body judges that), or is not JSON at all (answered as such)."""
+    i = _skip(text, 0)
+    if i >= len(text) or text[i] == "{":
+        return None
+    kind = _KINDS.get(text[i], "a number" if text[i] in "-0123456789" else None)
+    if kind is None:
+        return None
+    try:
+        json.loads(text)
+    except (ValueError, RecursionError):
+        return None  # not JSON at all
+    return f"the body must be a JSON object, not {kind}"
+
+
 def _skip(text: str, i: int) -> int:
     while i < len(text) and text[i] in _WS:
         i += 1
@@ -96,7 +116,7 @@ def parse_object(raw: bytes, *, keep_raw: frozenset[str] = frozenset()) -> dict[
     text = json_text(raw)
     i = _skip(text, 0)
     if i >= len(text) or text[i] != "{":
-        raise _malformed("the body must be a JSON object")
+        raise _malformed(not_an_object(text) or "the body must be a JSON object")
     out: dict[str, Any] = {}
     i = _skip(text, i + 1)
     if i < len(text) and text[i] == "}":

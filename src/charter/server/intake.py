@@ -14,6 +14,10 @@ before anything else of the route runs:
 - its bytes must be UTF-8 without a byte order mark (RFC 8259 §8.1), else ``400
   BODY_MALFORMED`` (:func:`charter.server.body.json_text`) — the framework would guess
   UTF-16, UTF-32 or a UTF-8 BOM and take the body; a call's own parser never did.
+- a body the framework decodes must be a JSON object, else ``400 BODY_MALFORMED`` naming what
+  it is (``the body must be a JSON object, not null``): ``null`` is not "no body" on a route
+  whose body is optional, and an array or a scalar is named as such rather than left to a
+  schema mismatch. (A call's body, read by the route, is refused the same way.)
 - a body the framework decodes must not name a member twice in any object, else ``400
   BODY_MALFORMED`` with the member's JSON Pointer (:func:`charter.server.body.repeated_member`;
   the decoder would silently keep the last value). A route reading its body itself parses it
@@ -37,8 +41,14 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
-from charter.errors import ErrorCode
-from charter.server.body import RepeatedMember, json_text, repeated_member, shown
+from charter.errors import ErrorCode, InvalidInput
+from charter.server.body import (
+    RepeatedMember,
+    json_text,
+    not_an_object,
+    repeated_member,
+    shown,
+)
 from charter.server.problems import problem_response, problem_responses
 
 JSON = "application/json"
@@ -111,7 +121,10 @@ class JsonRoute(APIRoute):
                     headers=_ACCEPT,
                 )
             if raw:
-                json_text(raw)  # UTF-8 without a BOM, else 400 BODY_MALFORMED
+                text = json_text(raw)  # UTF-8 without a BOM, else 400 BODY_MALFORMED
+                why = not_an_object(text) if decoded else None
+                if why is not None:  # never an optional body's null taken as "no body"
+                    raise InvalidInput(why, reason="BODY_MALFORMED")
                 path = repeated_member(raw) if decoded else None
                 if path is not None:
                     raise RepeatedMember(path)

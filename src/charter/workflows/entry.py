@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from charter.artifacts.user_file import read_user_file
 from charter.contracts.text import shown
 from charter.errors import InvalidInput
 from charter.kernel.principals import Principal
@@ -69,15 +70,15 @@ def inputs_from_options(options: Sequence[str], *, base: Path) -> list[RunInput]
         path = base / file
         try:  # a name too long for the file system is no such file either
             path = path.resolve()
-            found = path.is_file()
+            found = path.exists()
         except OSError:
             found = False
         if not found:
             raise InvalidInput(f"--input {shown(opt)}: no such file", reason="RUN_INPUT_INVALID")
+        # a regular file only: a FIFO or a device (/dev/zero) would be read forever
+        data = read_user_file(path, what=f"--input {shown(opt)}:")
         media = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
-        out.append(
-            RunInput(type=typ, path=f"inputs/{path.name}", data=path.read_bytes(), media_type=media)
-        )
+        out.append(RunInput(type=typ, path=f"inputs/{path.name}", data=data, media_type=media))
     return out
 
 

@@ -61,7 +61,8 @@ CALL_RESPONSES: dict[int | str, dict[str, Any]] = {
         **_envelope_response(
             503,
             "denied retryably: the context needs another Build than this replica runs "
-            "(a rolling deploy); nothing was recorded, call again on another replica",
+            "(a rolling deploy); no call was reserved or run (only the refusal is audited), "
+            "call again on another replica",
         ),
         "headers": {
             "Retry-After": {
@@ -205,7 +206,7 @@ def envelope_json(envelope: Envelope) -> JSONResponse:
             envelope.to_dict(), status_code=429, headers={"Retry-After": str(seconds)}
         )
     # A context of a Build this replica's deployment has moved past the replica's own (a
-    # rolling deploy): nothing was recorded, another replica can answer. 503 + Retry-After,
+    # rolling deploy): no call was reserved or run, another replica can answer. 503 + Retry-After,
     # which load balancers retry on another upstream; the envelope names the Build needed.
     # (The current Build's refusal of an older context is final: 403, not retryable.)
     elsewhere = error.get("reason") in ELSEWHERE and error.get("retryable") is True
