@@ -28,6 +28,7 @@ from charter.errors import StoreError
 from charter.stores.sqlite_errors import (
     write_transaction,
 )
+from charter.stores.sqlite_files import OpenedFiles
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -129,6 +130,7 @@ class SQLiteLeases:
         _write_lock: threading.Lock
         _conn: sqlite3.Connection | None
         failure: str | None
+        files: OpenedFiles
 
         def _refusal(self) -> StoreError: ...
 
@@ -148,7 +150,7 @@ class SQLiteLeases:
                 raise StoreError("the store is closed", reason="STORE_CLOSED")
             if self.failure is not None:
                 raise self._refusal()
-            return write_transaction(conn, fn, self._fail_stop)
+            return write_transaction(conn, fn, self._fail_stop, self.files.check)
 
     async def renew_lease(self, lease: Lease) -> None:
         params = _params(lease)
