@@ -29,6 +29,7 @@ from charter.stores.sqlite_errors import (
     write_transaction,
 )
 from charter.stores.sqlite_files import OpenedFiles
+from charter.stores.working_rows import typed_row
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -105,14 +106,26 @@ def _params(lease: Lease) -> tuple[object, ...]:
     return (lease.owner_id, lease.host, lease.pid, lease.start, lease.renewed_at, lease.expires_at)
 
 
+_KINDS = (
+    ("owner_id", str),
+    ("host", str),
+    ("pid", int),
+    ("start", str),
+    ("renewed_at", str),
+    ("expires_at", str),
+)
+_FIX = "put the value back (its owner renews the row while its calls run)"
+
+
 def _as_lease(row: Sequence[Any]) -> Lease:
+    owner_id, host, pid, start, renewed_at, expires_at = typed_row("leases", row, _KINDS, _FIX)
     return Lease(
-        owner_id=str(row[0]),
-        host=str(row[1]),
-        pid=int(row[2]),
-        start=str(row[3]),
-        renewed_at=str(row[4]),
-        expires_at=str(row[5]),
+        owner_id=owner_id,
+        host=host,
+        pid=pid,
+        start=start,
+        renewed_at=renewed_at,
+        expires_at=expires_at,
     )
 
 
