@@ -10,8 +10,21 @@ from typing import TypeVar
 from charter.errors import CharterError, StoreConflict, StoreError
 from charter.stores.sqlite_files import FileReplaced
 
-_OPEN_REASONS = {26: "STORE_NOT_A_DATABASE", 14: "STORE_CANNOT_OPEN", 8: "STORE_READ_ONLY"}
-"""SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_READONLY: what opening a database file can meet."""
+_OPEN_REASONS = {
+    26: "STORE_NOT_A_DATABASE",
+    14: "STORE_CANNOT_OPEN",
+    8: "STORE_READ_ONLY",
+    13: "STORE_DISK_FULL",
+    10: "STORE_FAILED",
+}
+"""SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR: what opening a
+database file can meet."""
+_OPEN_HINTS = {
+    "STORE_DISK_FULL": "; the disk is full: free some space and try again",
+    # SQLITE_IOERR_SHMSIZE: the -shm index could not grow, as on a full disk
+    "STORE_FAILED": "; the disk holding it is full or failing: check its free space (df) "
+    "and the system log",
+}
 
 
 def translate_sqlite_error(
@@ -28,7 +41,7 @@ def translate_sqlite_error(
         if "locked" in str(exc).lower():
             reason = "STORE_BUSY"
         return StoreError(
-            f"sqlite: cannot open the database {opening}: {exc}",
+            f"sqlite: cannot open the database {opening}: {exc}{_OPEN_HINTS.get(reason, '')}",
             reason=reason,
             retryable=reason == "STORE_BUSY",
         )
