@@ -24,6 +24,8 @@ import sqlite3
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
+from charter.stores.working_rows import typed_row
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -93,12 +95,17 @@ def _upsert_sql(p: str) -> str:
     )
 
 
+_KINDS = (("digest", str), ("first_seen_at", str), ("activated_at", str), ("activation", int))
+_FIX = "put the value back, or delete the row (a runtime opening with that Build records it again)"
+
+
 def _as_record(row: Any) -> BuildRecord:
+    digest, first_seen_at, activated_at, activation = typed_row("builds", row, _KINDS, _FIX)
     return BuildRecord(
-        digest=str(row[0]),
-        first_seen_at=str(row[1]),
-        activated_at=str(row[2]),
-        activation=int(row[3]),
+        digest=digest,
+        first_seen_at=first_seen_at,
+        activated_at=activated_at,
+        activation=activation,
     )
 
 

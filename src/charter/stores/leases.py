@@ -28,6 +28,8 @@ from charter.errors import StoreError
 from charter.stores.sqlite_errors import (
     write_transaction,
 )
+from charter.stores.sqlite_files import OpenedFiles
+from charter.stores.working_rows import typed_row
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -104,14 +106,26 @@ def _params(lease: Lease) -> tuple[object, ...]:
     return (lease.owner_id, lease.host, lease.pid, lease.start, lease.renewed_at, lease.expires_at)
 
 
+_KINDS = (
+    ("owner_id", str),
+    ("host", str),
+    ("pid", int),
+    ("start", str),
+    ("renewed_at", str),
+    ("expires_at", str),
+)
+_FIX = "put the value back (its owner renews the row while its calls run)"
+
+
 def _as_lease(row: Sequence[Any]) -> Lease:
+    owner_id, host, pid, start, renewed_at, expires_at = typed_row("leases", row, _KINDS, _FIX)
     return Lease(
-        owner_id=str(row[0]),
-        host=str(row[1]),
-        pid=int(row[2]),
-        start=str(row[3]),
-        renewed_at=str(row[4]),
-        expires_at=str(row[5]),
+        owner_id=owner_id,
+        host=host,
+        pid=pid,
+        start=start,
+        renewed_at=renewed_at,
+        expires_at=expires_at,
     )
 
 
@@ -129,6 +143,7 @@ class SQLiteLeases:
         _write_lock: threading.Lock
         _conn: sqlite3.Connection | None
         failure: str | None
+        files: OpenedFiles
 
         def _refusal(self) -> StoreError: ...
 
@@ -148,7 +163,7 @@ class SQLiteLeases:
                 raise StoreError("the store is closed", reason="STORE_CLOSED")
             if self.failure is not None:
                 raise self._refusal()
-            return write_transaction(conn, fn, self._fail_stop)
+            return write_transaction(conn, fn, self._fail_stop, self.files.check)
 
     async def renew_lease(self, lease: Lease) -> None:
         params = _params(lease)

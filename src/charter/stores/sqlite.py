@@ -102,6 +102,7 @@ from charter.stores.sqlite_batch import (
 from charter.stores.sqlite_conversations import SQLiteConversations
 from charter.stores.sqlite_edits import edits_first
 from charter.stores.sqlite_errors import (
+    as_store_error,
     is_corruption,
     is_storage_failure,
     is_undecodable,
@@ -110,6 +111,7 @@ from charter.stores.sqlite_errors import (
     translate_sqlite_error,
     write_transaction,
 )
+from charter.stores.sqlite_files import FileReplaced, OpenedFiles
 from charter.stores.sqlite_listing import rowless_runs, stored_table, text_bytes
 from charter.stores.vanished import VANISHED_SQL, run_ids, vanished_params
 
@@ -121,14 +123,6 @@ _INLINE_MAX_S = 0.004  # an inline commit slower than this held the loop too lon
 _INLINE_WINDOW = 8  # when, of the last this many inline commits,
 _INLINE_SLOW = 5  # at least this many were slow (a slow disk, not one WAL checkpoint or the
 _INLINE_PAUSE_S = 5.0  # first commits of a new file), appends use the writer thread this long
-
-
-def _as_store_error(exc: BaseException) -> BaseException:
-    if isinstance(exc, sqlite3.Error):
-        return translate_sqlite_error(exc)
-    if isinstance(exc, CharterError):
-        return exc
-    return StoreError(f"sqlite writer: {type(exc).__name__}: {exc}")
 
 
 _SCAN_BATCH = 500  # rows per scan_stored callback (a batch stays in the CPU's caches)
@@ -158,6 +152,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
         readers: int = 4,
     ) -> None:
         self.path = str(path)
+        self.files = OpenedFiles(self.path)  # checked before each COMMIT (sqlite_files)
         self._run_locks = FileRunLocks(Path(self.path + ".locks"))
         self.key = key
         self._clock = clock
@@ -245,6 +240,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
             conn = _connect(self.path, readonly=False)
             migrate(conn, where=self.path)
             self._hot.edits.start(conn)
+            self.files.record()
         except (sqlite3.Error, CharterError) as exc:
             err = (
                 translate_sqlite_error(exc, opening=str(self.path))
@@ -344,6 +340,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
                 pending.add(plan)
                 outcomes.append((job, plan.events, None))
             pending.write(conn)
+            self.files.check()  # the file deleted or replaced under us: fail-stop
             committing = True
             conn.execute("COMMIT")
             self.commits += 1
@@ -360,7 +357,7 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
             if is_storage_failure(exc):
                 return [(job, None, self._fail_stop(exc, committing)) for job in batch]
             if len(batch) == 1:
-                return [(batch[0], None, _as_store_error(exc))]
+                return [(batch[0], None, as_store_error(exc))]
             # Retry each append alone so one bad append does not fail its neighbours.
             return [o for job in batch for o in self._commit(conn, [job])]
 
@@ -432,9 +429,13 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
         appends: sealing old rows, run flags); SQLite serializes it with the writer."""
         if self.failure is not None:
             raise self._refusal()
+        try:
+            self.files.check()  # before connecting, which would make a deleted file anew
+        except FileReplaced as exc:
+            raise self._fail_stop(exc, False) from None
         conn = _connect(self.path, readonly=False)
         try:
-            write_transaction(conn, fn, self._fail_stop)
+            write_transaction(conn, fn, self._fail_stop, self.files.check)
         finally:
             conn.close()
 

@@ -7,10 +7,24 @@ import sqlite3
 from collections.abc import Callable, Iterator
 from typing import TypeVar
 
-from charter.errors import StoreConflict, StoreError
+from charter.errors import CharterError, StoreConflict, StoreError
+from charter.stores.sqlite_files import FileReplaced
 
-_OPEN_REASONS = {26: "STORE_NOT_A_DATABASE", 14: "STORE_CANNOT_OPEN", 8: "STORE_READ_ONLY"}
-"""SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_READONLY: what opening a database file can meet."""
+_OPEN_REASONS = {
+    26: "STORE_NOT_A_DATABASE",
+    14: "STORE_CANNOT_OPEN",
+    8: "STORE_READ_ONLY",
+    13: "STORE_DISK_FULL",
+    10: "STORE_FAILED",
+}
+"""SQLITE_NOTADB, SQLITE_CANTOPEN, SQLITE_READONLY, SQLITE_FULL, SQLITE_IOERR: what opening a
+database file can meet."""
+_OPEN_HINTS = {
+    "STORE_DISK_FULL": "; the disk is full: free some space and try again",
+    # SQLITE_IOERR_SHMSIZE: the -shm index could not grow, as on a full disk
+    "STORE_FAILED": "; the disk holding it is full or failing: check its free space (df) "
+    "and the system log",
+}
 
 
 def translate_sqlite_error(
@@ -27,7 +41,7 @@ def translate_sqlite_error(
         if "locked" in str(exc).lower():
             reason = "STORE_BUSY"
         return StoreError(
-            f"sqlite: cannot open the database {opening}: {exc}",
+            f"sqlite: cannot open the database {opening}: {exc}{_OPEN_HINTS.get(reason, '')}",
             reason=reason,
             retryable=reason == "STORE_BUSY",
         )
@@ -88,7 +102,7 @@ _STORAGE_FAILURES = frozenset({10, 11, 13, 26})  # IOERR, CORRUPT, FULL, NOTADB
 def is_storage_failure(exc: BaseException) -> bool:
     """Whether ``exc`` is SQLite reporting an I/O error, a full disk or a damaged file."""
     code = getattr(exc, "sqlite_errorcode", None)
-    return (
+    return isinstance(exc, FileReplaced) or (
         isinstance(exc, sqlite3.Error)
         and isinstance(code, int)
         and code & 0xFF in (_STORAGE_FAILURES)
@@ -124,19 +138,31 @@ def lenient_text(conn: sqlite3.Connection) -> Iterator[None]:
         conn.text_factory = str
 
 
+def as_store_error(exc: BaseException) -> BaseException:
+    """What the writer answers for ``exc`` raised by one append's transaction."""
+    if isinstance(exc, sqlite3.Error):
+        return translate_sqlite_error(exc)
+    if isinstance(exc, CharterError):
+        return exc
+    return StoreError(f"sqlite writer: {type(exc).__name__}: {exc}")
+
+
 def write_transaction(
     conn: sqlite3.Connection,
     fn: Callable[[sqlite3.Connection], T],
     fail_stop: Callable[[BaseException, bool], StoreError],
+    before_commit: Callable[[], None] = lambda: None,
 ) -> T:
     """``fn`` in a ``BEGIN IMMEDIATE`` transaction of its own on ``conn``, rolled back if it
     raises. A storage failure goes to ``fail_stop`` (with whether COMMIT had been reached);
-    another SQLite error is translated (:func:`translate_sqlite_error`)."""
+    another SQLite error is translated (:func:`translate_sqlite_error`). ``before_commit``
+    may refuse the commit (the store's files checked: :mod:`charter.stores.sqlite_files`)."""
     committing = False
     try:
         conn.execute("BEGIN IMMEDIATE")
         try:
             result = fn(conn)
+            before_commit()
             committing = True
             conn.execute("COMMIT")
         except BaseException:
