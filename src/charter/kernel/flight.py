@@ -7,8 +7,9 @@ cancelled or something raises, ``Kernel.call`` asks it what is already durable:
 * ``checks`` — nothing reserved yet: a cancellation is audited ``cancelled``, an exception
   answers ``failed`` / ``internal`` (audited); nothing is left behind;
 * ``intent`` — this call's ``dispatching`` intent is being (or has been) committed, the
-  executor not yet asked: the intent's append is awaited to its end, then the call is
-  recorded ``cancelled`` (or ``failed``): nothing ran;
+  executor not yet asked (a write waiting for its run's write lock is still here): the
+  intent's append is awaited to its end, then the call is recorded ``cancelled`` (or
+  ``failed``): nothing ran;
 * ``dispatch`` — the executor was asked: the call is recorded ``unknown`` (``CALL_CANCELLED``
   or ``INTERNAL_ERROR``): its effect may or may not have happened;
 * ``finish`` — the executor answered and the outcome's append is under way: it is awaited, so
