@@ -139,3 +139,46 @@ async def test_a_write_that_never_got_a_tool_thread_ran_nothing_and_holds_no_loc
     lines = (project / "journal.txt").read_text().splitlines()
     names = [line for line in lines if "kv.stuck" in line]
     assert ['"second"' in line for line in names] == [True, True]  # start and end of w2 only
+
+
+async def test_a_call_cancelled_while_it_waits_for_a_tool_thread_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    """The only tool thread is busy; a second call waits for it and its caller is cancelled
+    (an MCP client's notifications/cancelled, a server stopping). Before: recorded ``unknown``
+    / ``CALL_CANCELLED`` — its effect in doubt, an operator's to resolve — though its tool
+    never started. Now ``cancelled``: nothing ran (the tool never does, even once a thread is
+    free)."""
+    from charter.executors.python import PythonExecutor
+
+    project = stuck_project(tmp_path / "kv")
+    clock = FakeClock(step=timedelta(0))
+    kernel = make_kernel(project, MemoryStore(key=KEY, clock=clock), clock)
+    kernel.executors = {
+        "python": PythonExecutor(
+            redact_message=kernel.redactor.message_redactor(),
+            root=project,
+            entrypoints={"kv.slow": "tools.py:slow"},
+            threads=1,
+        )
+    }
+    ctx = await kernel.resolve_context(APP, "all")
+    journal = project / "journal.txt"
+    async with asyncio.TaskGroup() as tg:
+        busy = tg.create_task(
+            kernel.call(ctx.context_id, "kv.slow", "r1", {"seconds": 1.0}, principal=APP)
+        )
+        while not journal.exists():
+            await asyncio.sleep(0.01)  # r1 holds the only tool thread
+        waiting = tg.create_task(
+            kernel.call(ctx.context_id, "kv.slow", "r2", {"seconds": 0.0}, principal=APP)
+        )
+        await asyncio.sleep(0.3)
+        waiting.cancel()
+    assert waiting.cancelled()
+    assert busy.result().status is CallStatus.SUCCEEDED
+    row = await kernel.get_call(ctx.context_id, "r2", "acme")
+    assert row is not None
+    assert row.state == "cancelled", row
+    await asyncio.sleep(0.2)  # the thread is free now: r2 still never runs
+    assert [json.loads(line)["call_id"] for line in journal.read_text().splitlines()] == ["r1"]

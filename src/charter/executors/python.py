@@ -317,6 +317,8 @@ class PythonExecutor:
         except BaseException:
             # The caller cancelled us (or the loop is shutting down): tell the tool, propagate.
             ctx.cancelled.set()
+            if ended is not None and ended.give_up() and request.unstarted is not None:
+                request.unstarted()  # it never got a thread: nothing ran
             self._linger(ended, request)
             raise
         if scope.cancelled_caught:

@@ -253,6 +253,7 @@ class Dispatcher:
             context=tool_ctx,
             deadline_s=contract.timeout_s,
             linger=lingering.append,
+            unstarted=at.flight.unstarted,
         )
         # A delegating tool takes no write lock (each write it makes takes it) and its span
         # is the parent of every call made inside it; any other tool runs inside no span
