@@ -147,3 +147,43 @@ async def test_a_call_the_client_cancels_runs_once_and_its_outcome_stays_readabl
         [row] = [c for c in await rt.calls(tenant="acme", limit=100) if c.tool_id == "kv.slow"]
         assert (row.call_id, row.state) == ("slow-1", "unknown")
         assert (await rt.verify(row.run_id, ledger_key_for(project))).ok
+
+
+async def test_a_write_cancelled_while_it_waits_for_the_runs_write_lock_is_cancelled(
+    tmp_path: Path,
+) -> None:
+    """Two approved writes of one session (one run): the first holds the run's write lock
+    while its tool runs, the second waits for it and the client cancels it there. Before: the
+    second was recorded ``unknown`` / ``CALL_CANCELLED`` ("its effect may or may not have
+    happened", an operator's to resolve) though its tool was never asked to run. Now it is
+    ``cancelled``: nothing ran, as the kernel's table says for a call whose executor was
+    never asked — and its key answers so without running it."""
+    project = write_runtime_project(tmp_path / "kv")
+    journal = project / "journal.txt"
+    first = {"key": "a", "value": "1", "seconds": 2, "idempotency_key": "put-a"}
+    second = {"key": "b", "value": "2", "seconds": 0, "idempotency_key": "put-b"}
+    async with Client(_server(project), cache=None) as client:
+        for args in (first, second):
+            pending = await client.call_tool("kv_slow_put", args)
+            approval = (pending.structured_content or {})["approval"]
+            await _flow.charter_cli(
+                project, "approvals", "approve", approval["id"], "--as", "alice"
+            )
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(client.call_tool, "kv_slow_put", first)
+            with anyio.fail_after(60):
+                while not (journal.exists() and '"kv.slow_put"' in journal.read_text()):
+                    await anyio.sleep(0.02)  # the first write runs, holding the lock
+            async with anyio.create_task_group() as waiting:
+                waiting.start_soon(client.call_tool, "kv_slow_put", second)
+                await anyio.sleep(0.5)  # the second waits for the run's write lock
+                waiting.cancel_scope.cancel()  # notifications/cancelled
+        again = await client.call_tool("kv_slow_put", second)
+        assert again.is_error
+        assert (again.meta or {})["charter/status"] == "cancelled", _flow.text(again)
+    assert [json.loads(line)["key"] for line in journal.read_text().splitlines()] == ["a"]
+    async with open_runtime(project) as rt:
+        rows = {c.call_id: c for c in await rt.calls(tenant="acme", limit=100)}
+        assert rows["put-a"].state == "succeeded", rows["put-a"]
+        assert rows["put-b"].state == "cancelled", rows["put-b"]
+        assert (await rt.verify(rows["put-b"].run_id, ledger_key_for(project))).ok

@@ -163,6 +163,13 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
      "/id"),
     (call(21, {"query": ""}) | {"id": False}, None, -32600, "MESSAGE_INVALID", "/id"),
     (LONG_NUMBER, None, -32700, "MESSAGE_NOT_JSON", None),
+    # an id with a lone surrogate (valid JSON, not Unicode) cannot be written in an answer:
+    # it was echoed, and over stdio the server died writing it (every later line unanswered)
+    (b'{"jsonrpc":"2.0","id":"\\ud800","method":"tools/list"}', None, -32600,
+     "ARGS_LONE_SURROGATE", "/id"),
+    (b'{"jsonrpc":"2.0","method":"tools/call","params":{"name":"notes_search","arguments":'
+     b'{"query":"\\udfff"}},"id":"r\\ud800"}', None, -32602, "ARGS_LONE_SURROGATE",
+     "/params/arguments/query"),
     # params of a served method that do not fit it: the SDK said only "Invalid request
     # parameters" (data ""), with no reason and no place
     ({"jsonrpc": "2.0", "id": 22, "method": "tools/call",

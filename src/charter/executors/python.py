@@ -43,6 +43,7 @@ from charter.kernel.executor_port import (
     TIMEOUT,
     TOOL_IMPORT_FAILED,
     TOOL_NOT_FOUND,
+    TOOL_NOT_STARTED,
     TOOL_RAISED,
     ExecutionOutcome,
     ExecutionRequest,
@@ -57,6 +58,10 @@ from charter.kernel.executor_port import (
 )
 from charter.kernel.flight import resumed
 from charter.project.loader import import_project_module
+
+# Worker threads for sync tools, per event loop: a pool of their own, so slow tools never make
+# the runtime's own thread work (a run's lock file, audit writes, policy hooks) wait.
+TOOL_THREADS = 40
 
 # Argument-name sets remembered per tool (whether they fit its signature); past this many a
 # tool whose schema admits arbitrary names binds each call afresh instead of growing the cache.
@@ -193,9 +198,13 @@ class PythonExecutor:
         root: Path | None = None,
         entrypoints: Mapping[str, str] | None = None,
         functions: Mapping[str, Callable[..., Any]] | None = None,
+        threads: int = TOOL_THREADS,
     ) -> None:
         self._redact = redact_message
         self._tools = ToolResolver(root=root, entrypoints=entrypoints, functions=functions)
+        self._threads = threads
+        # (the loop, its limiter of tool threads): made on the first sync call of each loop
+        self._limiter: tuple[asyncio.AbstractEventLoop, anyio.CapacityLimiter] | None = None
         # The running backend's CancelScope class, from the first call's scope: later scopes
         # are made from it directly (``anyio.CancelScope(...)`` looks the backend up anew).
         self._scope_class: Callable[..., anyio.CancelScope] | None = None
@@ -271,6 +280,8 @@ class PythonExecutor:
         ended = None if tool.is_async else _ThreadEnd(loop)
 
         def call() -> Any:
+            if ended is not None and not ended.begin():
+                return None  # the caller gave up before a worker thread was free: never run
             try:
                 faults.point("during_dispatch", tool_id)  # test-only: die as the tool starts
                 return bound()
@@ -294,7 +305,9 @@ class PythonExecutor:
                     if ended is None:
                         result = await _timed(call(), scope, deadline)
                     else:
-                        result = await anyio.to_thread.run_sync(call, abandon_on_cancel=True)
+                        result = await anyio.to_thread.run_sync(
+                            call, abandon_on_cancel=True, limiter=self._tool_threads(loop)
+                        )
                 except anyio.get_cancelled_exc_class():
                     raise
                 except Exception as exc:
@@ -304,10 +317,24 @@ class PythonExecutor:
         except BaseException:
             # The caller cancelled us (or the loop is shutting down): tell the tool, propagate.
             ctx.cancelled.set()
+            if ended is not None and ended.give_up() and request.unstarted is not None:
+                request.unstarted()  # it never got a thread: nothing ran
             self._linger(ended, request)
             raise
         if scope.cancelled_caught:
             ctx.cancelled.set()
+            if ended is not None and ended.give_up():
+                return failed(
+                    TimeoutFailure(
+                        f"tool {tool_id} did not start within {request.deadline_s:g} s: every "
+                        "worker thread of the process was busy, and it never ran",
+                        reason=TOOL_NOT_STARTED,
+                        retryable=True,
+                        call_id=ctx.call_id,
+                        run_id=ctx.run_id,
+                    ),
+                    dispatched=False,
+                )
             self._linger(ended, request)
             return unknown(
                 TimeoutFailure(
@@ -326,11 +353,19 @@ class PythonExecutor:
             exc.call_id, exc.run_id = ctx.call_id, ctx.run_id
             return in_doubt(exc, read_only=request.contract.read_only)
 
+    def _tool_threads(self, loop: asyncio.AbstractEventLoop) -> anyio.CapacityLimiter:
+        """The limiter of this loop's sync-tool threads (not anyio's default one, which the
+        runtime's own thread work shares)."""
+        held = self._limiter
+        if held is None or held[0] is not loop:
+            held = self._limiter = (loop, anyio.CapacityLimiter(self._threads))
+        return held[1]
+
     @staticmethod
     def _linger(ended: _ThreadEnd | None, request: ExecutionRequest) -> None:
         """A sync tool's thread outlives its timeout or cancellation: hand the caller (the
         kernel, which then keeps the run's write lock) what completes when it really ends."""
-        if ended is not None and request.linger is not None:
+        if ended is not None and not ended.give_up() and request.linger is not None:
             running = ended.watch()
             if running is not None:
                 request.linger(running)
@@ -396,15 +431,38 @@ def _timed(
 class _ThreadEnd:
     """When a sync tool's thread returns. Only a caller that stopped waiting for it (a timeout,
     a cancellation) asks (:meth:`watch`); a call that waited for its result knows the thread
-    ended, and pays no second wake-up of the loop for it."""
+    ended, and pays no second wake-up of the loop for it.
 
-    __slots__ = ("_done", "_future", "_lock", "_loop")
+    It also decides, once, whether the tool runs at all: a caller that gives up while the call
+    still waits for a worker thread (every thread of the process busy) makes sure it never
+    starts, so there is no thread to outlive the answer (:meth:`begin`, :meth:`give_up`)."""
+
+    __slots__ = ("_done", "_future", "_lock", "_loop", "_started")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._lock = threading.Lock()
         self._done = False
+        self._started = False
         self._future: asyncio.Future[None] | None = None
+
+    def begin(self) -> bool:
+        """In the worker thread, before the tool: False when the caller has already given up
+        on the call (:meth:`give_up`) — the tool must not run."""
+        with self._lock:
+            if self._done:
+                return False
+            self._started = True
+            return True
+
+    def give_up(self) -> bool:
+        """On the loop, when the caller stops waiting: True when the tool had not started — it
+        now never will, and nothing is left running."""
+        with self._lock:
+            if self._started:
+                return False
+            self._done = True
+            return True
 
     def finish(self) -> None:
         """In the tool's thread, as it returns."""

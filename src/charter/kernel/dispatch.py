@@ -253,8 +253,8 @@ class Dispatcher:
             context=tool_ctx,
             deadline_s=contract.timeout_s,
             linger=lingering.append,
+            unstarted=at.flight.unstarted,
         )
-        at.flight.phase = flight.DISPATCH
         # A delegating tool takes no write lock (each write it makes takes it) and its span
         # is the parent of every call made inside it; any other tool runs inside no span
         # (usually already so: then there is nothing to set).
@@ -266,7 +266,8 @@ class Dispatcher:
         try:
             lock = None if contract.read_only or delegates else state.store.run_lock(ctx.run_id)
             if lock is not None:
-                await lock.__aenter__()
+                await lock.__aenter__()  # cancelled while waiting for it: nothing ran
+            at.flight.phase = flight.DISPATCH
             try:
                 # the first attempt awaited here (no coroutine of ours around the executor's);
                 # execute() takes over for anything but a success of one attempt: retries,

@@ -4,10 +4,13 @@ or of another Build), and a call that was cancelled or raised (see :mod:`charter
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import time
 from collections.abc import Mapping
 from typing import Any
+
+import anyio
 
 from charter.contracts.intake import fingerprint_arguments
 from charter.errors import Failure, InternalFailure, InvalidInput, StoreError
@@ -41,6 +44,24 @@ async def closed_context(
             at, tool_id=offered.id if offered is not None else "(undisclosed)"
         )
     return await answers.cached(row, at)
+
+
+async def cancelled(
+    state: KernelState, answers: Answers, arrival: Arrival, error: BaseException
+) -> None:
+    """Record how far a cancelled call got, shielded from the cancellation, and hand its
+    answer to whoever catches the cancellation (:func:`recorded_answer`): a server that is
+    stopping can still tell its client what became of the call."""
+    with anyio.CancelScope(shield=True):
+        envelope = await asyncio.shield(interrupted(state, answers, arrival, None))
+    error.charter_envelope = envelope  # type: ignore[attr-defined]
+
+
+def recorded_answer(error: BaseException) -> Envelope | None:
+    """The answer :meth:`~charter.kernel.kernel.Kernel.call` recorded for a call before giving
+    its caller back ``error``, the cancellation; None for any other error."""
+    found = getattr(error, "charter_envelope", None)
+    return found if isinstance(found, Envelope) else None
 
 
 async def interrupted(

@@ -38,6 +38,7 @@ ARGS_MISMATCH = "ARGS_MISMATCH"
 RESULT_NOT_JSON = "RESULT_NOT_JSON"
 RESULT_TOO_LARGE = "RESULT_TOO_LARGE"
 TIMEOUT = "TIMEOUT"
+TOOL_NOT_STARTED = "TOOL_NOT_STARTED"  # a deadline passed before the tool could start
 WORKER_LOST = "WORKER_LOST"
 WORKER_START_FAILED = "WORKER_START_FAILED"
 WORKER_PROTOCOL = "WORKER_PROTOCOL"
@@ -57,6 +58,9 @@ class ExecutionRequest:
     # (a sync tool's thread past its deadline or cancellation) really ends; the kernel holds
     # the run's write lock until then.
     linger: Callable[[Awaitable[None]], None] | None = None
+    # Called by an executor cancelled before the tool started (a sync tool still waiting for
+    # a thread): nothing ran, so the kernel records the call ``cancelled``, not ``unknown``.
+    unstarted: Callable[[], None] | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

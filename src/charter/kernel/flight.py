@@ -7,9 +7,11 @@ cancelled or something raises, ``Kernel.call`` asks it what is already durable:
 * ``checks`` — nothing reserved yet: a cancellation is audited ``cancelled``, an exception
   answers ``failed`` / ``internal`` (audited); nothing is left behind;
 * ``intent`` — this call's ``dispatching`` intent is being (or has been) committed, the
-  executor not yet asked: the intent's append is awaited to its end, then the call is
-  recorded ``cancelled`` (or ``failed``): nothing ran;
-* ``dispatch`` — the executor was asked: the call is recorded ``unknown`` (``CALL_CANCELLED``
+  executor not yet asked (a write waiting for its run's write lock is still here): the
+  intent's append is awaited to its end, then the call is recorded ``cancelled`` (or
+  ``failed``): nothing ran;
+* ``dispatch`` — the executor was asked (back to ``intent`` when it says the tool never
+  started, :meth:`Flight.unstarted`): the call is recorded ``unknown`` (``CALL_CANCELLED``
   or ``INTERNAL_ERROR``): its effect may or may not have happened;
 * ``finish`` — the executor answered and the outcome's append is under way: it is awaited, so
   the real outcome is what gets recorded.
@@ -45,6 +47,10 @@ class Flight:
     outcome: asyncio.Future[Any] | Done | None = None  # the shielded recording of the outcome
     key: tuple[str, str] | None = None  # (context, call id) while counted in ``flying``
     waited: bool = False  # a shielded append had to wait (see :func:`shielded`)
+
+    def unstarted(self) -> None:
+        """The executor was cancelled before the tool started: as if it was never asked."""
+        self.phase = INTENT
 
     async def settled(self) -> None:
         """Wait until the shielded appends of this call have finished; never raises."""

@@ -62,7 +62,7 @@ from charter.kernel.contexts import (
 )
 from charter.kernel.core import _RUN_ENDED, Arrival, KernelState, _parse_at, make_arrival
 from charter.kernel.dispatch import Dispatcher
-from charter.kernel.endcall import closed_context, interrupted
+from charter.kernel.endcall import cancelled, closed_context, interrupted
 from charter.kernel.endings import RunEndings
 from charter.kernel.envelope import TERMINAL_STATES, CallStatus, Envelope
 from charter.kernel.executor_port import Executor
@@ -564,10 +564,9 @@ class Kernel:
                         lease.drop()
             except Failure as exc:
                 envelope = await interrupted(self.state, self.answers, arrival, exc)
-            except asyncio.CancelledError:
-                # Record how far the call got, shielded from the cancellation; then go on.
-                with anyio.CancelScope(shield=True):
-                    await asyncio.shield(interrupted(self.state, self.answers, arrival, None))
+            except asyncio.CancelledError as stop:
+                # Record how far the call got (shielded), then go on with the cancellation.
+                await cancelled(self.state, self.answers, arrival, stop)
                 raise
             except Exception as exc:
                 # A hook, the redactor, an executor or a store raised what is not a Failure.

@@ -26,8 +26,8 @@ client: a cancelled request is never answered) its id may be used again.
 
 Each error carries ``data: {reason, pointer}`` (a JSON pointer into the message) and answers
 the request's ``id`` when one can be read, else ``id: null`` (also for a message that gives
-its ``id`` twice). What passes goes to the SDK as
-it came.
+its ``id`` twice, or an ``id`` with a lone surrogate, which no answer could carry). What
+passes goes to the SDK as it came.
 """
 
 from __future__ import annotations
@@ -160,12 +160,16 @@ class Checked:
 
 def _request_id(message: dict[str, Any]) -> str | int | None:
     """The request's id, or None when there is none to answer — not a string or an integer,
-    or given more than once (which one the client means cannot be told: ``id: null``)."""
+    a string with a lone surrogate (no answer could carry it: it is not Unicode, so it cannot
+    be written as UTF-8), or given more than once (which one the client means cannot be told:
+    ``id: null``)."""
     pairs = getattr(message, "pairs", None)
     if pairs is not None and sum(1 for key, _ in pairs if key == "id") > 1:
         return None
     ident = message.get("id")
-    if isinstance(ident, str) or (isinstance(ident, int) and not isinstance(ident, bool)):
+    if isinstance(ident, str):
+        return None if _has_surrogate(ident) else ident
+    if isinstance(ident, int) and not isinstance(ident, bool):
         return ident
     return None
 

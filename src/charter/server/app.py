@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
@@ -142,6 +143,7 @@ def create_app(
                 mcp_mount.starting(app.state.charter),
                 _phases(app.state.charter),
                 _upkeep(app, maintain_s),
+                _drained(app.state.charter),
             ):
                 log(logging.INFO, "ready", environment=opened.deployment.environment)
                 yield
@@ -171,6 +173,25 @@ def create_app(
     _docs(app)
     app.add_middleware(ServerMiddleware, state_of=lambda: app.state.charter)
     return app
+
+
+DRAIN_S = 3.0
+"""How long a stopping server waits for the requests still being served before it closes the
+runtime: the ones its HTTP server cancelled at the end of the grace period record how their
+calls ended and answer with it (routes/calls.py) in milliseconds."""
+
+
+@asynccontextmanager
+async def _drained(state: ServerState) -> AsyncIterator[None]:
+    """On the way out, wait (at most :data:`DRAIN_S`) for the requests in flight to be
+    answered, so that none loses its answer — or its call its record — to the runtime
+    closing under it."""
+    try:
+        yield
+    finally:
+        deadline = time.monotonic() + DRAIN_S
+        while state.requests > 0 and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
 
 
 @asynccontextmanager

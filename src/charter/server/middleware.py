@@ -134,6 +134,8 @@ class ServerMiddleware:
                 message = {**message, "body": b""}
             await send(message)
 
+        if state is not None:
+            state.requests += 1  # the server's stop waits for it (app.py: _drained)
         try:
             # The caller's W3C trace context (traceparent) is the parent of every span the
             # request makes: the governed call's execute_tool span and the executor request.
@@ -144,6 +146,8 @@ class ServerMiddleware:
             # recorded (an upload's partial file is removed); counted as the client's 499.
             status = 499
         finally:
+            if state is not None:
+                state.requests -= 1
             self._log({**scope, "method": method}, state, status, started, trace_id)
 
     @staticmethod

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+from pydantic.config import JsonDict
 from pydantic.json_schema import SkipJsonSchema
 
 from charter.contracts.text import MAX_OBJECTIVE, MAX_REASON
@@ -28,7 +29,7 @@ class AttachmentRef(Strict):
 class ContextRequest(Strict):
     profile: str = Field(min_length=1, max_length=128)
     agent: str | None = Field(default=None, max_length=128)
-    objective: str | None = Field(default=None, max_length=MAX_OBJECTIVE)
+    objective: str | None = Field(default=None, json_schema_extra={"maxLength": MAX_OBJECTIVE})
     attachments: list[AttachmentRef] = Field(default_factory=list, max_length=64)
     run: str | None = Field(default=None, max_length=128, description="Record in this run.")
 
@@ -119,8 +120,14 @@ class EnvelopeOut(BaseModel):
     tool: str | None = None
 
 
+# Free text is bounded by the kernel, as on every other surface (``REASON_TOO_LONG``,
+# ``OBJECTIVE_TOO_LONG``, naming the field and the limit: charter.contracts.text); the
+# schema states the bound without checking it first as a bare REQUEST_INVALID.
+_REASON_BOUND: JsonDict = {"maxLength": MAX_REASON}
+
+
 class DecisionRequest(Strict):
-    reason: str | None = Field(default=None, max_length=MAX_REASON)
+    reason: str | None = Field(default=None, json_schema_extra=_REASON_BOUND)
     tenant: str | None = Field(
         default=None, max_length=128, description="With the approval token: whose approval."
     )
@@ -128,7 +135,7 @@ class DecisionRequest(Strict):
 
 class EndRequest(Strict):
     reason: str = Field(
-        min_length=1, max_length=MAX_REASON, description="Why (recorded, redacted)."
+        min_length=1, json_schema_extra=_REASON_BOUND, description="Why (recorded, redacted)."
     )
 
 

@@ -37,6 +37,7 @@ class ServerState:
     body_timeout_s: float = 30.0  # a request body still arriving after this: 408 BODY_TIMEOUT
     sse_keepalive_s: float = 15.0
     run_tenant_cache: int = 10_000
+    requests: int = 0  # HTTP requests being served (the middleware counts them)
     _run_tenants: OrderedDict[str, str | None] = field(default_factory=OrderedDict)
 
     async def run_tenant(self, run_id: str) -> str | None:

@@ -10,6 +10,7 @@ outcome is unknown, which is exactly what must never happen automatically.
 
 from __future__ import annotations
 
+import asyncio
 import math
 import time
 from typing import Annotated, Any
@@ -20,6 +21,7 @@ from fastapi.responses import JSONResponse
 from charter.contracts.delegation import PARENT_SPAN_HEADER
 from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.delegation import family
+from charter.kernel.endcall import recorded_answer
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
 from charter.server.body import check_members, optional_str, parse_object, required_str
@@ -149,17 +151,27 @@ async def make_call(request: Request) -> JSONResponse:
     task_id = optional_str(body, "task_id")  # a call into a catalog run names its task
     arguments = _arguments(body)
     started = time.perf_counter()
-    envelope = await state.runtime.call(
-        context_id,
-        tool,
-        call_id,
-        arguments,
-        as_=principal,
-        approval_id=approval_id,
-        task_id=task_id,
-        trace_id=getattr(request.state, "trace_id", None),
-        parent_span_id=parent_span,
-    )
+    try:
+        envelope = await state.runtime.call(
+            context_id,
+            tool,
+            call_id,
+            arguments,
+            as_=principal,
+            approval_id=approval_id,
+            task_id=task_id,
+            trace_id=getattr(request.state, "trace_id", None),
+            parent_span_id=parent_span,
+        )
+    except asyncio.CancelledError as stopped:
+        # The server is stopping and its grace period ended under the call (a hang-up does
+        # not cancel a request): the kernel recorded the call before handing the cancellation
+        # back, so the client is told what became of it — its envelope (``unknown`` for a
+        # tool cut off mid-run), never a bare 500 that a retry logic would take for "retry".
+        recorded = recorded_answer(stopped)
+        if recorded is None:
+            raise
+        envelope = recorded
     if envelope.error is not None and envelope.error.get("reason") == "CONTEXT_NOT_FOUND":
         raise PermissionDenied("no such context", reason="CONTEXT_NOT_FOUND")
     state.metrics.record_call(
