@@ -446,6 +446,8 @@ def latest_build_path(root: str | os.PathLike[str]) -> Path:
         raise UserError(f"no Build yet in {directory}; run `charter build` first") from None
     except IsADirectoryError:
         raise _damaged(pointer, "it is a directory, not a file", remove=True) from None
+    except NotADirectoryError:
+        raise  # .charter/builds is not a directory: the OS error names it (not the pointer)
     except OSError as exc:
         raise _damaged(pointer, f"it cannot be read ({exc.strerror or exc})") from None
     try:
