@@ -132,7 +132,10 @@ async def test_each_projection_table_is_authenticated(
             assert caught.value.reason == "RUN_LEDGER_INVALID"
         else:  # answered in the call's envelope
             assert_refused(await _deciding_read(rt, table, runs, ""), "ROW_MAC_INVALID")
-        assert rt.store.trust.invalid[runs["damaged"]].reason == "ROW_MAC_INVALID"
+        problem = rt.store.trust.invalid[runs["damaged"]]
+        assert problem.reason == "ROW_MAC_INVALID"
+        article = "an" if table == "approvals" else "a"  # the message reads as English
+        assert f"{article} {table} row does not match its MAC" in problem.message
         after = await rt.call(runs["damaged_ctx"], "kv.get", "c4", {"key": "k"}, as_="app")
         assert_refused(after, "ROW_MAC_INVALID")
         assert runs_of(project, "kv.get") == 2

@@ -147,9 +147,14 @@ def differing_column(spec: TableSpec, row: Row, stored: Sequence[Any]) -> str | 
 
 def _column_message(table: str, column: str) -> str:
     return (
-        f"a {table} row's {column} column does not hold the value of the row's text "
+        f"{_a(table)} row's {column} column does not hold the value of the row's text "
         "(edited outside Charter)"
     )
+
+
+def _a(table: str) -> str:
+    """The article and the table's name, for a message: "a calls", "an approvals"."""
+    return f"{'an' if table[0] in 'aeiou' else 'a'} {table}"
 
 
 class RowOpener:
@@ -186,7 +191,7 @@ class RowOpener:
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
                     seq=None,
-                    message=f"a {table} row {what} (inserted or edited outside Charter)",
+                    message=f"{_a(table)} row {what} (inserted or edited outside Charter)",
                 )
             )
         expected = self.key.row_mac(table, key, data, seq)
@@ -196,7 +201,7 @@ class RowOpener:
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
                     seq=seq,
-                    message=f"a {table} row does not match its MAC (edited outside Charter)",
+                    message=f"{_a(table)} row does not match its MAC (edited outside Charter)",
                 )
             )
         known = self.trust.verified(run_id)
@@ -212,7 +217,7 @@ class RowOpener:
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
                     seq=seq,
-                    message=f"a {table} row is not JSON text",
+                    message=f"{_a(table)} row is not JSON text",
                 )
             ) from None
         column = differing_column(spec, row, got[columns_at:])
@@ -246,7 +251,7 @@ class RowOpener:
                     run_id=run_id,
                     reason="ROW_MAC_INVALID",
                     seq=None,
-                    message=f"a {table} row is not JSON text",
+                    message=f"{_a(table)} row is not JSON text",
                 )
             ) from None
         column = differing_column(spec, row, got[3 + len(spec.keys) :])
