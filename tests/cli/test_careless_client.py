@@ -358,3 +358,19 @@ def test_import_mcp_of_a_server_that_is_not_one_names_the_failure(demo: Path) ->
     refused = charter("import-mcp", "--url", "http://127.0.0.1:1/mcp", cwd=demo)
     assert refused.returncode == 1
     assert refused.stderr.strip().endswith("could not be reached: ConnectError"), refused.stderr
+
+
+def test_control_characters_typed_into_an_id_reach_the_terminal_escaped(demo: Path) -> None:
+    """An error that quotes what was typed (``no run …``) shows its ESC, BEL and CR as
+    ``\\x1b`` …: a pasted id cannot recolour, retitle or overwrite the operator's terminal."""
+    made = charter(
+        "call", "notes.search", "--args", '{"query": "x"}', "--call-id", "c1",
+        "--profile", "reader", "--as", "app", cwd=demo,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stdout + made.stderr  # the store exists
+    done = charter("runs", "show", "ab\x1b[31mred\x07\r", cwd=demo)
+    assert done.returncode != 0
+    assert not any(c in done.stderr for c in "\x1b\x07\r"), repr(done.stderr)
+    assert "no run ab\\x1b[31mred\\x07\\x0d" in done.stderr
+    as_json = charter("runs", "show", "ab\x1b[31m", "--json", cwd=demo)
+    assert json.loads(as_json.stdout)["error"].endswith("no run ab\x1b[31m")  # JSON escapes it

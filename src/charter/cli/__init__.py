@@ -8,12 +8,12 @@ import sys
 from typing import NoReturn
 
 import typer
-from rich.markup import escape
 from typer import rich_utils
 
 from charter import telemetry
 from charter.cli._output import (
     err_console,
+    error_line,
     library_logs_to_stderr,
     os_error_message,
     print_json,
@@ -47,9 +47,7 @@ def _report(message: str, *, code: str, reason: str, status: int, as_json: bool)
             {"ok": False, "error": message, "code": code, "code_name": code, "reason": reason}
         )
     else:
-        err_console.print(
-            f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True, highlight=False
-        )
+        err_console.print(error_line(message), markup=True, soft_wrap=True, highlight=False)
     sys.stdout.flush()
     raise SystemExit(status)
 

@@ -130,6 +130,18 @@ def redact_errors(redactor: Redactor) -> None:
         _REDACTORS.append(redactor)
 
 
+_CONTROLS = {
+    c: f"\\x{c:02x}" for c in (*range(0x20), 0x7F, *range(0x80, 0xA0)) if c not in (0x09, 0x0A)
+}
+
+
+def error_line(message: str) -> str:
+    """``error: <message>`` as console markup: the message's markup escaped and its terminal
+    control characters (ESC, CR, BEL … — a typed id may carry them) shown as ``\\x1b``, so
+    nothing a message quotes can move the cursor, recolour or retitle the operator's terminal."""
+    return f"[bold red]error:[/] {escape(message.translate(_CONTROLS))}"
+
+
 def fail(
     message: str,
     *,
@@ -161,7 +173,7 @@ def fail(
         )
     else:
         # the message may quote input ("unknown profile '[/]'"): never read as markup
-        err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+        err_console.print(error_line(message), markup=True, soft_wrap=True)
     raise typer.Exit(code)
 
 
@@ -312,7 +324,7 @@ def reported_errors(as_json: bool = False) -> Iterator[None]:
             )
         else:
             message = guarded(str(exc), _REDACTORS)
-            err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+            err_console.print(error_line(message), markup=True, soft_wrap=True)
         raise typer.Exit(1) from None
     except Failure as exc:
         fail(str(exc), as_json=as_json, code_name=exc.code.value, reason=exc.reason)
