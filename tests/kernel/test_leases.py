@@ -88,6 +88,22 @@ async def test_another_hosts_call_waits_while_its_lease_lives(env: Env) -> None:
     assert await other.reconcile() == []
 
 
+async def test_a_lease_edited_to_live_for_days_does_not_keep_a_call_in_flight(env: Env) -> None:
+    """The leases table carries no MAC: a lease whose expiry was moved far into the future
+    (by hand, outside Charter) counts as lapsed — no process renews for longer than an hour —
+    so the dead owner's call is reconciled instead of staying ``dispatching`` for good."""
+    cid, _ = await stranded_call(env, lease_for_s=3 * 86400)
+    [done] = await env.kernel.reconcile()
+    assert done.call_id == "s1"
+    assert _attr(await env.kernel.get_call(cid, "s1", "acme"), "state") == "unknown"
+
+
+async def test_a_lease_within_the_longest_lifetime_is_believed(env: Env) -> None:
+    cid, _ = await stranded_call(env, lease_for_s=50 * 60)
+    assert await env.kernel.reconcile() == []
+    assert _attr(await env.kernel.get_call(cid, "s1", "acme"), "state") == "dispatching"
+
+
 async def test_a_call_whose_owner_holds_no_lease_is_reconciled(env: Env) -> None:
     """A released lease (clean shutdown) or none at all: the owner is gone."""
     cid, _ = await stranded_call(env, lease_for_s=None)

@@ -24,6 +24,20 @@ from charter.stores.leases import Lease, LeaseStore
 
 _log = logging.getLogger("charter.kernel.leases")
 
+LONGEST_LEASE = timedelta(hours=1)
+"""No process renews its lease for longer than this (the default lifetime is 30 s). A lease
+that says it lives further into the future was written outside Charter — a hand edit of the
+``leases`` table, which carries no MAC — and counts as lapsed, so it cannot keep a dead
+process's calls ``dispatching`` for good (:func:`lapsed`)."""
+
+
+def lapsed(lease: Lease | None, now: datetime) -> bool:
+    """Whether ``lease`` no longer shows its owner alive at ``now``: none (released, or
+    never taken), expired, or expiring beyond :data:`LONGEST_LEASE` from now."""
+    if lease is None:
+        return True
+    return not format_at(now) < lease.expires_at <= format_at(now + LONGEST_LEASE)
+
 
 class OwnerLease:
     def __init__(

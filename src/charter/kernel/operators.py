@@ -15,10 +15,11 @@ from charter.kernel.answers import audit_decision
 from charter.kernel.audit import AuditOutcome
 from charter.kernel.core import KernelState
 from charter.kernel.delegation import delegates, orphaned_receipt
+from charter.kernel.leases import lapsed
 from charter.kernel.principals import Principal
 from charter.kernel.secret_marks import scrub_note
 from charter.kernel.store import KernelStore
-from charter.ledger.events import NewEvent, format_at
+from charter.ledger.events import NewEvent
 from charter.ledger.trust import RunLedgerInvalid, refuse_vanished
 from charter.ledger.views import CallRow, ContextRow
 
@@ -47,17 +48,16 @@ class Operators:
         leases = await state.lease.read(
             {str(o["lease"]) for o in owners if o.get("lease") and o != state.owner}
         )
-        now = format_at(state.now())
+        now = state.now()
         for row, owner in zip(rows, owners, strict=True):
             if owner == state.owner:
                 if state.flying.get((row.context_id, row.call_id)):
                     continue  # ours and running: this process records its outcome
                 # ours, but no call of this process runs it any more: stranded (below)
             elif owner.get("lease") and state.lease.supported:
-                lease = leases.get(str(owner["lease"]))
-                lapsed = lease is None or lease.expires_at <= now
+                gone = lapsed(leases.get(str(owner["lease"])), now)
                 dead_here = owner.get("host") == state.owner["host"] and not _alive(owner)
-                if not (lapsed or dead_here):
+                if not (gone or dead_here):
                     continue
             elif owner.get("host") != state.owner["host"] or _alive(owner):
                 continue  # no lease to go by: only a dead pid on this host is known gone
