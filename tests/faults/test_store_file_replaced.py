@@ -115,3 +115,25 @@ async def test_a_call_whose_outcome_cannot_reach_the_file_is_unknown(tmp_path: P
         assert again.error is not None
         assert again.error["reason"].startswith("STORE_"), again
     assert runs_of(project, "kv.slow") == 1
+
+
+@pytest.mark.anyio
+async def test_a_chat_write_into_a_deleted_database_is_refused(tmp_path: Path) -> None:
+    """Conversations have a writer of their own (stores/sqlite_conversations.py): it checks
+    the files too, so a chat turn is not saved into a database that is gone, and the store
+    stops writing as it does for the ledger."""
+    from charter.errors import StoreError
+    from charter.stores.sqlite import SQLiteStore
+    from charter.testing.conversation_conformance import conversation_record
+    from charter.testing.ids import fixed_ledger_key
+
+    db = tmp_path / "charter.db"
+    async with SQLiteStore.open(str(db), key=fixed_ledger_key()) as store:
+        await store.save_conversation(conversation_record("conv-1"))
+        said = _db_deleted(db)
+        with pytest.raises(StoreError) as caught:
+            await store.save_conversation(conversation_record("conv-2"))
+        assert caught.value.reason == "STORE_FAILED"
+        assert said in caught.value.message
+        assert not db.exists()  # not made anew
+        assert store.failure is not None  # the ledger's writes stop too

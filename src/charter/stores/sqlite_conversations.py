@@ -31,6 +31,7 @@ from charter.ledger.chain import LedgerKey
 from charter.stores import conversations as sql
 from charter.stores.conversations import ConversationEvent, ConversationRecord
 from charter.stores.sqlite_errors import translate_sqlite_error
+from charter.stores.sqlite_files import FileReplaced, OpenedFiles
 
 T = TypeVar("T")
 _CHECKPOINT_PAGES = 4000  # as the ledger writer's (charter.stores.sqlite)
@@ -53,9 +54,12 @@ class SQLiteConversations:
 
     path: str
     key: LedgerKey
+    files: OpenedFiles
     _closed: bool
 
     if TYPE_CHECKING:
+
+        def _fail_stop(self, exc: BaseException, committing: bool) -> StoreError: ...
 
         async def _read(self, fn: Callable[[sqlite3.Connection], T]) -> T: ...
 
@@ -77,16 +81,20 @@ class SQLiteConversations:
         conn: sqlite3.Connection | None = self.__dict__.get("_chat_conn_")
         try:
             if conn is None:
+                self.files.check()  # connecting would make a deleted database anew
                 conn = self.__dict__["_chat_conn_"] = _connect_chat_writer(self.path)
             conn.execute("BEGIN IMMEDIATE")
             try:
                 result = fn(conn)
+                self.files.check()  # the files deleted or replaced under us: fail-stop
                 conn.execute("COMMIT")
             except BaseException:
                 with contextlib.suppress(sqlite3.Error):
                     conn.execute("ROLLBACK")
                 raise
             return result
+        except FileReplaced as exc:
+            raise self._fail_stop(exc, False) from None
         except sqlite3.Error as exc:
             raise _translate(exc) from None
 
