@@ -17,7 +17,7 @@ from pathlib import Path
 
 CLI = Path(__file__).resolve().parents[2] / "src" / "charter" / "cli"
 
-_ESCAPERS = {"escape", "_v"}
+_ESCAPERS = {"escape", "_v", "error_line"}  # error_line escapes what it is given (_output.py)
 
 # (file, expression) that are never a stored or given text: literal styled words, enums and
 # numbers. Anything else interpolated into markup must be escaped.
