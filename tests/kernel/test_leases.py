@@ -15,7 +15,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -102,6 +102,33 @@ async def test_a_lease_within_the_longest_lifetime_is_believed(env: Env) -> None
     cid, _ = await stranded_call(env, lease_for_s=50 * 60)
     assert await env.kernel.reconcile() == []
     assert _attr(await env.kernel.get_call(cid, "s1", "acme"), "state") == "dispatching"
+
+
+@pytest.fixture
+async def pg_env(project: Path, pg_store_url: str) -> AsyncIterator[Env]:
+    from charter.stores.postgres import PostgresStore
+    from charter.testing.clock import FakeClock
+    from tests.kernel.conftest import KEY
+
+    clock = FakeClock(step=timedelta(0))
+    async with PostgresStore.open(pg_store_url, key=KEY, clock=clock) as store:
+        kernel = make_kernel(project, store, clock)
+        yield Env(project=project, build=kernel.build, kernel=kernel, clock=clock, store=store)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize(
+    ("lease_for_s", "state"), [(3 * 86400, "unknown"), (50 * 60, "dispatching")]
+)
+async def test_the_longest_lease_bound_holds_on_postgresql(
+    pg_env: Env, lease_for_s: int, state: str
+) -> None:
+    """The same bound with the lease read back from PostgreSQL's ``leases`` table: an expiry
+    three days ahead counts as lapsed (the call is reconciled), fifty minutes ahead is
+    believed (the call stays in flight)."""
+    cid, _ = await stranded_call(pg_env, lease_for_s=lease_for_s)
+    await pg_env.kernel.reconcile()
+    assert _attr(await pg_env.kernel.get_call(cid, "s1", "acme"), "state") == state
 
 
 async def test_a_call_whose_owner_holds_no_lease_is_reconciled(env: Env) -> None:
