@@ -122,14 +122,26 @@ def translate(exc: OSError, parent: int, name: str, path: str, run_id: str) -> F
         return failures.store_error(
             "the file system refused the name as too long", reason="ARTIFACT_NAME_TOO_LONG"
         )
+    return io_failed(exc, path, run_id)
+
+
+def io_failed(exc: OSError, path: str, run_id: str) -> Failure:
+    """An ``OSError`` from writing, syncing or renaming an artifact's content (the disk is
+    full, or failing) as the store failure that says so; the path goes into ``details``."""
     if exc.errno in (errno.ENOSPC, errno.EDQUOT):
         return failures.store_error(
-            "the file system is full", reason="ARTIFACT_STORE_FULL", run_id=run_id
+            "the file system holding the artifact store is full (or the quota of its user is"
+            " used up): nothing was published; free some space and try again",
+            reason="ARTIFACT_STORE_FULL",
+            run_id=run_id,
+            path=path,
         )
     return failures.store_error(
-        f"the artifact file system failed ({errno.errorcode.get(exc.errno or 0, 'EIO')})",
+        f"the artifact file system failed ({errno.errorcode.get(exc.errno or 0, 'EIO')}):"
+        " nothing was published; check the disk holding the artifact store",
         reason="ARTIFACT_STORE_ERROR",
         run_id=run_id,
+        path=path,
     )
 
 

@@ -193,6 +193,13 @@ def integrity(path: str, *, run_id: str | None = None) -> Failure:
 
 
 def store_error(
-    message: str, *, reason: str, retryable: bool = False, run_id: str | None = None
+    message: str,
+    *,
+    reason: str,
+    retryable: bool = False,
+    run_id: str | None = None,
+    path: str | None = None,
 ) -> Failure:
-    return StoreError(message, reason=reason, retryable=retryable, run_id=run_id)
+    return StoreError(
+        message, reason=reason, retryable=retryable, run_id=run_id, details=_details(path) or None
+    )

@@ -629,6 +629,9 @@ class _LocalWriter:
                 self._buffer += data
                 if len(self._buffer) >= _BUFFER:
                     self._flush()
+        except OSError as exc:  # the disk is full or failing
+            self.abort()
+            raise _fs.io_failed(exc, self._path, self._run_id) from None
         except BaseException:
             self.abort()
             raise
@@ -648,6 +651,9 @@ class _LocalWriter:
             self._flush()
             os.fsync(self._fd)
             result = self._publish()
+        except OSError as exc:  # the disk is full or failing
+            self.abort()
+            raise _fs.io_failed(exc, self._path, self._run_id) from None
         except BaseException:
             self.abort()
             raise

@@ -68,6 +68,8 @@ STATUS_BY_REASON: dict[str, int] = {
     "REQUEST_MALFORMED": 400,
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "BODY_MALFORMED": 400,
+    "ARTIFACT_STORE_FULL": 507,  # the disk holding the artifact store is full
+    "STORE_DISK_FULL": 507,
 }
 
 

@@ -125,7 +125,7 @@ async def _drain(chunks: AsyncIterator[bytes]) -> None:
 @router.post(
     "/runs/{run_id}/artifacts",
     status_code=201,
-    responses=problem_responses(401, 404, 413, 422),
+    responses=problem_responses(401, 404, 413, 422, 507),
     summary="Upload a file into a run (registered as an untrusted user upload)",
 )
 async def upload(
