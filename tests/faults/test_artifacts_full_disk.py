@@ -135,3 +135,38 @@ def test_a_tool_writing_an_artifact_on_a_full_disk(
             assert _files_under(disk / "art") == [f"{ctx.run_id}/a.md"]
 
     asyncio.run(calls())
+
+
+def test_cli_output_on_a_full_disk_names_the_output(
+    demo_template: Path,
+    tmp_path: Path,
+    disk: Path,  # noqa: F811
+) -> None:
+    """``charter runs export`` and ``charter artifacts get`` writing to a full disk: one line
+    naming the output (a failed ``write`` carries no path of its own; before, the line was
+    only "error: No space left on device") and what to do, nothing left behind."""
+    demo = copy_demo(demo_template, tmp_path)
+    run_id = _run_of(demo)
+    small = tmp_path / "small.bin"
+    small.write_bytes(os.urandom(200_000))
+    put = charter("artifacts", "put", run_id, str(small), "--as", "app", "--json", cwd=demo)
+    assert put.returncode == 0, put.stderr
+    artifact_id = json.loads(put.stdout)["artifact_id"]
+    _fill(disk)
+    before = sorted(p.name for p in disk.iterdir())
+
+    export, got = disk / "export", disk / "got.bin"
+    for args, out in (
+        (("runs", "export", run_id, str(export)), export),
+        (("artifacts", "get", run_id, artifact_id, "-o", str(got), "--as", "app"), got),
+    ):
+        done = charter(*args, cwd=demo)
+        assert done.returncode == 1, done.stdout + done.stderr
+        assert "Traceback" not in done.stdout + done.stderr
+        last = done.stderr.strip().splitlines()[-1]
+        # the output as typed (a long typed value is cut to its first 64 characters)
+        assert last.startswith(f"error: {str(out)[:48]}"), last
+        assert last.endswith(
+            ": No space left on device (the disk is full: free some space and try again)"
+        ), last
+        assert sorted(p.name for p in disk.iterdir()) == before

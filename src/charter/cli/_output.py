@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -285,17 +286,28 @@ def user_error_reason(exc: UserError) -> str:
     return "INVALID_USAGE"
 
 
-def os_error_message(exc: OSError) -> str:
-    """An operating-system error as one line naming the path (never a traceback)."""
+def os_error_message(exc: OSError, *, writing: str | os.PathLike[str] | None = None) -> str:
+    """An operating-system error as one line naming the path (never a traceback).
+
+    ``writing``: the file or directory the command was writing, named when the error has no
+    path of its own (a ``write`` or ``fsync`` that fails carries none). A full disk says so
+    and what to do."""
     what = exc.strerror or type(exc).__name__
     paths = [p for p in (exc.filename, exc.filename2) if p is not None]
+    if not paths and writing is not None:
+        paths = [writing]
     where = " -> ".join(os.fsdecode(p) for p in paths)
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        what += " (the disk is full: free some space and try again)"
     return f"{where}: {what}" if where else what
 
 
 @contextmanager
-def reported_errors(as_json: bool = False) -> Iterator[None]:
-    """Turn Charter exceptions into a clear message and a non-zero exit code."""
+def reported_errors(
+    as_json: bool = False, *, writing: str | os.PathLike[str] | None = None
+) -> Iterator[None]:
+    """Turn Charter exceptions into a clear message and a non-zero exit code (``writing``:
+    what the command writes, named by an operating-system error that names no path)."""
     try:
         yield
     except BuildError as exc:
@@ -336,7 +348,7 @@ def reported_errors(as_json: bool = False) -> Iterator[None]:
         # A read-only or full disk, a missing directory, a file that vanished: the path and
         # the system's reason, no traceback.
         fail(
-            os_error_message(exc),
+            os_error_message(exc, writing=writing),
             as_json=as_json,
             code_name=ErrorCode.INTERNAL.value,
             reason="OS_ERROR",

@@ -119,13 +119,18 @@ def _save(
     try:
         digest = hashlib.sha256()
         got = 0
-        with os.fdopen(fd, "wb") as f:
-            for chunk in chunks:
-                digest.update(chunk)
-                got += len(chunk)
-                f.write(chunk)
-            f.flush()
-            os.fsync(f.fileno())
+        try:
+            with os.fdopen(fd, "wb") as f:
+                for chunk in chunks:
+                    digest.update(chunk)
+                    got += len(chunk)
+                    f.write(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+        except OSError as exc:  # a full or failing disk: name the output, not the temporary
+            if exc.filename is not None:
+                raise
+            raise OSError(exc.errno, exc.strerror, str(out)) from None
         if got != size or "sha256:" + digest.hexdigest() != sha256:
             raise ContractViolation(
                 "the artifact's content does not match its recorded checksum",

@@ -430,7 +430,7 @@ def export(
     """Write manifest.json, events/00000001.jsonl …, artifacts/index.json and each artifact's
     file (artifacts/files/<path>, checked against its sha256 and size) for a run. A run that
     fails verification is refused unless ``--as-found``."""
-    with reported_errors(as_json):
+    with reported_errors(as_json, writing=directory):
         key = ledger_key_for(project, deploy)
         source = deployment_source(run_id, deploy, project) if files else None
         records = export_staging.records_dir(project)
