@@ -31,6 +31,19 @@ async def test_a_call_id_with_a_trailing_newline_or_escape_is_refused(env: Env, 
     assert env.runs_of("kv.get") == 1  # the tool did not run again
 
 
+@pytest.mark.parametrize("bad", [None, 7, "", b"a1"])
+async def test_a_call_id_that_is_no_string_or_empty_says_so(env: Env, bad: Any) -> None:
+    """Before, ``call_id=None`` (or a number) was refused as "…, not ''": the message quoted
+    an empty string the caller never gave."""
+    ctx = await env.kernel.resolve_context(APP, "all")
+    out = await env.kernel.call(ctx.context_id, "kv.get", bad, {"key": "k"}, principal=APP)
+    assert out.status is CallStatus.REJECTED, out
+    assert out.error is not None
+    assert out.error["reason"] == "CALL_ID_INVALID"
+    assert out.error["message"].endswith("(at most 128 characters): give a non-empty string")
+    assert env.runs_of("kv.get") == 0
+
+
 async def test_longest_call_id_is_accepted_and_one_more_character_is_not(env: Env) -> None:
     ctx = await env.kernel.resolve_context(APP, "all")
     ok = await env.kernel.call(ctx.context_id, "kv.get", "a" * 128, {"key": "k"}, principal=APP)

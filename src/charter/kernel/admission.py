@@ -39,9 +39,10 @@ def call_id_refusal(at: Attempt, redactor: Redactor) -> InvalidInput | None:
             details={"field": "call_id"},
         )
     if CALL_ID.fullmatch(at.call_id) is None:
+        # "" is also what the kernel holds for an id that was no string (None, a number)
+        problem = f"not {shown(at.call_id)}" if at.call_id else "give a non-empty string"
         invalid = InvalidInput(
-            f"call_id must match {CALL_ID.pattern} (at most 128 characters), not "
-            f"{shown(at.call_id)}",
+            f"call_id must match {CALL_ID.pattern} (at most 128 characters): {problem}",
             reason="CALL_ID_INVALID",
         )
         at.call_id = clipped(at.call_id, 128)
