@@ -90,3 +90,26 @@ def test_a_new_store_on_a_full_disk(demo_template: Path, tmp_path: Path, disk: P
     assert last.startswith("error: internal (STORE_DISK_FULL): sqlite: cannot open the"), last
     assert str(db) in last
     assert "the disk is full: free some space and try again" in last
+
+
+def test_a_refused_new_store_leaves_no_file_and_a_retry_starts_afresh(
+    demo_template: Path, tmp_path: Path, disk: Path
+) -> None:
+    """Before, the refused open left ``new.db`` behind (created empty, with its ``-wal`` and
+    ``-shm`` when SQLite got that far): a half-made database the next open took as an
+    existing one. Now the files this open created are removed, and only those."""
+    demo = copy_demo(demo_template, tmp_path)
+    kept = disk / "kept.db"
+    kept.write_bytes(b"")  # an (empty) file that was there before is not this open's
+    _fill(disk)
+    store = f"sqlite:///{disk / 'new.db'}"
+    for db in (disk / "new.db", kept):
+        last = _one_line(_call(demo, f"sqlite:///{db}", "c1"))
+        assert "(STORE_DISK_FULL)" in last, last
+    assert sorted(p.name for p in disk.iterdir()) == ["filler", "kept.db"]
+    assert kept.read_bytes() == b""
+
+    (disk / "filler").unlink()  # space freed: the retry opens a fresh database
+    done = _call(demo, store, "c1")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (disk / "new.db").stat().st_size > 0

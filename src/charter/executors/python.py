@@ -23,6 +23,7 @@ import asyncio
 import contextlib
 import functools
 import inspect
+import logging
 import threading
 import types
 import typing
@@ -48,6 +49,7 @@ from charter.kernel.executor_port import (
     ExecutionOutcome,
     ExecutionRequest,
     MessageRedactor,
+    ToolThreadUse,
     ensure_json,
     failed,
     failure_from,
@@ -62,6 +64,8 @@ from charter.project.loader import import_project_module
 # Worker threads for sync tools, per event loop: a pool of their own, so slow tools never make
 # the runtime's own thread work (a run's lock file, audit writes, policy hooks) wait.
 TOOL_THREADS = 40
+
+_log = logging.getLogger("charter.executors.python")
 
 # Argument-name sets remembered per tool (whether they fit its signature); past this many a
 # tool whose schema admits arbitrary names binds each call afresh instead of growing the cache.
@@ -203,6 +207,7 @@ class PythonExecutor:
         self._redact = redact_message
         self._tools = ToolResolver(root=root, entrypoints=entrypoints, functions=functions)
         self._threads = threads
+        self._use = _ThreadCount()  # threads running a tool, and those held past their answer
         # (the loop, its limiter of tool threads): made on the first sync call of each loop
         self._limiter: tuple[asyncio.AbstractEventLoop, anyio.CapacityLimiter] | None = None
         # The running backend's CancelScope class, from the first call's scope: later scopes
@@ -211,6 +216,12 @@ class PythonExecutor:
 
     async def aclose(self) -> None:
         """Nothing to release: threads still running a timed-out tool finish on their own."""
+
+    def tool_threads(self) -> ToolThreadUse:
+        """The sync-tool threads now: their number, those running a tool, and those running
+        one whose call already answered (``stuck``: held until the tool returns)."""
+        busy, stuck = self._use.read()
+        return ToolThreadUse(capacity=self._threads, busy=busy, stuck=stuck)
 
     async def describe(self, tool_ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """What the code this executor runs declares for each tool (:func:`declared_by`):
@@ -277,7 +288,7 @@ class PythonExecutor:
         bound = functools.partial(tool.function, **kwargs)
         loop = asyncio.get_running_loop()
         # A sync tool's worker thread: tells when it returns (an async tool has none).
-        ended = None if tool.is_async else _ThreadEnd(loop)
+        ended = None if tool.is_async else _ThreadEnd(loop, self._use)
 
         def call() -> Any:
             if ended is not None and not ended.begin():
@@ -336,6 +347,15 @@ class PythonExecutor:
                     dispatched=False,
                 )
             self._linger(ended, request)
+            _log.warning(
+                "sync tool still running past its deadline: its thread is held until it "
+                "returns (tool %s, call %s, deadline %g s; %d of %d tool threads held so)",
+                tool_id,
+                ctx.call_id,
+                request.deadline_s,
+                self._use.read()[1],
+                self._threads,
+            )
             return unknown(
                 TimeoutFailure(
                     f"tool {tool_id} did not finish within {request.deadline_s:g} s; "
@@ -365,7 +385,10 @@ class PythonExecutor:
     def _linger(ended: _ThreadEnd | None, request: ExecutionRequest) -> None:
         """A sync tool's thread outlives its timeout or cancellation: hand the caller (the
         kernel, which then keeps the run's write lock) what completes when it really ends."""
-        if ended is not None and not ended.give_up() and request.linger is not None:
+        if ended is None or ended.give_up():
+            return
+        ended.abandon()
+        if request.linger is not None:
             running = ended.watch()
             if running is not None:
                 request.linger(running)
@@ -437,13 +460,15 @@ class _ThreadEnd:
     still waits for a worker thread (every thread of the process busy) makes sure it never
     starts, so there is no thread to outlive the answer (:meth:`begin`, :meth:`give_up`)."""
 
-    __slots__ = ("_done", "_future", "_lock", "_loop", "_started")
+    __slots__ = ("_abandoned", "_count", "_done", "_future", "_lock", "_loop", "_started")
 
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, count: _ThreadCount) -> None:
         self._loop = loop
+        self._count = count
         self._lock = threading.Lock()
         self._done = False
         self._started = False
+        self._abandoned = False
         self._future: asyncio.Future[None] | None = None
 
     def begin(self) -> bool:
@@ -453,6 +478,7 @@ class _ThreadEnd:
             if self._done:
                 return False
             self._started = True
+            self._count.add(busy=1)
             return True
 
     def give_up(self) -> bool:
@@ -464,11 +490,21 @@ class _ThreadEnd:
             self._done = True
             return True
 
+    def abandon(self) -> None:
+        """On the loop: the call answered while the tool still runs — its thread is held
+        (counted ``stuck``) until :meth:`finish`."""
+        with self._lock:
+            if self._done or self._abandoned:
+                return
+            self._abandoned = True
+            self._count.add(stuck=1)
+
     def finish(self) -> None:
         """In the tool's thread, as it returns."""
         with self._lock:
             self._done = True
             future = self._future
+            self._count.add(busy=-1, stuck=-1 if self._abandoned else 0)
         if future is not None:
             with contextlib.suppress(RuntimeError):  # the loop is gone
                 self._loop.call_soon_threadsafe(_settle, future)
@@ -486,3 +522,24 @@ class _ThreadEnd:
 def _settle(ended: asyncio.Future[None]) -> None:
     if not ended.done():
         ended.set_result(None)
+
+
+class _ThreadCount:
+    """Sync-tool threads running a tool (``busy``) and, of those, the ones whose call already
+    answered (``stuck``); changed from worker threads and the loop."""
+
+    __slots__ = ("_busy", "_lock", "_stuck")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._busy = 0
+        self._stuck = 0
+
+    def add(self, *, busy: int = 0, stuck: int = 0) -> None:
+        with self._lock:
+            self._busy += busy
+            self._stuck += stuck
+
+    def read(self) -> tuple[int, int]:
+        with self._lock:
+            return self._busy, self._stuck

@@ -26,6 +26,7 @@ from charter.contracts.canonical import Fingerprinter
 from charter.contracts.text import MAX_REASON, bounded, shown
 from charter.errors import InvalidInput, PermissionDenied
 from charter.kernel.delegation import delegates
+from charter.kernel.executor_port import ToolThreadUse
 from charter.kernel.principals import Principal
 from charter.kernel.redaction import Redactor
 from charter.kernel.run_notes import scrub_run_note
@@ -300,3 +301,12 @@ class RunOperations:
         """One round of upkeep, as ``charter serve`` runs it (see ``Kernel.maintain``)."""
         counts: dict[str, int] = await self.kernel.maintain()
         return counts
+
+    def tool_threads(self) -> ToolThreadUse | None:
+        """This process's sync-tool threads (None: no executor here runs sync tools)."""
+        for executor in self.kernel.executors.values():
+            use = getattr(executor, "tool_threads", None)
+            if use is not None:
+                found: ToolThreadUse = use()
+                return found
+        return None

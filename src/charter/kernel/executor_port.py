@@ -88,6 +88,17 @@ contract's ``redact`` pointers and the values of the request's sensitive argumen
 """
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolThreadUse:
+    """The worker threads of sync Python tools: how many there are, how many run a tool now,
+    and how many of those run one whose call was already answered (timed out or cancelled —
+    a thread cannot be stopped, so it is held until the tool returns)."""
+
+    capacity: int
+    busy: int
+    stuck: int
+
+
 class Executor(Protocol):
     """Runs calls of one kind (``python``, ``subprocess``, later ``http`` and ``mcp``)."""
 

@@ -45,6 +45,7 @@ from charter.server.mcp_mount import McpMount
 from charter.server.methods import allowed_methods
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
+from charter.server.query import RepeatedQueryParam
 from charter.server.routes import (
     approvals,
     artifacts,
@@ -219,7 +220,10 @@ def _handlers(app: FastAPI) -> None:
         return failure_response(exc, redactor=_redactor(request))
 
     @app.exception_handler(RepeatedMember)
-    async def on_repeated(request: Request, exc: RepeatedMember) -> JSONResponse:
+    @app.exception_handler(RepeatedQueryParam)
+    async def on_repeated(
+        request: Request, exc: RepeatedMember | RepeatedQueryParam
+    ) -> JSONResponse:
         redactor = _redactor(request)
         return problem_response(
             code=exc.code,

@@ -50,6 +50,7 @@ from charter.server.body import (
     shown,
 )
 from charter.server.problems import problem_response, problem_responses
+from charter.server.query import QueryRoute
 
 JSON = "application/json"
 # RFC 6838 restricted names: application/json, or a structured syntax suffix +json
@@ -94,8 +95,9 @@ def takes_json(route: APIRoute) -> bool:
     return JSON in documented
 
 
-class JsonRoute(APIRoute):
-    """An API route whose JSON body (if it takes one) passes the checks above first."""
+class JsonRoute(QueryRoute):
+    """An API route whose JSON body (if it takes one) passes the checks above first (and
+    whose query string names each single-valued parameter at most once: :class:`QueryRoute`)."""
 
     def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
         super().__init__(path, endpoint, **kwargs)

@@ -90,7 +90,6 @@ from charter.stores.sqlite_batch import (
     HotRows,
     _begin_now,
     _connect,
-    _create_private,
     _head,
     _heads,
     _list,
@@ -111,7 +110,7 @@ from charter.stores.sqlite_errors import (
     translate_sqlite_error,
     write_transaction,
 )
-from charter.stores.sqlite_files import FileReplaced, OpenedFiles
+from charter.stores.sqlite_files import FileReplaced, NewDatabase, OpenedFiles, create_database
 from charter.stores.sqlite_listing import rowless_runs, stored_table, text_bytes
 from charter.stores.vanished import VANISHED_SQL, run_ids, vanished_params
 
@@ -195,9 +194,10 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
             await store.aclose()
 
     async def start(self) -> None:
+        made: NewDatabase | None = None  # removed again if it cannot be made (sqlite_files)
         if self.path != ":memory:":
             try:
-                _create_private(Path(self.path))
+                made = create_database(self.path)
             except OSError as exc:
                 raise StoreError(
                     f"sqlite: cannot create the directory for {self.path}: {exc.strerror}"
@@ -208,7 +208,12 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
             target=self._writer_main, args=(ready,), name="charter-sqlite-writer", daemon=True
         )
         self._writer.start()
-        await ready
+        try:
+            await ready
+        except BaseException:
+            if made is not None:
+                made.remove()
+            raise
         for problem in await self.run_flags():
             if problem.marked:  # a quarantine mark, or one forged or lifted: refused
                 self.trust.quarantine(problem)
@@ -236,12 +241,15 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
     def _writer_main(self, ready: asyncio.Future[None]) -> None:
         loop = self._loop
         assert loop is not None
+        conn: sqlite3.Connection | None = None
         try:
             conn = _connect(self.path, readonly=False)
             migrate(conn, where=self.path)
             self._hot.edits.start(conn)
             self.files.record()
         except (sqlite3.Error, CharterError) as exc:
+            if conn is not None:
+                conn.close()  # before start() removes a database it could not make
             err = (
                 translate_sqlite_error(exc, opening=str(self.path))
                 if isinstance(exc, sqlite3.Error)

@@ -7,12 +7,10 @@ Split from :mod:`charter.stores.sqlite` (the store itself); nothing here is publ
 from __future__ import annotations
 
 import logging
-import os
 import sqlite3
 from collections.abc import Collection
 from collections.abc import Set as AbstractSet
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
 from charter.contracts.canonical import canonical_bytes_noting
@@ -387,16 +385,3 @@ def _begin_now(conn: sqlite3.Connection) -> bool:
     finally:
         conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
     return True
-
-
-def _create_private(path: Path) -> None:
-    """A new database file is the owner's only (0600; SQLite gives its -wal and -shm files the
-    same mode), in a directory created 0700; an existing file keeps its mode."""
-    parent = path.parent
-    if not parent.exists():
-        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    try:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
-    except FileExistsError:
-        return
-    os.close(fd)

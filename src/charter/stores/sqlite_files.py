@@ -9,14 +9,24 @@ identity (device, inode) of both files once the writer has opened them, and the 
 it before each COMMIT (two ``stat`` calls, against the commit's ``fsync``): a file that is no
 longer the one opened is a storage failure, so the store stops writing (fail-stop) and every
 write says which file, with nothing written.
+
+A database this open creates (:func:`create_database`) and then fails to make — the disk is
+full, the directory not writable for its ``-wal`` — is removed again with the ``-wal``,
+``-shm`` and ``-journal`` files the attempt made (:meth:`NewDatabase.remove`): no empty or
+half-made file is left to be taken as an existing database by the next open, which starts
+afresh. A file that existed before the open is never removed, nor a database another
+process has since replaced it with.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
+from pathlib import Path
 
 _HEADER = 100  # bytes of a SQLite database file's header: a file shorter holds no database
+_COMPANIONS = ("-wal", "-shm", "-journal")
 
 
 class FileReplaced(sqlite3.OperationalError):
@@ -74,3 +84,40 @@ def _identity(path: str) -> tuple[int, int] | None:
     except OSError:
         return None
     return (found.st_dev, found.st_ino)
+
+
+class NewDatabase:
+    """A database file this open created, and which of its companions did not exist yet."""
+
+    def __init__(self, path: str, identity: tuple[int, int] | None, absent: list[str]) -> None:
+        self.path = path
+        self._identity = identity
+        self._absent = absent
+
+    def remove(self) -> None:
+        """Remove the database file and the companions made since it was created — unless
+        the file is no longer the one created (another process replaced it)."""
+        if _identity(self.path) != self._identity:
+            return
+        for name in (*self._absent, self.path):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(name)
+
+
+def create_database(path: str) -> NewDatabase | None:
+    """Create the database file if it does not exist: the owner's only (0600; SQLite gives its
+    -wal and -shm files the same mode), in a directory created 0700; an existing file keeps
+    its mode and is not this open's (None)."""
+    parent = Path(path).parent
+    if not parent.exists():
+        parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    absent = [path + suffix for suffix in _COMPANIONS if not os.path.lexists(path + suffix)]
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+    except FileExistsError:
+        return None
+    try:
+        found = os.fstat(fd)
+    finally:
+        os.close(fd)
+    return NewDatabase(path, (found.st_dev, found.st_ino), absent)

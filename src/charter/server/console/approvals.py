@@ -32,8 +32,9 @@ from charter.server.console.web import (
     reason_field,
     render,
 )
+from charter.server.query import QueryRoute
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 SCAN = 500
 RECENT = 15
 KEEPALIVE_EVERY = 15

@@ -19,8 +19,9 @@ from charter.server.console.web import (
     reason_field,
     render,
 )
+from charter.server.query import QueryRoute
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 SCAN = 500
 REFUSED_SCAN = 1000  # the tenant's newest runs looked at for refused ones
 OUTCOMES = ("succeeded", "failed", "abandoned")

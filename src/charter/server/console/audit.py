@@ -18,8 +18,9 @@ from charter.ledger.trust import LEDGER_DAMAGE, damage_reason
 from charter.runtime import Runtime
 from charter.server.console.runs import tenant_runs
 from charter.server.console.web import Operator, console_of, operator, render
+from charter.server.query import QueryRoute
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 RUN_SCAN = 200
 MAX_ROWS = 500
 

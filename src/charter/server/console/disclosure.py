@@ -10,9 +10,10 @@ from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse
 
 from charter.server.console.web import Operator, console_of, operator, render
+from charter.server.query import QueryRoute
 from charter.server.routes.disclosures import disclosure_of
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 
 FLAG_TEXT = {
     "reported_not_offered": "Reported but never offered",

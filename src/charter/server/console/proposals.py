@@ -46,8 +46,9 @@ from charter.server.console.web import (
     render,
 )
 from charter.server.problems import status_for
+from charter.server.query import QueryRoute
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 LIST_LIMIT = 200
 SCAN = 1000
 KEEPALIVE_EVERY = 15

@@ -10,8 +10,9 @@ from fastapi.responses import HTMLResponse
 
 from charter._version import __version__
 from charter.server.console.web import Operator, console_of, operator, render
+from charter.server.query import QueryRoute
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 
 
 @router.get("/readiness", response_class=HTMLResponse)

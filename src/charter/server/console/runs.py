@@ -30,8 +30,9 @@ from charter.server.console.web import (
     reason_field,
     render,
 )
+from charter.server.query import QueryRoute
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 LIST_SCAN = 1000
 TIMELINE_LIMIT = 2000
 _CALL_EVENTS = frozenset(

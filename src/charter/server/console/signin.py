@@ -26,8 +26,9 @@ from charter.server.console.web import (
     render,
     session_operator,
 )
+from charter.server.query import QueryRoute
 
-router = APIRouter()
+router = APIRouter(route_class=QueryRoute)
 PREFIX = "/console"
 
 

@@ -89,7 +89,7 @@ async def _ledger_check(state: ServerState) -> dict[str, Any]:
     summary="The server can serve: store reachable, schema current, executors ready",
 )
 async def readyz(state: Annotated[ServerState, Depends(get_state)]) -> JSONResponse:
-    checks = [await _store_check(state), await _ledger_check(state)]
+    checks = [await _store_check(state), await _ledger_check(state), _threads_check(state)]
     for check in state.readiness:
         try:
             checks.extend(await check(state.runtime))
@@ -100,6 +100,47 @@ async def readyz(state: Annotated[ServerState, Depends(get_state)]) -> JSONRespo
         {"status": "ready" if ok else "not_ready", "checks": checks},
         status_code=200 if ok else 503,
     )
+
+
+def _threads_check(state: ServerState) -> dict[str, Any]:
+    """The sync-tool threads (``charter_tool_threads_*`` on /metrics). When every one is held
+    by a tool whose call already answered, new sync calls fail ``TOOL_NOT_STARTED`` until one
+    returns: a warning (the server still serves async, subprocess and remote tools)."""
+    use = state.runtime.operations.tool_threads()
+    if use is None:
+        return {"name": "tool_threads", "ok": True}
+    check: dict[str, Any] = {
+        "name": "tool_threads",
+        "ok": True,
+        "capacity": use.capacity,
+        "busy": use.busy,
+        "stuck": use.stuck,
+    }
+    if use.stuck >= use.capacity:
+        check["warning"] = (
+            f"all {use.capacity} sync tool threads are held by tools whose calls already "
+            "timed out: sync Python tools cannot start until one returns (restart to free them)"
+        )
+    return check
+
+
+def _thread_gauges(state: ServerState) -> list[Metric]:
+    use = state.runtime.operations.tool_threads()
+    if use is None:
+        return []
+    return [
+        gauge("charter_tool_threads", "Worker threads for sync Python tools.", {(): use.capacity}),
+        gauge(
+            "charter_tool_threads_busy",
+            "Sync tool threads running a tool now.",
+            {(): float(use.busy)},
+        ),
+        gauge(
+            "charter_tool_threads_stuck",
+            "Sync tool threads still running a tool whose call already answered (timed out).",
+            {(): float(use.stuck)},
+        ),
+    ]
 
 
 async def _shared_gauges(state: ServerState) -> list[Metric]:
@@ -135,5 +176,5 @@ async def _shared_gauges(state: ServerState) -> list[Metric]:
     summary="Prometheus metrics",
 )
 async def metrics(state: Annotated[ServerState, Depends(get_state)]) -> Response:
-    body = state.metrics.render(await _shared_gauges(state))
+    body = state.metrics.render([*await _shared_gauges(state), *_thread_gauges(state)])
     return Response(body, media_type=PROMETHEUS_TEXT)
