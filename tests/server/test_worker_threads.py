@@ -20,6 +20,8 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+import httpx2
+
 from charter.client import Client
 from tests.server._harness import Project, spawn_serve, write_served_project
 
@@ -94,3 +96,57 @@ def test_a_write_that_never_got_a_thread_failed_and_the_run_goes_on(tmp_path: Pa
         assert stamped(project.root) == ["w2"]  # w1 never ran
         row = app.get_call(ctx, "w1")
         assert (row["state"], row["receipt"]["error"]["reason"]) == ("failed", "TOOL_NOT_STARTED")
+
+
+HANG = '''
+
+@charter.tool("kv.hang", permissions=["kv:read"], timeout_s=0.3)
+def hang(seconds: float) -> dict[str, Any]:
+    """A read that outlives its deadline: its thread stays held until it returns."""
+    time.sleep(seconds)
+    return {"slept": seconds}
+'''
+
+
+def _gauge(metrics: str, name: str) -> float:
+    [value] = [line.split()[-1] for line in metrics.splitlines() if line.startswith(name + " ")]
+    return float(value)
+
+
+def test_a_live_server_shows_the_threads_timed_out_tools_still_hold(tmp_path: Path) -> None:
+    """``charter serve``: two sync reads past their deadline answer ``unknown`` / ``TIMEOUT``
+    and keep their threads; ``/metrics`` counts them busy and stuck and ``/readyz`` lists the
+    ``tool_threads`` check (still ready: other tools run), until the tools return. A read is
+    not tried again while its thread is held: before, the kernel's read retries made each
+    hung read hold three threads."""
+    project = write_served_project(tmp_path / "served")
+    tools = project.root / "tools.py"
+    tools.write_text(tools.read_text() + "\nimport time\n" + textwrap.dedent(HANG))
+    yaml = (project.root / "charter.yaml").read_text().replace("kv.slow]", "kv.slow, kv.hang]")
+    (project.root / "charter.yaml").write_text(yaml)
+    with (
+        spawn_serve(project.root, "sqlite:///.charter/charter.db") as url,
+        Client(url, project.keys["app"], timeout=60) as app,
+    ):
+        ctx = app.resolve_context("all")["context_id"]
+        for call_id in ("h1", "h2"):
+            out = app.call(ctx, "kv.hang", call_id, {"seconds": 4})
+            assert out.status.value == "unknown", out
+            assert out.error is not None
+            assert out.error["reason"] == "TIMEOUT"
+        metrics = httpx2.get(f"{url}/metrics").text
+        assert _gauge(metrics, "charter_tool_threads") == 40
+        assert _gauge(metrics, "charter_tool_threads_busy") == 2
+        assert _gauge(metrics, "charter_tool_threads_stuck") == 2
+        ready = httpx2.get(f"{url}/readyz")
+        assert ready.status_code == 200, ready.text
+        [check] = [c for c in ready.json()["checks"] if c["name"] == "tool_threads"]
+        assert check["ok"] is True
+
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            metrics = httpx2.get(f"{url}/metrics").text
+            if _gauge(metrics, "charter_tool_threads_busy") == 0:
+                break
+            time.sleep(0.2)
+        assert _gauge(metrics, "charter_tool_threads_stuck") == 0

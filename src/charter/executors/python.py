@@ -363,6 +363,10 @@ class PythonExecutor:
                     reason=TIMEOUT,
                     call_id=ctx.call_id,
                     run_id=ctx.run_id,
+                    # still running in its thread: the kernel does not retry such a read
+                    # (another attempt would hold another thread beside it); not shown in
+                    # the envelope, whose error details are chosen (kernel.envelope)
+                    details={"thread_held": True},
                 )
             )
         if raised is not None:

@@ -179,9 +179,10 @@ class Dispatcher:
                 outcome, first = first, None
             else:
                 outcome = await executor.execute(request)
-            transient = outcome.status == "unknown" or (
-                outcome.error is not None and outcome.error.code.value == "transient_external"
-            )
+            transient = (
+                outcome.status == "unknown"
+                or (outcome.error is not None and outcome.error.code.value == "transient_external")
+            ) and not (outcome.error is not None and outcome.error.details.get("thread_held"))
             if outcome.status == "succeeded" or not transient or attempt == attempts:
                 if outcome.attempts != attempt:
                     outcome = replace(outcome, attempts=attempt)
