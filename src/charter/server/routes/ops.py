@@ -86,7 +86,7 @@ async def _ledger_check(state: ServerState) -> dict[str, Any]:
     "/readyz",
     response_model=ReadyOut,
     responses={503: {"model": ReadyOut, "description": "Not ready; checks say why"}},
-    summary="The server can serve: store reachable, schema current, executors ready",
+    summary="The server can serve: store reachable, schema current, ledger readable, extra checks",
 )
 async def readyz(state: Annotated[ServerState, Depends(get_state)]) -> JSONResponse:
     checks = [await _store_check(state), await _ledger_check(state), _threads_check(state)]
