@@ -14,11 +14,13 @@ a parameter the route does not take is ignored, repeated or not, as before.
 
 from __future__ import annotations
 
+import collections.abc
+import types
+import typing
 from collections import Counter
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from fastapi._compat import field_annotation_is_sequence
 from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute
 from starlette.requests import Request
@@ -59,10 +61,30 @@ def single_valued(dependant: Dependant) -> frozenset[str]:
         names.update(
             field.alias
             for field in current.query_params
-            if not field_annotation_is_sequence(field.field_info.annotation)
+            if not is_sequence(field.field_info.annotation)
         )
         pending.extend(current.dependencies)
     return frozenset(names)
+
+
+_SEQUENCES = (list, tuple, set, frozenset, collections.abc.Sequence, collections.abc.Set)
+
+
+def is_sequence(annotation: Any) -> bool:
+    """Whether a parameter annotated so takes several values (``list[str]``, ``set[int] |
+    None``, ``Annotated[tuple[str, ...], …]``): the framework then reads every repeat. Kept
+    here rather than taken from the framework's private helpers."""
+    origin = typing.get_origin(annotation)
+    if origin is typing.Annotated:
+        return is_sequence(typing.get_args(annotation)[0])
+    if origin is typing.Union or origin is types.UnionType:
+        return any(is_sequence(arg) for arg in typing.get_args(annotation))
+    kind = origin if origin is not None else annotation
+    return (
+        isinstance(kind, type)
+        and issubclass(kind, _SEQUENCES)
+        and not issubclass(kind, str | bytes | bytearray)
+    )
 
 
 def repeated(request: Request, names: frozenset[str]) -> str | None:
