@@ -140,6 +140,9 @@ GARBAGE: list[tuple[bytes | dict[str, Any], Any, int, str, str | None]] = [
     (b"42", None, -32600, "MESSAGE_NOT_OBJECT", None),
     (call(11, [1, 2]), 11, -32602, "PARAMS_INVALID", "/params/arguments"),
     (call(12, SECRET), 12, -32602, "PARAMS_INVALID", "/params/arguments"),
+    # null is not an arguments object (omitting them is how a call gives none), as over the
+    # HTTP API; it was taken for {} and the tool ran
+    (call(26, None), 26, -32602, "PARAMS_INVALID", "/params/arguments"),
     (call(13, {}, name=123), 13, -32602, "PARAMS_INVALID", "/params/name"),
     # a duplicate key outside the arguments: the message itself is ambiguous — and with two
     # ids, which one to answer cannot be told: null (JSON-RPC 2.0, 5)

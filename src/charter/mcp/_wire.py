@@ -208,8 +208,9 @@ def _tool_call_problem(message: dict[str, Any]) -> tuple[str, str] | None:
         return "params", "params must be an object with the tool's name and arguments"
     if not isinstance(params.get("name"), str):
         return "params.name", "params.name must be the tool's name (a string)"
-    arguments = params.get("arguments")
-    if arguments is not None and not isinstance(arguments, dict):
+    # absent means no arguments; null is not an object (as over the HTTP API, where
+    # "arguments": null is ARGS_NOT_OBJECT): a member that is there is never read as absent
+    if "arguments" in params and not isinstance(params["arguments"], dict):
         return "params.arguments", "params.arguments must be an object (the arguments by name)"
     return None
 
