@@ -210,8 +210,9 @@ class SQLiteStore(TypedReads, SQLiteConversations, SQLiteLeases, SQLiteBuilds):
         self._writer.start()
         try:
             await ready
-        except BaseException:
-            if made is not None:
+        except StoreError as exc:
+            # a full disk only: another process may be using the file (this open timed out)
+            if made is not None and exc.reason == "STORE_DISK_FULL":
                 made.remove()
             raise
         for problem in await self.run_flags():

@@ -10,12 +10,13 @@ it before each COMMIT (two ``stat`` calls, against the commit's ``fsync``): a fi
 longer the one opened is a storage failure, so the store stops writing (fail-stop) and every
 write says which file, with nothing written.
 
-A database this open creates (:func:`create_database`) and then fails to make — the disk is
-full, the directory not writable for its ``-wal`` — is removed again with the ``-wal``,
-``-shm`` and ``-journal`` files the attempt made (:meth:`NewDatabase.remove`): no empty or
-half-made file is left to be taken as an existing database by the next open, which starts
-afresh. A file that existed before the open is never removed, nor a database another
-process has since replaced it with.
+A database this open creates (:func:`create_database`) and then fails to make because the
+disk is full (``STORE_DISK_FULL``) is removed again with the ``-wal``, ``-shm`` and
+``-journal`` files the attempt made (:meth:`NewDatabase.remove`): no empty or half-made file
+is left to be taken as an existing database by the next open, which starts afresh. A file
+that existed before the open is never removed, nor a database another process has since
+replaced it with, nor one after any other failure (another process may have opened the new
+file and be using it: this open may have timed out waiting for that process's lock).
 """
 
 from __future__ import annotations
