@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 
 from charter.contracts.problem import PROBLEM_MEDIA_TYPE, problem_body
 from charter.errors import ErrorCode, Failure
+from charter.kernel.limits import retry_after_header
 from charter.kernel.redaction import Redactor
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
@@ -68,6 +69,7 @@ STATUS_BY_REASON: dict[str, int] = {
     "REQUEST_MALFORMED": 400,
     "UNSUPPORTED_MEDIA_TYPE": 415,
     "BODY_MALFORMED": 400,
+    "TOO_MANY_STREAMS": 429,  # limits.streams (server/streams.py), with Retry-After
 }
 
 
@@ -121,6 +123,9 @@ def failure_response(
     (the deployment's: a message may quote a name the client sent)."""
     if exc.reason.startswith("AUTH_"):
         headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="charter"'}
+    retry = retry_after_of(exc)
+    if retry is not None:
+        headers = {**(headers or {}), "Retry-After": retry}
     return problem_response(
         code=exc.code,
         reason=exc.reason,
@@ -128,6 +133,15 @@ def failure_response(
         retryable=exc.retryable,
         headers=headers,
     )
+
+
+def retry_after_of(exc: Failure) -> str | None:
+    """``Retry-After`` (whole seconds, at least 1) for a 429 failure that says when to come
+    back (``details.retry_after``), else ``None``."""
+    seconds = exc.details.get("retry_after") if exc.details else None
+    if status_for(exc.code, exc.reason) != 429 or not isinstance(seconds, int | float):
+        return None
+    return retry_after_header(seconds)
 
 
 def problem_schema_ref() -> dict[str, Any]:
