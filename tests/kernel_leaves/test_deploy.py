@@ -209,6 +209,21 @@ def test_call_limits_are_read_with_their_defaults() -> None:
     assert full.limits.policy_hook_deadline_s == 0.5
 
 
+def test_stream_limits_are_read_with_their_defaults() -> None:
+    from charter.deploy.stream_limits import StreamLimits
+
+    assert parse("environment: x\n").limits.streams == StreamLimits(tenant=100, principal=20)
+    assert parse("limits: {streams: null}\n").limits.streams == StreamLimits()
+    some = parse("limits: {streams: {principal: 5}}\n").limits.streams
+    assert some == StreamLimits(tenant=100, principal=5)
+    lifted = parse("limits: {streams: {tenant: null, principal: null}}\n").limits.streams
+    assert lifted == StreamLimits(tenant=None, principal=None)
+    assert parse("environment: x\n").describe()["limits"]["streams"] == {
+        "tenant": 100,
+        "principal": 20,
+    }
+
+
 def test_kill_switch_disables_every_tool() -> None:
     deployment = parse("kill_switch: true\nenable: [notes.add]\n")
     assert not deployment.is_enabled("notes.search", Effect.READ)
@@ -281,6 +296,11 @@ def test_kill_switch_disables_every_tool() -> None:
             "positive",
         ),
         ("limits: {policy_hook_deadline_ms: 0}\n", "limits.policy_hook_deadline_ms", "positive"),
+        ("limits: {streams: {tenant: 0}}\n", "limits.streams.tenant", "positive integer"),
+        ("limits: {streams: {principal: 2.5}}\n", "limits.streams.principal", "positive integer"),
+        ("limits: {streams: {principal: true}}\n", "limits.streams.principal", "positive"),
+        ("limits: {streams: {user: 3}}\n", "limits.streams.user", "unknown field"),
+        ("limits: {streams: 50}\n", "limits.streams", "must be a mapping"),
         (
             "artifacts: {store: s3, bucket: b-1, expected_bucket_owner: '12345'}\n",
             "artifacts.expected_bucket_owner",
@@ -518,6 +538,7 @@ def test_deploy_md_documents_every_limit_with_its_default() -> None:
     from charter.artifacts.usage import DEFAULT_QUOTA_FILES
     from charter.deploy.deployment import _ARTIFACTS, _LIMITS, ArtifactSettings, Limits
     from charter.deploy.http_limits import HeadLimits
+    from charter.deploy.stream_limits import StreamLimits
     from charter.kernel.limits import LimitSettings, PendingCaps
 
     def shown(value: object) -> str:
@@ -533,10 +554,11 @@ def test_deploy_md_documents_every_limit_with_its_default() -> None:
     code: dict[str, str] = {
         f"limits.{key}": shown(getattr(limits, key))
         for key in _LIMITS
-        if key in Limits.__dataclass_fields__ and key != "http"
+        if key in Limits.__dataclass_fields__ and key not in {"http", "streams"}
     }
-    head = HeadLimits()
+    head, streams = HeadLimits(), StreamLimits()
     code |= {f"limits.http.{k}": shown(v) for k, v in head.describe().items()}
+    code |= {f"limits.streams.{k}": shown(v) for k, v in streams.describe().items()}
     code |= {
         "limits.rate.*": "none" if calls.rate_principal is None else "?",
         "limits.concurrency.*": "none" if calls.concurrency_principal is None else "?",
@@ -550,10 +572,11 @@ def test_deploy_md_documents_every_limit_with_its_default() -> None:
         "artifacts.expected_bucket_owner": "none",
     }
     assert ArtifactSettings().max_upload_bytes == 100 * 1024 * 1024
-    limit_keys = {"rate", "concurrency", "pending_approvals", "http"}
+    limit_keys = {"rate", "concurrency", "pending_approvals", "http", "streams"}
     parsed = (
         {f"limits.{k}" for k in _LIMITS - limit_keys}
         | {f"limits.http.{k}" for k in head.describe()}
+        | {f"limits.streams.{k}" for k in streams.describe()}
         | {
             "limits.rate.*",
             "limits.concurrency.*",

@@ -50,6 +50,8 @@ from charter.deploy.reader import _join, _Reader
 from charter.deploy.redaction import known_secrets, parse_redaction, sections_secrets
 from charter.deploy.remote_settings import DEFAULT_READINESS_TTL_S, remote_settings
 from charter.deploy.secret_ref import SecretRef
+from charter.deploy.stream_limits import KEY as STREAMS_KEY
+from charter.deploy.stream_limits import StreamLimits, stream_limits
 from charter.errors import ConfigError
 from charter.executors.egress import EgressPolicy
 from charter.kernel.limits import LimitSettings, PendingCaps
@@ -110,6 +112,7 @@ class Limits:
     renew_session_budgets: bool = True  # a session past its run's budgets gets a fresh run
     run_metadata_retention_s: float | None = None  # ended runs' fingerprints erased after
     http: HeadLimits = field(default_factory=HeadLimits)  # a request head (http_limits.py)
+    streams: StreamLimits = field(default_factory=StreamLimits)  # open SSE (stream_limits.py)
 
 
 _S3_PREFIX = "charter/artifacts/"
@@ -249,6 +252,7 @@ class Deployment:
                 "renew_session_budgets": self.limits.renew_session_budgets,
                 "run_metadata_retention_s": self.limits.run_metadata_retention_s,
                 "http": self.limits.http.describe(),
+                "streams": self.limits.streams.describe(),
             },
             "enable": sorted(self.enabled_tools) if self.enabled_tools is not None else "all",
             "kill_switch": self.kill_switch,
@@ -382,7 +386,7 @@ _LIMITS = (
         }
     )
     | KEYS
-    | {HTTP_KEY}
+    | {HTTP_KEY, STREAMS_KEY}
 )
 _ROLE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:-]{0,63}$")
 
@@ -571,6 +575,7 @@ def _limits(r: _Reader, value: Any) -> Limits:
         renew_session_budgets=renew,
         run_metadata_retention_s=retention,
         http=head_limits(r, section),
+        streams=stream_limits(r, section),
     )
 
 

@@ -43,6 +43,7 @@ from charter.server.jwt_config import JwtConfig, load_jwt_config
 from charter.server.logs import log
 from charter.server.mcp_mount import McpMount
 from charter.server.methods import allowed_methods
+from charter.server.metrics import ServerMetrics
 from charter.server.middleware import ServerMiddleware
 from charter.server.problems import Problem, failure_response, problem_response
 from charter.server.query import RepeatedQueryParam
@@ -60,6 +61,7 @@ from charter.server.routes import (
 from charter.server.routes import proposals as proposal_routes
 from charter.server.schemas import CallRequest
 from charter.server.state import ReadinessCheck, ServerState
+from charter.server.streams import StreamSlots
 
 STATIC = Path(__file__).parent / "static"
 SWAGGER = "/static/swagger"
@@ -83,8 +85,11 @@ def make_state(
     assert config is None or isinstance(config, JwtConfig)
     key = getattr(runtime.store, "key", None)
     limit = max_body_bytes or runtime.deployment.limits.max_args_bytes + 64 * 1024
+    metrics = ServerMetrics()
     return ServerState(
         runtime=runtime,
+        metrics=metrics,
+        streams=StreamSlots(runtime.deployment.limits.streams, metrics),
         authenticator=Authenticator(runtime.deployment, config),
         ledger_key=key if isinstance(key, LedgerKey) else None,
         readiness=tuple(readiness),

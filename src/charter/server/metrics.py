@@ -1,11 +1,11 @@
 """Prometheus metrics, kept and rendered by the official ``prometheus_client``.
 
-Counters and histograms live in the process (one set per replica: Prometheus sums them).
-Each :class:`ServerMetrics` has its own registry, so several apps in one process (tests, an
-embedding application) never collide. When ``PROMETHEUS_MULTIPROC_DIR`` is set — uvicorn or
-gunicorn running several worker processes — the client keeps the values in memory-mapped files
-in that directory and ``/metrics`` sums every worker's files, so a scrape that lands on any
-worker sees the whole server.
+Counters, histograms and the open-streams gauge live in the process (one set per replica:
+Prometheus sums them). Each :class:`ServerMetrics` has its own registry, so several apps in
+one process (tests, an embedding application) never collide. When
+``PROMETHEUS_MULTIPROC_DIR`` is set — uvicorn or gunicorn running several worker processes —
+the client keeps the values in memory-mapped files in that directory and ``/metrics`` sums
+every worker's files, so a scrape that lands on any worker sees the whole server.
 
 Gauges that describe shared state — pending approvals, calls whose outcome is unknown — are
 read from the store when ``/metrics`` is scraped (:func:`render_gauges`), so every replica
@@ -20,6 +20,10 @@ Metric names (stable; dashboards depend on them):
 - ``charter_limit_refusals_total{reason, tool}`` — calls over HTTP refused by a rate,
   concurrency or pending-approval limit;
 - ``charter_http_requests_total{method, route, status}`` — HTTP requests by route template;
+- ``charter_streams_open{stream}`` — event streams open in this process (``runs``, ``chat``,
+  ``console``; summed over live workers in multiprocess mode);
+- ``charter_stream_refusals_total{scope}`` — event streams refused by ``limits.streams``
+  (``tenant`` or ``principal``; reason ``TOO_MANY_STREAMS``);
 - ``charter_pending_approvals`` and ``charter_unknown_calls{tool}`` — shared gauges.
 """
 
@@ -29,7 +33,7 @@ import os
 from collections.abc import Iterable, Mapping
 
 import prometheus_client
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_PLAIN_0_0_4
 from prometheus_client.multiprocess import MultiProcessCollector
@@ -154,6 +158,19 @@ class ServerMetrics:
             "charter_http_heads_refused_total",
             "Request heads refused before any route (414, 431, 408, 400), by reason.",
             ("reason",),
+            registry=self.registry,
+        )
+        self.streams_open = Gauge(
+            "charter_streams_open",
+            "Event streams (SSE) open in this process, by stream.",
+            ("stream",),
+            multiprocess_mode="livesum",
+            registry=self.registry,
+        )
+        self.streams_refused = Counter(
+            "charter_stream_refusals_total",
+            "Event streams refused by limits.streams before they started, by scope.",
+            ("scope",),
             registry=self.registry,
         )
 

@@ -24,6 +24,7 @@ from starlette.responses import JSONResponse
 
 from charter.contracts.problem import PROBLEM_MEDIA_TYPE, problem_body
 from charter.errors import ErrorCode, Failure
+from charter.kernel.limits import retry_after_header
 from charter.kernel.redaction import Redactor
 
 STATUS_BY_CODE: dict[ErrorCode, int] = {
@@ -70,6 +71,7 @@ STATUS_BY_REASON: dict[str, int] = {
     "BODY_MALFORMED": 400,
     "ARTIFACT_STORE_FULL": 507,  # the disk holding the artifact store is full
     "STORE_DISK_FULL": 507,
+    "TOO_MANY_STREAMS": 429,  # limits.streams (server/streams.py), with Retry-After
 }
 
 
@@ -123,6 +125,9 @@ def failure_response(
     (the deployment's: a message may quote a name the client sent)."""
     if exc.reason.startswith("AUTH_"):
         headers = {**(headers or {}), "WWW-Authenticate": 'Bearer realm="charter"'}
+    retry = retry_after_of(exc)
+    if retry is not None:
+        headers = {**(headers or {}), "Retry-After": retry}
     return problem_response(
         code=exc.code,
         reason=exc.reason,
@@ -130,6 +135,15 @@ def failure_response(
         retryable=exc.retryable,
         headers=headers,
     )
+
+
+def retry_after_of(exc: Failure) -> str | None:
+    """``Retry-After`` (whole seconds, at least 1) for a 429 failure that says when to come
+    back (``details.retry_after``), else ``None``."""
+    seconds = exc.details.get("retry_after") if exc.details else None
+    if status_for(exc.code, exc.reason) != 429 or not isinstance(seconds, int | float):
+        return None
+    return retry_after_header(seconds)
 
 
 def problem_schema_ref() -> dict[str, Any]:

@@ -20,6 +20,7 @@ from charter.ledger.trust import LEDGER_DAMAGE
 from charter.runtime import Runtime
 from charter.server.auth import Authenticator, credential_header
 from charter.server.metrics import ServerMetrics
+from charter.server.streams import StreamSlots
 
 ReadinessCheck = Callable[[Runtime], Awaitable[Sequence[dict[str, Any]]]]
 """An extra readiness check: returns ``[{"name", "ok", "reason"?, ...}]`` entries; any entry
@@ -32,6 +33,7 @@ class ServerState:
     authenticator: Authenticator
     ledger_key: LedgerKey | None
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
+    streams: StreamSlots = field(default_factory=StreamSlots)  # open SSE (limits.streams)
     readiness: Sequence[ReadinessCheck] = ()
     max_body_bytes: int = 1024 * 1024 + 64 * 1024
     body_timeout_s: float = 30.0  # a request body still arriving after this: 408 BODY_TIMEOUT

@@ -32,7 +32,7 @@ from charter.server.console import (
     signin,
 )
 from charter.server.console.web import Console, Refused, SignInRequired, render, session_operator
-from charter.server.problems import status_for
+from charter.server.problems import retry_after_of, status_for
 from charter.server.state import ServerState
 
 STATIC = Path(__file__).parent / "static"
@@ -116,7 +116,11 @@ def _handlers(app: FastAPI) -> None:
         if exc.reason.endswith("_NOT_FOUND"):
             status = 404
         title = "Not found" if status == 404 else "Refused" if status < 500 else "Error"
-        return _error(request, status, title, exc.message, exc.reason)
+        page = _error(request, status, title, exc.message, exc.reason)
+        retry = retry_after_of(exc)  # 429 TOO_MANY_STREAMS: when to come back
+        if retry is not None:
+            page.headers["Retry-After"] = retry
+        return page
 
     @app.exception_handler(RequestValidationError)
     async def on_invalid(request: Request, exc: RequestValidationError) -> HTMLResponse:

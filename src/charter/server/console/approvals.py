@@ -16,7 +16,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
+from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 from starlette.datastructures import FormData
 
 from charter.ledger.views import ApprovalRow
@@ -33,6 +33,7 @@ from charter.server.console.web import (
     render,
 )
 from charter.server.query import QueryRoute
+from charter.server.streams import HeldStream
 
 router = APIRouter(route_class=QueryRoute)
 SCAN = 500
@@ -95,6 +96,7 @@ async def approvals_stream(
 ) -> Response:
     console = console_of(request)
     poll_s = float(request.app.state.console_poll_s)
+    slot = console.state.streams.open(who.principal, "console")  # 429 at limits.streams
 
     async def frames() -> AsyncIterator[bytes]:
         yield format_sse_event(comment="charter approvals", retry=2000)
@@ -116,9 +118,7 @@ async def approvals_stream(
             await asyncio.sleep(poll_s)
             quiet += poll_s
 
-    return EventSourceResponse(
-        frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    )
+    return HeldStream(frames(), slot=slot)
 
 
 async def _decide(request: Request, approval_id: str, approve: bool) -> Response:

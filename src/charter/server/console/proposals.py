@@ -22,7 +22,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
+from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
 from charter.errors import Failure, InvalidInput
 from charter.server.console.proposal_views import (
@@ -47,6 +47,7 @@ from charter.server.console.web import (
 )
 from charter.server.problems import status_for
 from charter.server.query import QueryRoute
+from charter.server.streams import HeldStream
 
 router = APIRouter(route_class=QueryRoute)
 LIST_LIMIT = 200
@@ -99,10 +100,15 @@ async def proposals_page(
 
 
 def _poll(
-    request: Request, seen: str, read: Callable[[], Awaitable[tuple[str, str]]], event: str
+    request: Request,
+    who: Operator,
+    seen: str,
+    read: Callable[[], Awaitable[tuple[str, str]]],
+    event: str,
 ) -> Response:
     """An SSE stream that sends ``read()``'s fragment whenever its signature changes."""
     poll_s = float(request.app.state.console_poll_s)
+    slot = console_of(request).state.streams.open(who.principal, "console")  # 429 at the cap
 
     async def frames() -> AsyncIterator[bytes]:
         yield format_sse_event(comment="charter proposals", retry=2000)
@@ -118,9 +124,7 @@ def _poll(
             await asyncio.sleep(poll_s)
             quiet += poll_s
 
-    return EventSourceResponse(
-        frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    )
+    return HeldStream(frames(), slot=slot)
 
 
 @router.get("/proposals/stream")
@@ -137,7 +141,7 @@ async def proposals_stream(
         rows = await _listing(console, tenant, status)
         return signature(rows), _fragment("_proposals_table.html", proposals=rows, status=status)
 
-    return _poll(request, seen, read, "proposals")
+    return _poll(request, who, seen, read, "proposals")
 
 
 def _detail(row: dict[str, Any], who: Operator) -> dict[str, Any]:
@@ -181,7 +185,7 @@ async def proposal_stream(
         html = _fragment("_proposal_status.html", p=row, shown_status=effective_status(row))
         return signature([row]), html
 
-    return _poll(request, seen, read, "status")
+    return _poll(request, who, seen, read, "status")
 
 
 async def _act(request: Request, proposal_id: str, action: str) -> Response:

@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
-from fastapi.sse import KEEPALIVE_COMMENT, EventSourceResponse, format_sse_event
+from fastapi.sse import KEEPALIVE_COMMENT, format_sse_event
 
 from charter.errors import ConfigError, InvalidInput, PermissionDenied
 from charter.kernel.sessions import listing
@@ -31,6 +31,7 @@ from charter.server.console.web import (
     render,
 )
 from charter.server.query import QueryRoute
+from charter.server.streams import HeldStream
 
 router = APIRouter(route_class=QueryRoute)
 LIST_SCAN = 1000
@@ -200,6 +201,7 @@ async def run_stream(
 ) -> Response:
     console = console_of(request)
     await console.state.check_run(run_id, who.principal)
+    slot = console.state.streams.open(who.principal, "console")  # 429 at limits.streams
     runtime = console.state.runtime
     keepalive = console.state.sse_keepalive_s
 
@@ -228,9 +230,7 @@ async def run_stream(
             if not await runtime.store.wait_for_events(run_id, after=last, timeout=keepalive):
                 yield KEEPALIVE_COMMENT
 
-    return EventSourceResponse(
-        frames(), headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
-    )
+    return HeldStream(frames(), slot=slot)
 
 
 @router.get("/runs/{run_id}/artifacts/{artifact_id}")

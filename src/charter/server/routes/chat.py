@@ -47,6 +47,7 @@ from charter.server.problems import problem_responses
 from charter.server.routes.proposals import proposals_of
 from charter.server.sse import RETRY_MS, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state, state_of
+from charter.server.streams import HeldStream, retry_after_responses
 from charter.stores.conversations import ConversationStore
 
 router = APIRouter(tags=["chat"], route_class=JsonRoute)
@@ -61,7 +62,6 @@ _SSE_SCHEMA = {
         "data": {"type": "string"},
     },
 }
-_SSE_HEADERS = {"Cache-Control": "no-store", "X-Accel-Buffering": "no"}
 
 
 class Attachment(BaseModel):
@@ -197,6 +197,7 @@ def _profile(hub: TurnHub, body: ChatBody) -> tuple[str, str | None]:
             "content": {"text/event-stream": {"schema": _SSE_SCHEMA}},
         },
         **problem_responses(401, 409, 422),
+        **retry_after_responses(),
     },
     summary="Send a chat message; stream the turn (it runs on if you disconnect)",
 )
@@ -217,11 +218,16 @@ async def post_chat(
         time_range=body.time_range,
         diagnostics_scope=body.diagnostics_scope,
     )
-    conv = await hub.start(request)
-    return StreamingResponse(
+    slot = state.streams.open(principal, "chat")  # at the cap: 429, and no turn starts
+    try:
+        conv = await hub.start(request)
+    except BaseException:
+        slot.release()
+        raise
+    return HeldStream(
         _stream(hub, conv, after=conv.turn_start, keepalive_s=state.sse_keepalive_s),
-        media_type="text/event-stream",
-        headers={**_SSE_HEADERS, "X-Conversation-Id": conv.conversation_id},
+        slot=slot,
+        headers={"X-Conversation-Id": conv.conversation_id},
     )
 
 
@@ -233,6 +239,7 @@ async def post_chat(
             "content": {"text/event-stream": {"schema": _SSE_SCHEMA}},
         },
         **problem_responses(401, 404),
+        **retry_after_responses(),
     },
     summary="Resume a conversation's event stream after a sequence number",
 )
@@ -247,8 +254,7 @@ async def chat_events(
     conv = await hub.find(conversation_id, principal.tenant, principal.name)
     resume = parse_last_event_id(last_event_id)
     start = max(after, resume) if resume is not None else after
-    return StreamingResponse(
+    return HeldStream(
         _stream(hub, conv, after=start, keepalive_s=state.sse_keepalive_s),
-        media_type="text/event-stream",
-        headers=_SSE_HEADERS,
+        slot=state.streams.open(principal, "chat"),
     )

@@ -9,7 +9,6 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Header, Query, Request
 from fastapi.responses import JSONResponse, Response
-from fastapi.sse import EventSourceResponse
 
 from charter.errors import ConfigError, InvalidInput, PermissionDenied
 from charter.kernel.kernel import ADHOC_SLUG
@@ -23,6 +22,7 @@ from charter.server.problems import problem_responses
 from charter.server.schemas import EndRequest, EventsOut, VerifyOut
 from charter.server.sse import event_stream, parse_last_event_id
 from charter.server.state import ServerState, get_principal, get_state
+from charter.server.streams import HeldStream, retry_after_responses
 from charter.workflows.entry import CatalogRunRequest, create_catalog_run, inputs_from_request
 
 router = APIRouter(tags=["runs"], route_class=JsonRoute)
@@ -122,6 +122,7 @@ async def get_run(
             "content": {"text/event-stream": {"schema": {"type": "string"}}},
         },
         **problem_responses(401, 404, 422),
+        **retry_after_responses(),
     },
     summary="A run's events after a sequence number (JSON) or as a resumable SSE stream",
 )
@@ -138,7 +139,8 @@ async def run_events(
     resume = parse_last_event_id(last_event_id)
     start = max(after, resume) if resume is not None else after
     if wants_event_stream(request.headers.get("accept", "")):
-        return EventSourceResponse(
+        slot = state.streams.open(principal, "runs")  # 429 TOO_MANY_STREAMS at the cap
+        return HeldStream(
             event_stream(
                 state.runtime.store,
                 run_id,
@@ -146,7 +148,7 @@ async def run_events(
                 keepalive_s=state.sse_keepalive_s,
                 ended=lambda: run_has_ended(state.runtime.store, run_id),
             ),
-            headers={"Cache-Control": "no-store", "X-Accel-Buffering": "no"},
+            slot=slot,
         )
     head = await state.runtime.store.head(run_id)
     events: Sequence[Event] = []
