@@ -101,18 +101,28 @@ def pending_caps(r: Reader, section: Mapping[str, Any]) -> PendingCaps:
     value = section.get("pending_approvals")
     if value is None:
         return base
-    caps = r.mapping(value, "limits.pending_approvals", frozenset({"tenant", "principal"}))
+    tenant, principal = tenant_principal_caps(
+        r, value, "limits.pending_approvals", base.tenant, base.principal
+    )
+    return PendingCaps(tenant=tenant, principal=principal)
+
+
+def tenant_principal_caps(
+    r: Reader, value: Any, where: str, tenant: int | None, principal: int | None
+) -> tuple[int | None, int | None]:
+    """A ``{tenant, principal}`` mapping of caps at ``where`` (``limits.pending_approvals``,
+    ``limits.streams``): each a positive integer, ``null`` (no cap) or left out (the default
+    given)."""
+    caps = r.mapping(value, where, frozenset({"tenant", "principal"}))
 
     def one(key: str, default: int | None) -> int | None:
         if key not in caps:
             return default
         if caps[key] is None:
             return None
-        return int(r.positive(caps[key], f"limits.pending_approvals.{key}", integer=True))
+        return int(r.positive(caps[key], f"{where}.{key}", integer=True))
 
-    return PendingCaps(
-        tenant=one("tenant", base.tenant), principal=one("principal", base.principal)
-    )
+    return one("tenant", tenant), one("principal", principal)
 
 
 def hook_deadline_s(r: Reader, section: Mapping[str, Any]) -> float:

@@ -17,12 +17,11 @@ the count); see ``docs/server.md`` and :mod:`charter.server.streams`.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any
 
-from charter.errors import ConfigError
+from charter.deploy.limits import Reader, tenant_principal_caps
 
 KEY = "streams"
-_KEYS = frozenset({"tenant", "principal"})
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,27 +35,12 @@ class StreamLimits:
         return {"tenant": self.tenant, "principal": self.principal}
 
 
-class Reader(Protocol):
-    def mapping(self, value: Any, where: str, allowed: frozenset[str]) -> Any: ...
-    def positive(self, value: Any, where: str, *, integer: bool = False) -> float: ...
-    def fail(self, where: str, message: str) -> ConfigError: ...
-
-
 def stream_limits(r: Reader, section: Any) -> StreamLimits:
     """``limits.streams`` of the deployment file (``section`` is the ``limits`` mapping)."""
     base = StreamLimits()
     if KEY not in section or section[KEY] is None:
         return base
-    where = f"limits.{KEY}"
-    given = r.mapping(section[KEY], where, _KEYS)
-
-    def one(name: str, default: int | None) -> int | None:
-        if name not in given:
-            return default
-        if given[name] is None:
-            return None
-        return int(r.positive(given[name], f"{where}.{name}", integer=True))
-
-    return StreamLimits(
-        tenant=one("tenant", base.tenant), principal=one("principal", base.principal)
+    tenant, principal = tenant_principal_caps(
+        r, section[KEY], f"limits.{KEY}", base.tenant, base.principal
     )
+    return StreamLimits(tenant=tenant, principal=principal)
