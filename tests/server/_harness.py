@@ -163,23 +163,34 @@ def spawn_serve_process(
     project: Path, store: str, *, port: int | None = None, args: Sequence[str] = ()
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """:func:`spawn_serve` with more options (``args``), yielding the process too."""
+    argv = ["serve", "--project", str(project), "--store", store, "--log-level", "warning"]
+    with _spawned(project, [*argv, *args], ("/healthz", 200), port) as spawned:
+        yield spawned
+
+
+@contextmanager
+def spawn_mcp_process(
+    project: Path, store: str, *, profile: str = "all", port: int | None = None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``charter mcp --transport http`` serving ``profile`` as a subprocess on a free loopback
+    port; yields its base URL (the profile is at ``/mcp/{profile}``) and the process."""
+    argv = ["mcp", "--transport", "http", "--profile", profile, "--project", str(project)]
+    probe = (f"/mcp/{profile}", 401)  # a GET without a credential: refused, once serving
+    with _spawned(project, [*argv, "--store", store], probe, port) as spawned:
+        yield spawned
+
+
+@contextmanager
+def _spawned(
+    project: Path, argv: Sequence[str], probe: tuple[str, int], port: int | None
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``charter ARGV --port PORT`` with its output in ``PROJECT/serve-PORT.log``, once a GET of
+    ``probe``'s path answers its status; stopped (SIGTERM, then SIGKILL) on the way out."""
     port = port or free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith("CHARTER_")}
     log = open(project / f"serve-{port}.log", "wb")  # noqa: SIM115 - closed below
     proc = subprocess.Popen(
-        [
-            str(Path(sys.executable).parent / "charter"),
-            "serve",
-            "--project",
-            str(project),
-            "--store",
-            store,
-            "--port",
-            str(port),
-            "--log-level",
-            "warning",
-            *args,
-        ],
+        [str(Path(sys.executable).parent / "charter"), *argv, "--port", str(port)],
         env=env,
         stdout=log,
         stderr=subprocess.STDOUT,
@@ -190,15 +201,15 @@ def spawn_serve_process(
         while True:
             if proc.poll() is not None:
                 raise RuntimeError(
-                    f"charter serve exited: {(project / f'serve-{port}.log').read_text()}"
+                    f"charter {argv[0]} exited: {(project / f'serve-{port}.log').read_text()}"
                 )
             try:
-                if httpx2.get(f"{url}/healthz", timeout=1).status_code == 200:
+                if httpx2.get(f"{url}{probe[0]}", timeout=1).status_code == probe[1]:
                     break
             except httpx2.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise RuntimeError("charter serve did not start")
+                raise RuntimeError(f"charter {argv[0]} did not start")
             time.sleep(0.1)
         yield url, proc
     finally:

@@ -13,6 +13,12 @@ import socket
 
 from charter.cli._output import fail
 
+GRACE_S = 5
+"""How long a stopping server (SIGTERM, Ctrl-C) lets the requests in flight finish before it
+cuts them off — uvicorn's ``timeout_graceful_shutdown`` for ``charter serve`` and ``charter mcp
+--transport http`` alike. A governed call cut off then answers what the kernel recorded for it
+(``unknown`` / ``CALL_CANCELLED`` for a tool still running), over ``/v1`` and MCP alike."""
+
 
 def listen(host: str, port: int, *, command: str) -> socket.socket:
     """A listening socket on ``host:port``, or a clear error (exit 1) when it cannot be had;

@@ -18,7 +18,7 @@ from typing import Any
 
 import typer
 
-from charter.cli._listen import base_url, listen
+from charter.cli._listen import GRACE_S, base_url, listen
 from charter.cli._output import (
     CLOSED_STREAMS,
     err_console,
@@ -114,6 +114,7 @@ async def _serve(
             app,
             log_level="warning",
             http=head_limited_protocol(rt.deployment.limits.http),  # bounded request heads
+            timeout_graceful_shutdown=GRACE_S,  # then a call still running is cut off
         )
         server = uvicorn.Server(config)
         await server.serve(sockets=[sock])

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, cast
 import typer
 
 from charter._version import __version__
-from charter.cli._listen import base_url, listen
+from charter.cli._listen import GRACE_S, base_url, listen
 from charter.cli._output import fail, log_level_option, reported_errors
 from charter.deploy.audit_settings import audit_sinks
 from charter.deploy.deployment import load_deployment
@@ -116,7 +116,7 @@ def serve(
             log_config=None,
             access_log=False,
             lifespan="on",
-            timeout_graceful_shutdown=5,
+            timeout_graceful_shutdown=GRACE_S,
         )
         try:
             uvicorn.Server(config).run(sockets=[sock])

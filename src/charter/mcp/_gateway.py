@@ -33,7 +33,7 @@ import hashlib
 import json
 import re
 import secrets
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
@@ -53,6 +53,7 @@ from charter.kernel.contexts import ResolvedContext, tool_schemas
 from charter.kernel.core import _parse_at
 from charter.kernel.envelope import CallStatus, Envelope
 from charter.kernel.principals import Principal
+from charter.mcp._cut import Cut
 from charter.mcp._results import envelope_result, failure_result
 from charter.runtime import Runtime
 
@@ -195,10 +196,13 @@ class Gateway:
         meta: Mapping[str, Any] | None = None,
         *,
         raw: str | None = None,
+        cut: Cut | None = None,
     ) -> types.CallToolResult:
         """Call ``name`` through the kernel. ``raw``: the arguments as the client wrote them,
         when the transport found a repeated key or a lone surrogate in them — the kernel
-        refuses them and records it (``arguments`` then holds at most the idempotency key)."""
+        refuses them and records it (``arguments`` then holds at most the idempotency key).
+        ``cut``: the request's, when a stopping server may cut the call off (HTTP) — the
+        answer is then the envelope the kernel recorded (:mod:`charter.mcp._cut`)."""
         args = dict(arguments or {})
         task_id = self.task_id
         named = (meta or {}).get(TASK_META)
@@ -233,8 +237,8 @@ class Gateway:
             if len(session.key_contexts) > _KEYS_KEPT:  # the store remembers the rest
                 del session.key_contexts[next(iter(session.key_contexts))]
         given: str | dict[str, Any] = raw if raw is not None else args
-        env = await self.runtime.call(
-            context_id, name, call_id, given, as_=principal, task_id=task_id
+        env = await _cut(
+            cut, self.runtime.call(context_id, name, call_id, given, as_=principal, task_id=task_id)
         )
         for _ in range(2):
             # The key's context expired (the session's own context was renewed meanwhile), or
@@ -252,8 +256,9 @@ class Gateway:
             session.key_contexts.pop(key, None)
             context_id = await self._keyed_context(principal, key, ctx.context_id)
             session.key_contexts[key] = context_id
-            env = await self.runtime.call(
-                context_id, name, call_id, given, as_=principal, task_id=task_id
+            env = await _cut(
+                cut,
+                self.runtime.call(context_id, name, call_id, given, as_=principal, task_id=task_id),
             )
         renew = key is None and self.run_id is None  # a bound run is never swapped
         if renew and env.error is not None and env.error.get("reason") in _RENEW:
@@ -265,7 +270,8 @@ class Gateway:
             except Failure as exc:
                 return failure_result(exc, name=name)
             if ctx.run_id != env.run_id:
-                env = await self.runtime.call(ctx.context_id, name, call_id, given, as_=principal)
+                calling = self.runtime.call(ctx.context_id, name, call_id, given, as_=principal)
+                env = await _cut(cut, calling)
         return envelope_result(env, name=name, call_id=call_id, keyed=key is not None)
 
     async def _keyed_context(self, principal: Principal, key: str, current: str) -> str:
@@ -336,6 +342,11 @@ class Gateway:
                 details={"field": IDEMPOTENCY_KEY},
             )
         return value
+
+
+def _cut(cut: Cut | None, calling: Awaitable[Envelope]) -> Awaitable[Envelope]:
+    """``calling`` (a kernel call) as ``cut`` may cut it off, if there is one."""
+    return calling if cut is None else cut.call(calling)
 
 
 def _derived(tag: str, request_id: str | int) -> str:

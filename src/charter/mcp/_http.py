@@ -8,6 +8,11 @@ answer is ``401`` with a problem document, as on ``/v1``: ``AUTH_MISSING``, ``AU
 or the reason ``authenticate`` raised (a :class:`~charter.errors.PermissionDenied`). An MCP
 session id, if a client sends one, is never used to identify anyone.
 
+A ``tools/call`` still running when the server stops (its grace period over) is cut off and
+answers the envelope the kernel recorded for it (:mod:`charter.mcp._cut`); a stopping endpoint
+waits for such answers (at most :data:`~charter.mcp._cut.ANSWER_S`) before its session manager
+stops.
+
 Within one process, the governed session (the ad-hoc ``mcp-session`` run, its context and the
 idempotency keys it has seen) is kept per principal and profile, so a client's identical
 retry with the same ``idempotency_key`` reaches the same call. Across replicas that memory is
@@ -17,10 +22,12 @@ not shared: see ``docs/mcp.md``.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from typing import Any
 
+import anyio
 import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.streamable_http import CONTENT_TYPE_JSON, check_accept_headers
@@ -36,6 +43,7 @@ from charter.contracts.problem import (
 )
 from charter.errors import ErrorCode, PermissionDenied
 from charter.kernel.principals import Principal
+from charter.mcp._cut import ANSWER_S, Cut, served
 from charter.mcp._gateway import Gateway, McpSession
 from charter.mcp._server import build_server
 from charter.mcp._wire import MAX_MESSAGE_BYTES, Checked, Refusal, check_line
@@ -46,6 +54,7 @@ Authenticate = Callable[[str], Principal | None]
 carries) when it names none."""
 SCOPE_KEY = "charter.principal"
 RAW_KEY = "charter.raw_arguments"  # a tools/call's arguments as written (charter.mcp._wire)
+CUT_KEY = "charter.cut"  # the request's kernel calls, which a stopping server cuts off
 
 
 async def _respond(
@@ -126,7 +135,8 @@ class McpEndpoint:
         self.gateway = Gateway(runtime, profile)
         self.authenticate = authenticate
         self._sessions: dict[str, McpSession] = {}
-        self.server = build_server(self.gateway, self._identify, _raw_arguments)
+        self.server = build_server(self.gateway, self._identify, _raw_arguments, _cut_of)
+        self.requests = 0  # requests being served: a stopping endpoint waits for their answers
         self.manager = StreamableHTTPSessionManager(
             app=self.server, stateless=True, json_response=True
         )
@@ -147,11 +157,25 @@ class McpEndpoint:
     @asynccontextmanager
     async def running(self) -> AsyncIterator[None]:
         async with self.manager.run():
-            yield
+            try:
+                yield
+            finally:
+                # The server is stopping: the requests it cut off at the end of its grace
+                # period are sending their calls' recorded answers through the manager.
+                deadline = time.monotonic() + ANSWER_S
+                while self.requests > 0 and time.monotonic() < deadline:
+                    await anyio.sleep(0.01)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
+        self.requests += 1
+        try:
+            await self._serve(scope, receive, send)
+        finally:
+            self.requests -= 1
+
+    async def _serve(self, scope: Scope, receive: Receive, send: Send) -> None:
         principal = _who(scope, self.authenticate)
         if isinstance(principal, PermissionDenied):
             denied = principal
@@ -179,7 +203,8 @@ class McpEndpoint:
             scope[RAW_KEY] = checked.raw_arguments
             body = checked.text.encode()
         receive = _replay(body, receive)
-        await self.manager.handle_request(scope, receive, send)
+        cut = scope[CUT_KEY] = Cut()
+        await served(self.manager.handle_request(scope, receive, send), cut)
 
 
 _POST_ONLY = [(b"allow", b"POST")]
@@ -243,6 +268,12 @@ def _unservable(scope: Scope) -> Refused | None:
         why = "Accept must admit application/json (the answers are JSON, not an event stream)"
         return 406, ErrorCode.INVALID_INPUT, "NOT_ACCEPTABLE", why, []
     return None
+
+
+def _cut_of(ctx: ServerRequestContext[Any, Any]) -> Cut | None:
+    scope = getattr(ctx.request, "scope", None)
+    cut = scope.get(CUT_KEY) if isinstance(scope, dict) else None
+    return cut if isinstance(cut, Cut) else None
 
 
 def _raw_arguments(ctx: ServerRequestContext[Any, Any]) -> str | None:

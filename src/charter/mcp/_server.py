@@ -19,6 +19,7 @@ from mcp.server.lowlevel import Server
 
 from charter._version import __version__
 from charter.kernel.principals import Principal
+from charter.mcp._cut import Cut
 from charter.mcp._gateway import Gateway, McpSession
 from charter.mcp._resources import TEMPLATES, Resources
 
@@ -27,6 +28,9 @@ Identify = Callable[[ServerRequestContext[Any, Any]], Awaitable[tuple[Principal,
 RawArguments = Callable[[ServerRequestContext[Any, Any]], str | None]
 """The arguments as written of a ``tools/call`` the transport's guard kept for the kernel to
 refuse (a repeated key, a lone surrogate: charter.mcp._wire), else None."""
+CutOf = Callable[[ServerRequestContext[Any, Any]], Cut | None]
+"""The request's :class:`~charter.mcp._cut.Cut`, when a stopping server may cut its calls off
+(HTTP), else None."""
 
 INSTRUCTIONS = (
     "Tools governed by Charter. Every call is checked against its contract, authorized and "
@@ -36,7 +40,10 @@ INSTRUCTIONS = (
 
 
 def build_server(
-    gateway: Gateway, identify: Identify, raw_arguments: RawArguments | None = None
+    gateway: Gateway,
+    identify: Identify,
+    raw_arguments: RawArguments | None = None,
+    cut_of: CutOf | None = None,
 ) -> Server[Any]:
     """A low-level ``Server`` whose tools come from ``gateway`` for the caller ``identify``
     finds."""
@@ -53,8 +60,16 @@ def build_server(
         principal, session = await identify(ctx)
         meta = params.meta if isinstance(params.meta, dict) else None
         raw = raw_arguments(ctx) if raw_arguments is not None else None
+        cut = cut_of(ctx) if cut_of is not None else None
         return await gateway.call_tool(
-            principal, session, params.name, params.arguments, ctx.request_id, meta, raw=raw
+            principal,
+            session,
+            params.name,
+            params.arguments,
+            ctx.request_id,
+            meta,
+            raw=raw,
+            cut=cut,
         )
 
     resources = Resources(gateway.runtime, gateway.profile)
