@@ -3,6 +3,7 @@ whose deployment binds its tools to it over ``executor: http``."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -62,6 +63,11 @@ class FaultExecutor:
         """Let the answers the ``late`` mode holds go out."""
         httpx2.post(f"{self.url}/_control", json={"release": True}, timeout=5).raise_for_status()
 
+    @property
+    def log(self) -> Path:
+        """The executor process's own log (uvicorn's and the app's errors)."""
+        return self.journal.parent / "executor.log"
+
     def executions(self, tool_id: str = "shop.order") -> int:
         """How many calls of ``tool_id`` the executor's own journal records."""
         journal = Journal(self.journal)
@@ -84,9 +90,11 @@ def wait_until_up(url: str, process: subprocess.Popen[bytes], path: str = "/_con
     raise RuntimeError("the executor did not come up within 30 s")
 
 
-@pytest.fixture(scope="session")
-def fault_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultExecutor]:
-    directory = tmp_path_factory.mktemp("fault-executor")
+@contextlib.contextmanager
+def running_executor(directory: Path, **env_extra: str) -> Iterator[FaultExecutor]:
+    """The scripted executor (``fault_app``) as a uvicorn process on a free loopback port,
+    its business table, journal and log in ``directory``; ``env_extra`` reaches the app's
+    environment (``FAULT_BODY_TIMEOUT_S``)."""
     port = free_port()
     credential, signing_key = secrets.token_hex(24), secrets.token_hex(24)
     env = {
@@ -95,6 +103,7 @@ def fault_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultEx
         "FAULT_JOURNAL": str(directory / "journal.db"),
         "CHARTER_EXECUTOR_CREDENTIAL": credential,
         "CHARTER_EXECUTOR_SIGNING_KEY": signing_key,
+        **env_extra,
     }
     log = (directory / "executor.log").open("wb")  # its shutdown logs a cancelled hang
     process = subprocess.Popen(
@@ -135,6 +144,12 @@ def fault_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultEx
             process.kill()
             process.wait()
         log.close()
+
+
+@pytest.fixture(scope="session")
+def fault_executor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[FaultExecutor]:
+    with running_executor(tmp_path_factory.mktemp("fault-executor")) as executor:
+        yield executor
 
 
 @pytest.fixture

@@ -19,6 +19,7 @@ answer, as a broken proxy or a compromised executor would:
   600 levels deep);
 - ``/describe``: ``digest`` (``shop.lookup`` reported with another digest), ``order_digest``
   / ``order_version`` (``shop.order`` reported with another digest / version);
+- ``FAULT_BODY_TIMEOUT_S`` in the environment: the app's ``body_timeout_s``;
 - ``v2``: everything is served by an app whose ``shop.order`` gained an optional parameter
   (``fault_tools_v2``; same version, another digest), sharing the journal.
 
@@ -45,11 +46,15 @@ from charter.executors.http_protocol import (
 )
 from tests.executors_http import fault_tools, fault_tools_v2
 
+LIMITS: dict[str, Any] = {}
+if "FAULT_BODY_TIMEOUT_S" in os.environ:  # the impatient executor of test_hostile_requests
+    LIMITS["body_timeout_s"] = float(os.environ["FAULT_BODY_TIMEOUT_S"])
 inner = charter.remote.app(
     [fault_tools.lookup, fault_tools.order],
     name="fault-executor",
     version="0.0.1",
     journal=os.environ["FAULT_JOURNAL"],
+    **LIMITS,
 )
 inner_v2 = charter.remote.app(
     [fault_tools_v2.lookup, fault_tools_v2.order],

@@ -1,7 +1,9 @@
 """Tools served by the fault executor (and copied into the test project, so digests match).
 
 ``shop.order`` counts its business effect in its own SQLite table (``FAULT_DB``): the fault
-tests read that count to prove an effect happened once.
+tests read that count to prove an effect happened once. Some items make it fail before any
+effect: ``exit`` (``sys.exit``), ``garbled`` (an exception whose message holds a lone
+surrogate), ``unprintable`` (an exception whose ``str()`` raises).
 """
 
 from __future__ import annotations
@@ -12,6 +14,11 @@ import sys
 from typing import Any
 
 import charter
+
+
+class _Unprintable(Exception):
+    def __str__(self) -> str:
+        raise RuntimeError("this exception cannot be shown")
 
 
 def _db() -> sqlite3.Connection:
@@ -48,6 +55,10 @@ def order(item: str, ctx: charter.Context) -> dict[str, Any]:
     """Order one item (a business effect, counted in the executor's own table)."""
     if item == "exit":
         sys.exit(3)  # the tool ends itself: a failed call, never the executor's process
+    if item == "garbled":  # a message decoded with surrogateescape: not encodable as UTF-8
+        raise ValueError("no such item: " + b"caf\xe9".decode("utf-8", "surrogateescape"))
+    if item == "unprintable":
+        raise _Unprintable
     with _db() as db:
         db.execute("INSERT INTO effects VALUES (?, ?)", (ctx.idempotency_key, item))
         count = db.execute("SELECT count(*) FROM effects").fetchone()[0]

@@ -17,7 +17,7 @@ import httpx2
 import pytest
 
 from charter.client import Client
-from charter.server.intake import unsupported
+from charter.contracts.problem import json_type_refused
 from tests.server._harness import Project, ThreadServer
 
 CANARY = "body-canary-3c1f9e"  # never echoed back in a problem
@@ -328,7 +328,7 @@ def test_arguments_python_cannot_decode_are_the_kernels_rejection_as_from_the_cl
     ],
 )
 def test_which_content_types_are_json(value: str, taken: bool) -> None:
-    assert (unsupported(value) is None) is taken
+    assert (json_type_refused(value) is None) is taken
 
 
 # every operation taking a JSON body (the test below checks the list against the OpenAPI

@@ -1,8 +1,10 @@
 """The problem document every HTTP error answer of Charter carries (RFC 9457).
 
 One shape for the ``/v1`` API (:mod:`charter.server.problems`) and the MCP endpoints'
-HTTP-level refusals (:mod:`charter.mcp._http`: no credential, an unknown profile), and the one
-rule both apply to a request body's ``Content-Encoding`` (:func:`content_coding_refused`)::
+HTTP-level refusals (:mod:`charter.mcp._http`: no credential, an unknown profile), and the
+rules every HTTP surface of Charter — those two and a remote executor (:mod:`charter.remote`)
+— applies to a request body's ``Content-Encoding`` (:func:`content_coding_refused`) and
+``Content-Type`` (:func:`json_type_refused`)::
 
     {"type": "urn:charter:problem:AUTH_MISSING", "title": "Unauthorized", "status": 401,
      "detail": "send Authorization: Bearer <credential>", "code": "permission_denied",
@@ -14,10 +16,12 @@ rule both apply to a request body's ``Content-Encoding`` (:func:`content_coding_
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from http import HTTPStatus
 from typing import Any
 
+from charter.contracts.text import shown
 from charter.errors import ErrorCode
 
 PROBLEM_MEDIA_TYPE = "application/problem+json"
@@ -71,3 +75,30 @@ def content_coding_refused(values: Iterable[str]) -> str | None:
         f"the body is encoded ({', '.join(dict.fromkeys(named))}): send it without a "
         "Content-Encoding (only identity is accepted)"
     )
+
+
+JSON = "application/json"
+ACCEPT_JSON = {"Accept": JSON}
+"""The header of a ``415`` for a body not sent as JSON (RFC 9110 §15.5.16)."""
+# RFC 6838 restricted names: application/json, or a structured syntax suffix +json
+_JSON_TYPE = re.compile(r"application/(?:[a-z0-9][a-z0-9!#$&^_.+-]*\+)?json")
+
+
+def json_type_refused(content_type: str | None) -> str | None:
+    """Why a body with this ``Content-Type`` is not taken as JSON — ``415
+    UNSUPPORTED_MEDIA_TYPE`` with :data:`ACCEPT_JSON` — or None when it is: ``application/json``
+    or ``application/<name>+json``, with no ``charset`` but ``utf-8`` (RFC 8259: JSON is
+    UTF-8). A missing type is refused here; a route that reads a body with no type claimed as
+    JSON does not ask."""
+    if content_type is None or not content_type.strip():
+        return f"the request has no Content-Type; send the body as {JSON}"
+    essence, _, parameters = content_type.partition(";")
+    essence = essence.strip().lower()
+    if not _JSON_TYPE.fullmatch(essence):
+        return f"the body must be {JSON}, not {shown(essence)}"
+    for parameter in parameters.split(";"):
+        name, _, value = parameter.partition("=")
+        charset = value.strip().strip('"').lower()
+        if name.strip().lower() == "charset" and charset != "utf-8":
+            return f"the body must be UTF-8 JSON, not charset {shown(charset)}"
+    return None

@@ -1,19 +1,28 @@
 """``charter.remote.app``: an ASGI app serving ``@charter.tool`` functions over
 ``charter.executor.v1`` — ``GET /describe`` and ``POST /execute``.
 
-Every request must carry the bearer credential and a fresh, valid signature (see
-:mod:`charter.executors.http_protocol`); otherwise 401 with the reason. ``/execute`` then:
+A body sent with a ``Content-Encoding`` other than ``identity``, or a ``Content-Type`` that is
+not JSON, is ``415 UNSUPPORTED_MEDIA_TYPE`` before it is read; a body over ``max_body_bytes``
+is ``413 BODY_TOO_LARGE`` (by its ``Content-Length``, or as soon as it grows past the limit), one
+that has not arrived whole after ``body_timeout_s`` ``408 BODY_TIMEOUT``
+(:mod:`charter.remote._request`). Every request must carry the bearer credential and a fresh,
+valid signature, each credential header once (see :mod:`charter.executors.http_protocol`);
+otherwise 401 with the reason. ``/execute`` then:
 
-1. parses the body strictly (400 ``BAD_REQUEST``), finds the tool (404
+1. parses the body strictly (400 ``BAD_REQUEST`` saying what is wrong: a repeated member by
+   its JSON Pointer, ``NaN``, a member of the wrong type…), finds the tool (404
    ``TOOL_NOT_DESCRIBED``), checks the caller's tool version and contract digest against this
    executor's (409 ``CONTRACT_MISMATCH``), the deadline (408 ``DEADLINE_PASSED``) and the
-   arguments against the contract's schema and the function's signature (400
+   arguments against the kernel's intake rules (``ARGS_TOO_DEEP``,
+   ``ARGS_INTEGER_OUT_OF_RANGE``…), the contract's schema and the function's signature (400
    ``ARGS_INVALID``) — every 4xx is answered before anything runs;
 2. claims the idempotency key in the journal (a key seen before answers with the recorded
    response; the same key with another call or other arguments is 409
    ``IDEMPOTENCY_CONFLICT``);
 3. runs the function (sync functions in a worker thread), records the response, answers 200
-   with ``{call_id, status: succeeded, result}`` or ``{call_id, status: failed, error}``.
+   with ``{call_id, status: succeeded, result}`` or ``{call_id, status: failed, error}`` —
+   a tool's error message is escaped where it is not valid Unicode, so every answer can be
+   recorded and the key never stays ``running`` because of what a tool said.
 
 Every response — refusals included — is signed with the signing key over the request's call
 id, idempotency key, contract digest and nonce, the HTTP status and the body's hash
@@ -39,22 +48,26 @@ from typing import Any
 import anyio
 import anyio.to_thread
 from starlette.applications import Starlette
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from charter.contracts.canonical import canonical_bytes
 from charter.contracts.decorator import declaration, declared_contract
 from charter.contracts.delegation import delegating
+from charter.contracts.intake import check_value
 from charter.contracts.model import ToolContract
+from charter.contracts.problem import ACCEPT_IDENTITY, ACCEPT_JSON, content_coding_refused
 from charter.contracts.schema import CompiledSchema, compile_schema
+from charter.contracts.text import clipped
 from charter.contracts.tool_context import Context
-from charter.errors import ConfigError, Failure
+from charter.errors import ConfigError, Failure, InvalidInput
 from charter.executors.http_protocol import (
     AUTH_INVALID,
     AUTH_MISSING,
     DEFAULT_TOLERANCE_S,
     NONCE_HEADER,
+    NONCE_HEX_CHARS,
     PROTOCOL,
     REPLAYED,
     RESPONSE_SIGNATURE_HEADER,
@@ -72,9 +85,17 @@ from charter.executors.http_protocol import (
 )
 from charter.kernel.executor_port import ensure_json
 from charter.remote._journal import Claim, Journal
+from charter.remote._request import (
+    not_an_object,
+    not_strict_json,
+    repeated_credential,
+    type_refused,
+)
 
 MIN_SECRET_BYTES = 16
 DEFAULT_MAX_BODY_BYTES = 1024 * 1024
+DEFAULT_BODY_TIMEOUT_S = 30.0
+MAX_ID_CHARS = 256
 IN_FLIGHT_POLL_S = 0.05
 IN_FLIGHT_WAIT_S = 30.0
 CREDENTIAL_ENV = "CHARTER_EXECUTOR_CREDENTIAL"
@@ -97,9 +118,17 @@ class _Tool:
 class _Refused(Exception):
     """Answer with a 4xx/5xx before anything runs."""
 
-    def __init__(self, status: int, reason: str, message: str, code: str = "invalid_input"):
+    def __init__(
+        self,
+        status: int,
+        reason: str,
+        message: str,
+        code: str = "invalid_input",
+        headers: Mapping[str, str] | None = None,
+    ):
         super().__init__(message)
         self.status, self.reason, self.message, self.code = status, reason, message, code
+        self.headers = dict(headers or {})
 
 
 def _secret(value: str | bytes | None, env: str, what: str) -> bytes:
@@ -138,6 +167,7 @@ def app(
     journal: str | Path = "executor-journal.db",
     tolerance_s: float = DEFAULT_TOLERANCE_S,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    body_timeout_s: float = DEFAULT_BODY_TIMEOUT_S,
     clock: Callable[[], float] = time.time,
 ) -> Starlette:
     """Build the ASGI app serving ``tools`` (``@charter.tool`` functions, or a module's).
@@ -145,7 +175,8 @@ def app(
     ``credential`` (the bearer token) and ``signing_key`` (the HMAC key) default to the
     environment variables ``CHARTER_EXECUTOR_CREDENTIAL`` / ``CHARTER_EXECUTOR_SIGNING_KEY``;
     each is at least 16 bytes and they must differ. ``journal`` is the SQLite file of the
-    idempotency journal. Serve it with any ASGI server, e.g.
+    idempotency journal. A request body is at most ``max_body_bytes`` and must arrive whole
+    within ``body_timeout_s``. Serve it with any ASGI server, e.g.
     ``uvicorn.run(app, host="127.0.0.1", port=8765)``.
     """
     cred = _secret(credential, CREDENTIAL_ENV, "credential")
@@ -169,6 +200,7 @@ def app(
         journal=Journal(journal),
         tolerance_s=tolerance_s,
         max_body_bytes=max_body_bytes,
+        body_timeout_s=body_timeout_s,
         clock=clock,
     )
     application = Starlette(
@@ -204,9 +236,10 @@ def _recorded(claim: Claim) -> Response:
 
 
 def _refusal(exc: _Refused) -> Response:
-    return _json(
-        exc.status, {"error": {"code": exc.code, "reason": exc.reason, "message": exc.message}}
-    )
+    error = {"code": exc.code, "reason": exc.reason, "message": exc.message}
+    response = _json(exc.status, {"error": error})
+    response.headers.update(exc.headers)
+    return response
 
 
 class _Server:
@@ -221,6 +254,7 @@ class _Server:
         journal: Journal,
         tolerance_s: float,
         max_body_bytes: int,
+        body_timeout_s: float,
         clock: Callable[[], float],
     ) -> None:
         self.tools = dict(tools)
@@ -229,6 +263,7 @@ class _Server:
         self.journal = journal
         self.tolerance_s = tolerance_s
         self.max_body_bytes = max_body_bytes
+        self.body_timeout_s = body_timeout_s
         self.clock = clock
         self.description = dumps(
             {
@@ -249,21 +284,57 @@ class _Server:
     # authentication
 
     async def _body(self, request: Request) -> bytes:
+        """The whole body: at most ``max_body_bytes`` (413, by its declared length before
+        reading any of it), arrived within ``body_timeout_s`` (408; the connection closes)."""
+        too_large = _Refused(
+            413,
+            "BODY_TOO_LARGE",
+            f"the request body is larger than {self.max_body_bytes} bytes",
+            "resource_limit",
+        )
         declared = request.headers.get("content-length")
         if declared is not None and declared.isdigit() and int(declared) > self.max_body_bytes:
-            raise _Refused(413, "BODY_TOO_LARGE", "the request body is too large", "resource_limit")
+            raise too_large
         chunks: list[bytes] = []
         size = 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > self.max_body_bytes:
+        with anyio.move_on_after(self.body_timeout_s) as reading:
+            try:
+                async for chunk in request.stream():
+                    size += len(chunk)
+                    if size > self.max_body_bytes:
+                        raise too_large
+                    chunks.append(chunk)
+            except ClientDisconnect:  # no one is left to answer; nothing was read or run
                 raise _Refused(
-                    413, "BODY_TOO_LARGE", "the request body is too large", "resource_limit"
-                )
-            chunks.append(chunk)
+                    400, "BODY_INCOMPLETE", "the client went away before the body arrived"
+                ) from None
+        if reading.cancelled_caught:
+            raise _Refused(
+                408,
+                "BODY_TIMEOUT",
+                f"the request body did not arrive whole within {self.body_timeout_s:g} seconds",
+                "timeout",
+                {"Connection": "close"},
+            )
         return b"".join(chunks)
 
+    @staticmethod
+    def _media(request: Request) -> None:
+        """Refuse, before reading it, a body that is encoded or not sent as JSON (415)."""
+        coded = content_coding_refused(request.headers.getlist("content-encoding"))
+        if coded is not None:
+            raise _Refused(415, "UNSUPPORTED_MEDIA_TYPE", coded, headers=ACCEPT_IDENTITY)
+        mistyped = type_refused(request.headers.getlist("content-type"))
+        if mistyped is not None:
+            raise _Refused(415, "UNSUPPORTED_MEDIA_TYPE", mistyped, headers=ACCEPT_JSON)
+
     async def _authenticate(self, request: Request, body: bytes) -> None:
+        repeated = repeated_credential(name for name, _ in request.headers.items())
+        if repeated is not None:
+            name, times = repeated
+            reason = AUTH_INVALID if name == "Authorization" else SIGNATURE_INVALID
+            message = f"the {name} header was sent {times} times"
+            raise _Refused(401, reason, message, "permission_denied")
         auth = request.headers.get("authorization", "")
         scheme, _, token = auth.partition(" ")
         if scheme.lower() != "bearer" or not token:
@@ -284,7 +355,14 @@ class _Server:
             )
         nonce = request.headers.get(NONCE_HEADER, "")
         offered_sig = request.headers.get(SIGNATURE_HEADER, "")
-        if not nonce_valid(nonce) or not signature_matches(
+        for name, value in ((SIGNATURE_HEADER, offered_sig), (NONCE_HEADER, nonce)):
+            if not value:
+                message = f"the request has no {name} header"
+                raise _Refused(401, SIGNATURE_INVALID, message, "permission_denied")
+        if not nonce_valid(nonce):
+            message = f"the {NONCE_HEADER} header must be {NONCE_HEX_CHARS} lower-case hex digits"
+            raise _Refused(401, SIGNATURE_INVALID, message, "permission_denied")
+        if not signature_matches(
             self.signing_key,
             offered_sig,
             request.method,
@@ -320,6 +398,7 @@ class _Server:
     async def execute(self, request: Request) -> Response:
         body = b""
         try:
+            self._media(request)
             body = await self._body(request)
             await self._authenticate(request, body)
             call = self._parse(body)
@@ -347,15 +426,11 @@ class _Server:
         try:
             doc = loads_strict(body)
         except StrictJSONError:
-            raise _Refused(400, "BAD_REQUEST", "the body is not valid JSON") from None
+            raise _Refused(400, "BAD_REQUEST", not_strict_json(body)) from None
         if not isinstance(doc, dict):
-            raise _Refused(400, "BAD_REQUEST", "the body must be a JSON object")
-        call_id, key = doc.get("call_id"), doc.get("idempotency_key")
+            raise _Refused(400, "BAD_REQUEST", not_an_object(doc))
+        call_id, key = _id(doc, "call_id"), _id(doc, "idempotency_key")
         tool, arguments = doc.get("tool"), doc.get("arguments")
-        if not isinstance(call_id, str) or not call_id or len(call_id) > 256:
-            raise _Refused(400, "BAD_REQUEST", "call_id must be a non-empty string")
-        if not isinstance(key, str) or not key or len(key) > 256:
-            raise _Refused(400, "BAD_REQUEST", "idempotency_key must be a non-empty string")
         if not isinstance(tool, dict) or not all(
             isinstance(tool.get(k), str) for k in ("id", "version", "contract_digest")
         ):
@@ -375,6 +450,10 @@ class _Server:
                 "contract_violation",
             )
         deadline = self._deadline(doc.get("deadline"))
+        try:  # the kernel's own rules first: the schema validator is not made for hostile depth
+            check_value(arguments)
+        except InvalidInput as exc:
+            raise _Refused(400, exc.reason, exc.message) from None
         violation = served.args.first_error(arguments)
         if violation is not None:
             raise _Refused(
@@ -396,7 +475,12 @@ class _Server:
             raise _Refused(
                 400, "ARGS_INVALID", f"the arguments do not fit the signature of {contract.id}"
             ) from None
-        digest = hashlib.sha256(canonical_bytes({"tool": tool, "arguments": arguments})).hexdigest()
+        try:
+            request = canonical_bytes({"tool": tool, "arguments": arguments})
+        except (InvalidInput, ValueError, RecursionError) as exc:  # a member of `tool`
+            message = exc.message if isinstance(exc, InvalidInput) else "tool nests too deeply"
+            raise _Refused(400, "BAD_REQUEST", message) from None
+        digest = hashlib.sha256(request).hexdigest()
         return _Call(
             call_id=call_id,
             key=key,
@@ -414,7 +498,10 @@ class _Server:
         if isinstance(value, bool):
             raise _Refused(400, "BAD_REQUEST", "deadline must be seconds or an RFC 3339 time")
         if isinstance(value, int | float):
-            seconds = float(value)
+            try:
+                seconds = float(value)
+            except OverflowError:  # an integer of hundreds of digits
+                raise _Refused(400, "BAD_REQUEST", "deadline is out of range") from None
         elif isinstance(value, str):
             try:
                 instant = datetime.fromisoformat(value.replace("Z", "+00:00"))
@@ -511,8 +598,8 @@ class _Server:
         except Failure as exc:
             error: dict[str, Any] = {
                 "code": exc.code.value,
-                "reason": exc.reason,
-                "message": exc.message,
+                "reason": _text(exc.reason),
+                "message": _text(exc.message),
                 "retryable": exc.retryable,
             }
             if exc.details:
@@ -526,8 +613,7 @@ class _Server:
                 "error": {
                     "code": "internal",
                     "reason": "TOOL_RAISED",
-                    "message": f"tool {tool.contract.id} raised {type(exc).__name__}: "
-                    f"{str(exc)[:500]}",
+                    "message": f"tool {tool.contract.id} raised {_said(exc)}",
                 },
             }
         try:
@@ -537,7 +623,7 @@ class _Server:
                 "result": ensure_json(result),
             }
         except Failure as exc:
-            error = {"code": exc.code.value, "reason": exc.reason, "message": exc.message}
+            error = {"code": exc.code.value, "reason": exc.reason, "message": _text(exc.message)}
             status = 200 if tool.contract.read_only else 500
             return status, {"call_id": call.call_id, "status": "failed", "error": error}
 
@@ -563,6 +649,30 @@ class _Call:
         self.context = context
         self.deadline_s = deadline_s
         self.request_sha256 = request_sha256
+
+
+def _id(doc: Mapping[str, Any], name: str) -> str:
+    value = doc.get(name)
+    if not isinstance(value, str) or not value or len(value) > MAX_ID_CHARS:
+        message = f"{name} must be a non-empty string of at most {MAX_ID_CHARS} characters"
+        raise _Refused(400, "BAD_REQUEST", message)
+    return value
+
+
+def _text(value: str) -> str:
+    """A tool's text as an answer can carry (and the journal record): lone surrogates
+    escaped — ``dumps`` could not encode them, and the key would stay ``running``."""
+    return clipped(value, len(value))
+
+
+def _said(exc: BaseException) -> str:
+    """``ValueError: no such item``: an exception's type and message, the message cut to 500
+    characters and escaped — or said to be unreadable when its ``str()`` raises."""
+    try:
+        message = str(exc)
+    except Exception:
+        return f"{type(exc).__name__} (its message could not be read)"
+    return f"{type(exc).__name__}: {clipped(message, 500)}"
 
 
 def _echoed(body: bytes) -> tuple[str, str, str]:

@@ -6,7 +6,8 @@ reach the kernel as written). For each such route, :class:`JsonRoute` checks a n
 before anything else of the route runs:
 
 - its ``Content-Type`` must be JSON — ``application/json`` or ``application/<name>+json``,
-  with no ``charset`` but ``utf-8`` (RFC 8259: JSON is UTF-8) — else ``415
+  with no ``charset`` but ``utf-8`` (RFC 8259: JSON is UTF-8;
+  :func:`charter.contracts.problem.json_type_refused`) — else ``415
   UNSUPPORTED_MEDIA_TYPE`` naming the type received (never the body), with ``Accept:
   application/json``. Without a ``Content-Type`` too (the framework would not decode it),
   except on a route that reads its body itself (a call): that body, with no type claimed, is
@@ -32,7 +33,6 @@ OpenAPI responses list the problems these checks answer (400, 413, 415, 422).
 from __future__ import annotations
 
 import copy
-import re
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -41,21 +41,16 @@ from fastapi.routing import APIRoute
 from starlette.requests import Request
 from starlette.responses import Response
 
+from charter.contracts.problem import ACCEPT_JSON, JSON, json_type_refused
 from charter.errors import ErrorCode, InvalidInput
 from charter.server.body import (
     RepeatedMember,
     json_text,
     not_an_object,
     repeated_member,
-    shown,
 )
 from charter.server.problems import problem_response, problem_responses
 from charter.server.query import QueryRoute
-
-JSON = "application/json"
-# RFC 6838 restricted names: application/json, or a structured syntax suffix +json
-_JSON_TYPE = re.compile(r"application/(?:[a-z0-9][a-z0-9!#$&^_.+-]*\+)?json")
-_ACCEPT = {"Accept": JSON}
 
 
 def _body_responses() -> dict[int | str, dict[str, Any]]:
@@ -67,22 +62,6 @@ def _body_responses() -> dict[int | str, dict[str, Any]]:
 
 
 BODY_RESPONSES = _body_responses()
-
-
-def unsupported(content_type: str | None) -> str | None:
-    """Why a body with this ``Content-Type`` is not taken as JSON (None: it is)."""
-    if content_type is None or not content_type.strip():
-        return f"the request has no Content-Type; send the body as {JSON}"
-    essence, _, parameters = content_type.partition(";")
-    essence = essence.strip().lower()
-    if not _JSON_TYPE.fullmatch(essence):
-        return f"the body must be {JSON}, not {shown(essence)!r}"
-    for parameter in parameters.split(";"):
-        name, _, value = parameter.partition("=")
-        charset = value.strip().strip('"').lower()
-        if name.strip().lower() == "charset" and charset != "utf-8":
-            return f"the body must be UTF-8 JSON, not charset {shown(charset)!r}"
-    return None
 
 
 def takes_json(route: APIRoute) -> bool:
@@ -114,13 +93,13 @@ class JsonRoute(QueryRoute):
         async def checked(request: Request) -> Response:
             raw = await request.body()
             content_type = request.headers.get("content-type")
-            refused = unsupported(content_type) if raw and (decoded or content_type) else None
+            refused = json_type_refused(content_type) if raw and (decoded or content_type) else None
             if refused is not None:
                 return problem_response(
                     code=ErrorCode.INVALID_INPUT,
                     reason="UNSUPPORTED_MEDIA_TYPE",
                     detail=refused,
-                    headers=_ACCEPT,
+                    headers=ACCEPT_JSON,
                 )
             if raw:
                 text = json_text(raw)  # UTF-8 without a BOM, else 400 BODY_MALFORMED
