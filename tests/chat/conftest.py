@@ -12,6 +12,9 @@ from pathlib import Path
 
 import pytest
 from fastapi import FastAPI
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.routing import Route
 
 from charter.project.init import init_project
 from charter.providers.turns import TurnHub
@@ -78,20 +81,29 @@ class Live:
         return hub
 
 
-def _serve(root: Path, keys: dict[str, str]) -> Iterator[Live]:
+async def _no_such_route(request: Request) -> None:
+    raise HTTPException(status_code=404)
+
+
+def serve(root: Path, keys: dict[str, str], *, without: tuple[str, ...] = ()) -> Iterator[Live]:
+    """Serve ``root``; ``without`` lists paths the app answers as a server from before them
+    does (404 ``ROUTE_NOT_FOUND``, the app's own problem), whatever the method."""
+
     def opener():  # type: ignore[no-untyped-def]
         return open_runtime(root, store="sqlite:///.charter/charter.db")
 
     app = create_app(opener=opener, sse_keepalive_s=0.5)
+    for path in without:  # ahead of the real route, so it is never reached
+        app.router.routes.insert(0, Route(path, _no_such_route, methods=["GET", "POST"]))
     clock = FakeClock()
     configure_chat(app, clock=clock, sweep_s=0.02)
     with ThreadServer(app) as live:
         yield Live(url=live.url, root=root, keys=keys, clock=clock, app=app)
 
 
-@pytest.fixture(scope="module")
-def kv_project(tmp_path_factory: pytest.TempPathFactory) -> Project:
-    project = write_served_project(tmp_path_factory.mktemp("chatkv"))
+def write_kv_project(root: Path) -> Project:
+    """The key-value project served with the scripted model (``chat.profile: all``, no agents)."""
+    project = write_served_project(root)
     (project.root / "script.yaml").write_text(textwrap.dedent(KV_SCRIPT))
     deploy = project.root / "charter.deploy.yaml"
     deploy.write_text(deploy.read_text() + textwrap.dedent(KV_CHAT))
@@ -99,8 +111,13 @@ def kv_project(tmp_path_factory: pytest.TempPathFactory) -> Project:
 
 
 @pytest.fixture(scope="module")
+def kv_project(tmp_path_factory: pytest.TempPathFactory) -> Project:
+    return write_kv_project(tmp_path_factory.mktemp("chatkv"))
+
+
+@pytest.fixture(scope="module")
 def kv(kv_project: Project) -> Iterator[Live]:
-    yield from _serve(kv_project.root, kv_project.keys)
+    yield from serve(kv_project.root, kv_project.keys)
 
 
 @pytest.fixture(scope="module")
@@ -109,4 +126,4 @@ def copilot(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
     init_project(root, template="workflow-copilot")
     secrets = root / ".charter" / "secrets"
     keys = {n: (secrets / f"{n}.key").read_text().strip() for n in ("alice", "app", "intruder")}
-    yield from _serve(root, keys)
+    yield from serve(root, keys)

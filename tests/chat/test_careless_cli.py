@@ -1,20 +1,28 @@
 """``charter chat`` (the real executable) with a broken ``chat:`` provider configuration: a
 clear ``CONFIG_INVALID`` naming the file, as JSON under ``--json``; never a traceback. And
-``POST /v1/chat`` (a real server on loopback) with an ambiguous body."""
+``POST /v1/chat`` (a real server on loopback) with an ambiguous body, and ``charter chat
+--server`` against a server from before ``GET /v1/chat/agents``."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import subprocess
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
+import httpx2
 import pytest
+import typer
 from typer.testing import CliRunner
 
 from charter.cli.app import app
-from tests.chat.conftest import Live
+from charter.cli.chat_cmds import _offered_agent
+from charter.client import AsyncClient, Client
+from charter.errors import Failure, InvalidInput
+from tests.chat.conftest import Live, serve, write_kv_project
 from tests.cli.test_first_hour import CHARTER, charter
 from tests.conftest import copy_demo
 
@@ -115,17 +123,69 @@ def test_chat_through_a_server_names_the_field_the_server_refused(
         assert "body.message: String should have at least 1 character" in said, said
 
 
+@pytest.fixture(scope="module")
+def older_kv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Live]:
+    """The key-value chat server as a Charter from before ``GET /v1/chat/agents`` (404)."""
+    project = write_kv_project(tmp_path_factory.mktemp("olderkv"))
+    yield from serve(project.root, project.keys, without=("/v1/chat/agents",))
+
+
 def test_chat_through_a_server_names_why_the_turn_failed(
-    kv: Live, monkeypatch: pytest.MonkeyPatch
+    older_kv: Live, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """An unknown agent over ``--server``: the stream's ``conversation.error`` carries the
+    """A turn that fails over ``--server``: the stream's ``conversation.error`` carries the
     reason, and the remote CLI says it, as the local one does (it printed only the fixed
-    message that hides the details)."""
-    monkeypatch.setenv("CHARTER_API_KEY", kv.keys["app"])
-    out = runner.invoke(app, ["chat", "-m", "hi", "--agent", "nope", "--server", kv.url])
+    message that hides the details). The failure here is an unknown agent on a server from
+    before ``GET /v1/chat/agents``, where the turn is still what judges the agent: a current
+    server lets the CLI refuse it before the first message (tests/chat/test_unknown_agent.py)."""
+    monkeypatch.setenv("CHARTER_API_KEY", older_kv.keys["app"])
+    with Client(older_kv.url, older_kv.keys["app"]) as cl, pytest.raises(InvalidInput) as old:
+        cl.chat_agents()
+    assert old.value.reason == "ROUTE_NOT_FOUND"
+    out = runner.invoke(app, ["chat", "-m", "hi", "--agent", "nope", "--server", older_kv.url])
     assert out.exit_code == 1, out.output
     assert "Traceback" not in out.output
     assert "the turn failed (AGENT_UNKNOWN)" in out.output, out.output
+
+
+@pytest.mark.parametrize(
+    ("status", "body", "refused"),
+    [
+        (404, b"Not Found", None),  # a proxy's page: reason HTTP_404
+        (404, b'{"code": "invalid_input", "reason": "ROUTE_NOT_FOUND", "detail": "Not Found"}',
+         None),  # an older Charter
+        (401, b'{"code": "permission_denied", "reason": "AUTH_INVALID", "detail": "no"}',
+         "AUTH_INVALID"),
+        (200, b'{"agents": [], "defaultAgent": null, "defaultProfile": "all"}',
+         "AGENT_UNKNOWN"),
+    ],
+)  # fmt: skip
+def test_only_a_server_without_the_agents_endpoint_leaves_the_agent_to_the_turn(
+    status: int, body: bytes, refused: str | None, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI's check before a remote chat: a 404 there (an older server, a proxy) skips it;
+    anything else is said before the first message — a refused key too."""
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(status, content=body))
+
+    async def check() -> None:
+        async with AsyncClient("http://server.test", "k", transport=transport) as client:
+            await _offered_agent(client, "nope", None, as_json=True)
+
+    if refused is None:
+        asyncio.run(check())
+        assert capsys.readouterr().out == ""
+    elif refused == "AGENT_UNKNOWN":
+        with pytest.raises(typer.Exit):
+            asyncio.run(check())
+        said = json.loads(capsys.readouterr().out)
+        assert (said["reason"], said["error"]) == (
+            refused,
+            "unknown agent 'nope' (known: none: the server's Build has no agents)",
+        )
+    else:
+        with pytest.raises(Failure) as info:
+            asyncio.run(check())
+        assert info.value.reason == refused
 
 
 @pytest.mark.parametrize(

@@ -4,7 +4,9 @@ Streamed text is printed as it arrives; tool calls, their results, pending appro
 the command an operator runs to decide them) and proposals are shown in between. Locally the
 CLI runs the orchestrator over the project's runtime with the deployment's ``chat:``
 provider; with ``--server`` it talks to ``POST /v1/chat`` and resumes a dropped stream with
-``Last-Event-ID``. ``--message`` sends one message and exits (for scripts).
+``Last-Event-ID``. ``--message`` sends one message and exits (for scripts). An unknown agent
+is refused before anything is read: locally against the Build, with ``--server`` against the
+server's ``GET /v1/chat/agents`` (a server without it judges the agent at the first turn).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from charter.cli._output import (
 )
 from charter.cli.kernel_cmds import AS, DEPLOY, PROJECT, SERVER, STORE, remote_key
 from charter.client import AsyncClient
-from charter.errors import TransientExternal
+from charter.errors import Failure, TransientExternal
 from charter.proposals import ProposalService, load_proposal_settings
 from charter.providers.config import load_chat_config
 from charter.providers.orchestrator import ChatRequest, Orchestrator
@@ -222,6 +224,7 @@ def chat(
 
     async def remote(url: str) -> bool:
         async with AsyncClient(url, remote_key(url, as_json)) as client:
+            await _offered_agent(client, agent, profile, as_json)  # before stdin or a turn
             return await _loop(_remote_turns(client, profile, agent), message, as_json)
 
     async def local() -> bool:
@@ -270,6 +273,43 @@ def _known_agent(rt: Runtime, agent: str | None, configured: str | None, as_json
     known = ", ".join(sorted(rt.build.agents)) or "none: the Build has no agents"
     where = "" if agent else f" (chat.agent in {rt.deployment.source})"
     fail(f"unknown agent {name!r}{where} (known: {known})", as_json=as_json, reason="AGENT_UNKNOWN")
+
+
+# What a server from before GET /v1/chat/agents answers there: its problem, or a proxy's 404
+OLDER_SERVER = frozenset({"ROUTE_NOT_FOUND", "HTTP_404"})
+
+
+async def _offered_agent(
+    client: AsyncClient, agent: str | None, profile: str | None, as_json: bool
+) -> None:
+    """With ``--server``, refuse what the server would refuse at the first turn — an agent it
+    does not have (``--agent``, else its ``chat.agent``), or no agent and no profile where it
+    has no default — as the local path does, before anything is read or sent. A server older
+    than ``GET /v1/chat/agents`` leaves it to the turn, as before."""
+    try:
+        offered = await client.chat_agents()
+    except Failure as exc:
+        if exc.reason in OLDER_SERVER:
+            return
+        raise
+    names = sorted(str(a.get("name")) for a in offered.get("agents") or ())
+    known = ", ".join(names) or "none: the server's Build has no agents"
+    name = agent or offered.get("defaultAgent")
+    if name is None:
+        if profile is None and offered.get("defaultProfile") is None:
+            fail(
+                "give --profile or --agent (the server has no chat.agent or chat.profile; "
+                f"known agents: {known})",
+                as_json=as_json,
+            )
+        return
+    if name not in names:
+        where = "" if agent else " (the server's chat.agent)"
+        fail(
+            f"unknown agent {name!r}{where} (known: {known})",
+            as_json=as_json,
+            reason="AGENT_UNKNOWN",
+        )
 
 
 def register(root: typer.Typer) -> None:

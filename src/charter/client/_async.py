@@ -380,6 +380,14 @@ class AsyncClient:
 
     # -- chat -------------------------------------------------------------------------
 
+    async def chat_agents(self) -> dict[str, Any]:
+        """The agents you may chat with and the server's defaults: ``{"agents": [{name,
+        description}], "defaultAgent", "defaultProfile"}`` (a default is None when the
+        deployment sets none). A server older than the endpoint raises ``InvalidInput`` with
+        reason ``ROUTE_NOT_FOUND``."""
+        result: dict[str, Any] = await self._json("GET", "/v1/chat/agents")
+        return result
+
     async def chat(
         self,
         message: str,

@@ -13,6 +13,10 @@ back is cancelled after the grace window (``chat.grace_s``) and still ends with
 Conversations belong to the user who started them: another user's or tenant's conversation
 answers ``404``, and another user's conversation id sent to ``POST /v1/chat`` starts a new
 conversation. The provider and settings come from the deployment's ``chat:`` section.
+
+``GET /v1/chat/agents`` names the agents a caller may chat with — the Build's, the same for
+every tenant — and the defaults a request that names none gets, so a client can refuse an
+unknown agent before its user types a message.
 """
 
 from __future__ import annotations
@@ -81,6 +85,25 @@ class ChatBody(BaseModel):
     attachments: list[Attachment] = Field(default_factory=list, max_length=32)
     time_range: dict[str, str] | None = Field(default=None, alias="timeRange")
     diagnostics_scope: str | None = Field(default=None, alias="diagnosticsScope", max_length=256)
+
+
+class ChatAgentOut(BaseModel):
+    name: str
+    description: str
+
+
+class ChatAgentsOut(BaseModel):
+    """The agents a caller may chat with, and what a request that names none gets."""
+
+    agents: list[ChatAgentOut] = Field(description="The Build's agents, by name")
+    default_agent: str | None = Field(
+        alias="defaultAgent", description="chat.agent: the agent of a request that names none"
+    )
+    default_profile: str | None = Field(
+        alias="defaultProfile",
+        description="chat.profile: the profile of a request that names none (else the agent's "
+        "name)",
+    )
 
 
 def configure_chat(
@@ -187,6 +210,31 @@ def _profile(hub: TurnHub, body: ChatBody) -> tuple[str, str | None]:
             reason="PROFILE_REQUIRED",
         )
     return profile, agent
+
+
+@router.get(
+    "/chat/agents",
+    response_model=ChatAgentsOut,
+    response_model_by_alias=True,
+    responses=problem_responses(401),
+    summary="The agents you may chat with, and the default agent and profile",
+)
+async def chat_agents(
+    principal: Caller, hub: Hub, state: Annotated[ServerState, Depends(get_state)]
+) -> ChatAgentsOut:
+    """Every agent of the Build: agents are not a tenant's, and any authenticated caller may
+    chat with any of them (what each may *do* is its context's business). Their instructions
+    are text for the model and are not shown."""
+    # `principal` is resolved before `hub`: an anonymous request builds no turn hub
+    agents = state.runtime.build.agents
+    return ChatAgentsOut(
+        agents=[
+            ChatAgentOut(name=name, description=agent.description)
+            for name, agent in sorted(agents.items())
+        ],
+        defaultAgent=hub.defaults.get("agent"),
+        defaultProfile=hub.defaults.get("profile"),
+    )
 
 
 @router.post(
