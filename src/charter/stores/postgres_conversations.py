@@ -52,9 +52,11 @@ class PostgresConversations:
         try:
             with translated():
                 async with self._pool.connection() as conn, conn.transaction():
+                    # The record first: its row lock orders this append and a retention
+                    # sweep (delete_idle_conversations), whichever comes second waits.
+                    await conn.execute(sql.touch_updated_sql("%s"), (updated_at, conversation_id))
                     async with conn.cursor() as cur:
                         await cur.executemany(sql.insert_events_sql("%s"), rows)
-                    await conn.execute(sql.touch_updated_sql("%s"), (updated_at, conversation_id))
         except StoreConflict:
             raise sql.sequence_conflict(conversation_id) from None
 
@@ -82,6 +84,15 @@ class PostgresConversations:
     async def delete_idle_conversations(self, *, before: str) -> int:
         with translated():
             async with self._pool.connection() as conn, conn.transaction():
-                await conn.execute(sql.delete_events_sql("%s"), (before,))
-                cur = await conn.execute(sql.delete_records_sql("%s"), (before,))
-                return int(cur.rowcount)
+                # Records first, each row locked and its updated_at read again after any
+                # writer holding it commits (READ COMMITTED): a conversation touched meanwhile
+                # is kept, and only the events of the records deleted here go with them.
+                cur = await conn.execute(
+                    sql.delete_records_sql("%s") + " RETURNING conversation_id", (before,)
+                )
+                gone = [str(row[0]) for row in await cur.fetchall()]
+                if gone:
+                    await conn.execute(
+                        "DELETE FROM conversation_events WHERE conversation_id = ANY(%s)", (gone,)
+                    )
+                return len(gone)
