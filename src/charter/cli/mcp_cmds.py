@@ -112,7 +112,10 @@ async def _serve(
 
         config = uvicorn.Config(
             app,
-            log_level="warning",
+            # Charter's JSON-lines logging (configure_logging above) stays in place: uvicorn's
+            # default config would put its plain-text handler back on uvicorn's logger.
+            log_config=None,
+            access_log=False,
             http=head_limited_protocol(rt.deployment.limits.http),  # bounded request heads
             timeout_graceful_shutdown=GRACE_S,  # then a call still running is cut off
         )
