@@ -30,6 +30,15 @@ export interface components {
         [key: string]: components["schemas"]["InputFile"];
       };
     };
+    ChatAgentOut: {
+      name: string;
+      description: string;
+    };
+    ChatAgentsOut: {
+      agents: Array<components["schemas"]["ChatAgentOut"]>;
+      defaultAgent: string | null;
+      defaultProfile: string | null;
+    };
     ChatBody: {
       message: string;
       conversationId?: string | null;
@@ -249,6 +258,12 @@ export interface operations {
     query: {};
     body: components["schemas"]["ChatBody"];
     response: unknown;
+  };
+  "GET /v1/chat/agents": {
+    path: {};
+    query: {};
+    body: never;
+    response: components["schemas"]["ChatAgentsOut"];
   };
   "GET /v1/chat/{conversation_id}/events": {
     path: { conversation_id: string };
